@@ -51,7 +51,7 @@ class Statement {
   // Advances: true when a row is available, false when done. Binding errors recorded by Bind
   // are returned by the first Step.
   absl::StatusOr<bool> Step();
-  // Steps to completion; FAILED_PRECONDITION... no: rows are skipped. Returns the first error.
+  // Steps to completion, discarding any rows. Returns the first error.
   absl::Status Run();
   // Rewinds so the statement can run again with new bindings.
   void Reset();

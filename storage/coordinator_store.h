@@ -1,0 +1,110 @@
+#ifndef TAILOR_STORAGE_COORDINATOR_STORE_H_
+#define TAILOR_STORAGE_COORDINATOR_STORE_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "storage/database.h"
+#include "tailor/v1/agent.pb.h"
+#include "tailor/v1/campaign.pb.h"
+
+namespace tailor::storage {
+
+// One attempt of a job: the lease row.
+struct AttemptRow {
+  std::string lease_id;
+  std::string job_id;
+  int attempt = 0;
+  std::string holder;  // agent id, or "launcher:<name>"
+  std::string state;   // active, succeeded, failed, expired, cancelled
+  absl::Time started_at;
+  absl::Time expires_at;
+  std::string launcher;
+  std::string external_id;
+};
+
+// Typed access to the coordinator's tables. Not thread-safe: the coordinator core calls it
+// under its own mutex and wraps multi-row changes in a Transaction from Begin().
+class CoordinatorStore {
+ public:
+  // Opens (creating if needed) and migrates the database.
+  static absl::StatusOr<std::unique_ptr<CoordinatorStore>> Open(const std::string& path);
+
+  Database* db() { return db_.get(); }
+  absl::StatusOr<Transaction> Begin() { return Transaction::Begin(db_.get()); }
+
+  // Campaigns. Stored without jobs and report (those live in their own tables).
+  absl::Status InsertCampaign(const v1::Campaign& campaign, const std::string& contract_hash);
+  absl::Status UpdateCampaign(const v1::Campaign& campaign);
+  // The campaign a request id created, with its contract hash; nullopt when unused.
+  absl::StatusOr<std::optional<std::pair<v1::Campaign, std::string>>> FindByRequestId(
+      const std::string& request_id);
+  absl::StatusOr<v1::Campaign> GetCampaign(const std::string& id);  // NOT_FOUND
+  // Newest first; ids < before_id when before_id is non-empty.
+  absl::StatusOr<std::vector<v1::Campaign>> ListCampaigns(const std::string& team,
+                                                          const std::vector<int>& states,
+                                                          const std::string& before_id,
+                                                          int limit);
+  absl::StatusOr<std::vector<v1::Campaign>> LoadNonFinalCampaigns();
+  // Every campaign whose contract says recurring, oldest first.
+  absl::StatusOr<std::vector<v1::Campaign>> ListRecurringCampaigns();
+
+  // Jobs (the proto is the record; `ord` keeps the planner's topological order).
+  absl::Status InsertJob(const v1::Job& job, int ord);
+  absl::Status UpdateJob(const v1::Job& job);
+  absl::StatusOr<std::vector<v1::Job>> JobsOfCampaign(const std::string& campaign_id);
+  absl::StatusOr<v1::Job> GetJob(const std::string& job_id);  // NOT_FOUND
+  // Jobs of every campaign that is not final, in campaign then graph order.
+  absl::StatusOr<std::vector<v1::Job>> LoadJobsOfNonFinalCampaigns();
+
+  // Attempts / leases.
+  absl::Status InsertAttempt(const AttemptRow& row);
+  absl::Status ExtendAttempt(const std::string& lease_id, absl::Time expires_at);
+  absl::Status EndAttempt(const std::string& lease_id, const std::string& state,
+                          absl::Time ended_at, const std::string& error);
+  absl::Status SetAttemptExternal(const std::string& lease_id, const std::string& launcher,
+                                  const std::string& external_id);
+  absl::StatusOr<std::vector<AttemptRow>> LoadActiveAttempts();
+  absl::StatusOr<std::vector<AttemptRow>> AttemptsOfJob(const std::string& job_id);
+  absl::StatusOr<std::optional<AttemptRow>> FindAttempt(const std::string& lease_id);
+
+  // Events.
+  absl::Status AppendEvent(const v1::Event& event);
+  absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& campaign_id,
+                                                    int64_t after_seq, int limit);
+  absl::StatusOr<int64_t> MaxEventSeq(const std::string& campaign_id);
+
+  // Agents.
+  absl::Status UpsertAgent(const v1::Agent& agent);
+  absl::StatusOr<std::optional<v1::Agent>> FindAgentByName(const std::string& name);
+  absl::StatusOr<std::vector<v1::Agent>> ListAgents();
+
+  // Cost tables.
+  absl::Status InsertCostTable(const v1::CostTable& table);
+  // The newest table for a fingerprint, or nullopt.
+  absl::StatusOr<std::optional<v1::CostTable>> FindCostTable(const std::string& fingerprint);
+  absl::StatusOr<v1::CostTable> GetCostTable(const std::string& id);  // NOT_FOUND
+  absl::StatusOr<std::vector<v1::CostTable>> ListCostTables(const std::string& device_kind);
+
+  // Artifacts.
+  absl::Status InsertArtifact(const v1::Artifact& artifact);
+  absl::StatusOr<std::vector<v1::Artifact>> ListArtifacts(const std::string& campaign_id);
+  absl::StatusOr<bool> ArtifactKnown(const std::string& digest);
+
+ private:
+  explicit CoordinatorStore(std::unique_ptr<Database> db) : db_(std::move(db)) {}
+  std::unique_ptr<Database> db_;
+};
+
+// Unix microseconds, the unit of every time column.
+int64_t ToMicros(absl::Time t);
+absl::Time FromMicros(int64_t us);
+
+}  // namespace tailor::storage
+
+#endif  // TAILOR_STORAGE_COORDINATOR_STORE_H_

@@ -1,0 +1,118 @@
+#include "storage/schema.h"
+
+namespace tailor::storage {
+
+// Times are INTEGER unix microseconds. Rows that the coordinator reads back as a whole keep
+// their protobuf in a BLOB; the columns beside it exist for indexes and for people running
+// sqlite3 on the file.
+const std::vector<Migration>& CoordinatorMigrations() {
+  static const auto* migrations = new std::vector<Migration>{
+      {1, R"sql(
+CREATE TABLE campaigns (
+  id            TEXT PRIMARY KEY,
+  request_id    TEXT NOT NULL UNIQUE,
+  contract_hash TEXT NOT NULL,
+  name          TEXT NOT NULL,
+  team          TEXT NOT NULL,
+  method        INTEGER NOT NULL,
+  state         INTEGER NOT NULL,
+  fingerprint   TEXT NOT NULL,
+  recurring     INTEGER NOT NULL DEFAULT 0,
+  created_at    INTEGER NOT NULL,
+  updated_at    INTEGER NOT NULL,
+  error         TEXT NOT NULL DEFAULT '',
+  contract      BLOB NOT NULL
+);
+CREATE INDEX campaigns_by_state ON campaigns(state);
+CREATE INDEX campaigns_by_team ON campaigns(team, id);
+
+CREATE TABLE jobs (
+  id          TEXT PRIMARY KEY,
+  campaign_id TEXT NOT NULL REFERENCES campaigns(id),
+  key         TEXT NOT NULL,
+  kind        TEXT NOT NULL,
+  state       INTEGER NOT NULL,
+  ord         INTEGER NOT NULL,
+  updated_at  INTEGER NOT NULL,
+  proto       BLOB NOT NULL,
+  UNIQUE (campaign_id, key)
+);
+CREATE INDEX jobs_by_state ON jobs(state);
+CREATE INDEX jobs_by_campaign ON jobs(campaign_id, ord);
+
+-- One row per attempt; the lease id is the attempt's identity.
+CREATE TABLE job_attempts (
+  lease_id    TEXT PRIMARY KEY,
+  job_id      TEXT NOT NULL REFERENCES jobs(id),
+  attempt     INTEGER NOT NULL,
+  holder      TEXT NOT NULL,
+  state       TEXT NOT NULL,
+  started_at  INTEGER NOT NULL,
+  expires_at  INTEGER NOT NULL,
+  ended_at    INTEGER,
+  error       TEXT NOT NULL DEFAULT '',
+  launcher    TEXT NOT NULL DEFAULT '',
+  external_id TEXT NOT NULL DEFAULT '',
+  UNIQUE (job_id, attempt)
+);
+CREATE INDEX attempts_active ON job_attempts(state) WHERE state = 'active';
+
+-- Append-only; seq is per campaign and has no gaps.
+CREATE TABLE events (
+  campaign_id TEXT NOT NULL,
+  seq         INTEGER NOT NULL,
+  time        INTEGER NOT NULL,
+  job_id      TEXT NOT NULL,
+  type        TEXT NOT NULL,
+  proto       BLOB NOT NULL,
+  PRIMARY KEY (campaign_id, seq)
+) WITHOUT ROWID;
+
+CREATE TABLE agents (
+  id             TEXT PRIMARY KEY,
+  name           TEXT NOT NULL UNIQUE,
+  state          INTEGER NOT NULL,
+  registered_at  INTEGER NOT NULL,
+  last_heartbeat INTEGER NOT NULL,
+  info           BLOB NOT NULL
+);
+
+CREATE TABLE cost_tables (
+  id             TEXT PRIMARY KEY,
+  fingerprint    TEXT NOT NULL,
+  device_kind    TEXT NOT NULL,
+  engine         TEXT NOT NULL,
+  engine_version TEXT NOT NULL,
+  created_at     INTEGER NOT NULL,
+  proto          BLOB NOT NULL
+);
+CREATE INDEX cost_tables_by_fingerprint ON cost_tables(fingerprint, created_at);
+
+CREATE TABLE artifacts (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  digest      TEXT NOT NULL,
+  size_bytes  INTEGER NOT NULL,
+  kind        TEXT NOT NULL,
+  name        TEXT NOT NULL,
+  campaign_id TEXT NOT NULL,
+  job_id      TEXT NOT NULL,
+  created_at  INTEGER NOT NULL
+);
+CREATE INDEX artifacts_by_campaign ON artifacts(campaign_id, id);
+CREATE INDEX artifacts_by_digest ON artifacts(digest);
+
+CREATE TABLE api_tokens (
+  id          TEXT PRIMARY KEY,
+  token_hash  TEXT NOT NULL UNIQUE,
+  team        TEXT NOT NULL,
+  role        TEXT NOT NULL,
+  description TEXT NOT NULL DEFAULT '',
+  created_at  INTEGER NOT NULL,
+  revoked_at  INTEGER
+);
+)sql"},
+  };
+  return *migrations;
+}
+
+}  // namespace tailor::storage
