@@ -1,0 +1,444 @@
+// Campaign lifecycle: submission, planning into jobs, dependency release, completion,
+// cancellation, recovery, and the commit path every change goes through.
+#include "coordinator/coordinator.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/ids.h"
+#include "common/proto_time.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+#include "coordinator/contract_validation.h"
+#include "coordinator/planner.h"
+#include "coordinator/unit_of_work.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "spdlog/spdlog.h"
+
+namespace tailor::coordinator {
+
+bool IsFinal(v1::CampaignState s) {
+  return s == v1::CAMPAIGN_SUCCEEDED || s == v1::CAMPAIGN_FAILED || s == v1::CAMPAIGN_CANCELLED;
+}
+
+bool IsFinal(v1::JobState s) {
+  return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED || s == v1::JOB_CANCELLED ||
+         s == v1::JOB_SKIPPED;
+}
+
+namespace {
+
+bool IsDone(v1::JobState s) { return s == v1::JOB_SUCCEEDED || s == v1::JOB_SKIPPED; }
+
+// Deterministic bytes of the defaulted contract: two submissions with the same request id are
+// "the same" exactly when these hashes match (map fields are sorted by deterministic mode).
+std::string ContractHash(const v1::DeploymentContract& contract) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream out(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&out);
+    coded.SetSerializationDeterministic(true);
+    contract.SerializeToCodedStream(&coded);
+  }
+  return Sha256::Hex(bytes);
+}
+
+}  // namespace
+
+Coordinator::Coordinator(storage::CoordinatorStore* store, storage::BlobStore* blobs,
+                         Clock* clock, CoordinatorOptions options)
+    : store_(store), blobs_(blobs), clock_(clock), options_(std::move(options)) {}
+
+Coordinator::~Coordinator() {
+  // Answer every parked long-poll so no gRPC reactor is left without a Finish.
+  std::list<Waiter> waiters;
+  {
+    absl::MutexLock lock(&mu_);
+    waiters.swap(waiters_);
+  }
+  for (auto& w : waiters) w.done(absl::UnavailableError("coordinator shutting down"));
+}
+
+void Coordinator::SetLauncher(Launcher* launcher) {
+  absl::MutexLock lock(&mu_);
+  launcher_ = launcher;
+}
+
+absl::Duration Coordinator::BackoffFor(int attempt) const {
+  absl::Duration d = options_.backoff_base;
+  for (int i = 1; i < attempt && d < options_.backoff_max; ++i) d *= 2;
+  return std::min(d, options_.backoff_max);
+}
+
+void Coordinator::UnitOfWork::Emit(const std::string& campaign_id, const std::string& job_id,
+                                   const std::string& type, const std::string& message,
+                                   const v1::JobProgress* progress) {
+  auto seq_it = seqs_.find(campaign_id);
+  if (seq_it == seqs_.end()) {
+    seq_it = seqs_.emplace(campaign_id, c_->campaigns_.at(campaign_id).last_seq).first;
+  }
+  v1::Event e;
+  e.set_seq(++seq_it->second);
+  e.set_campaign_id(campaign_id);
+  e.set_job_id(job_id);
+  *e.mutable_time() = ToProto(now_);
+  e.set_type(type);
+  e.set_message(message);
+  e.set_campaign_state(Campaign(campaign_id).state());
+  if (!job_id.empty()) e.set_job_state(Job(job_id).state());
+  if (progress != nullptr) *e.mutable_progress() = *progress;
+  events_.push_back(std::move(e));
+  spdlog::info("campaign={} job={} {}: {}", campaign_id, job_id.empty() ? "-" : job_id, type,
+               message);
+}
+
+absl::Status Coordinator::CommitLocked(UnitOfWork& uow, Effects& fx) {
+  {
+    TAILOR_ASSIGN_OR_RETURN(storage::Transaction txn, store_->Begin());
+    if (uow.new_campaign_) {
+      TAILOR_RETURN_IF_ERROR(store_->InsertCampaign(uow.campaigns_.at(uow.new_campaign_->first.id()),
+                                                    uow.new_campaign_->second));
+    }
+    int ord = 0;
+    for (const std::string& id : uow.new_job_ids_) {
+      TAILOR_RETURN_IF_ERROR(store_->InsertJob(uow.jobs_.at(id), ord++));
+    }
+    for (const auto& [id, campaign] : uow.campaigns_) {
+      if (uow.new_campaign_ && uow.new_campaign_->first.id() == id) continue;
+      TAILOR_RETURN_IF_ERROR(store_->UpdateCampaign(campaign));
+    }
+    for (const auto& [id, job] : uow.jobs_) {
+      if (std::find(uow.new_job_ids_.begin(), uow.new_job_ids_.end(), id) !=
+          uow.new_job_ids_.end()) {
+        continue;
+      }
+      TAILOR_RETURN_IF_ERROR(store_->UpdateJob(job));
+    }
+    for (const auto& row : uow.new_attempts_) TAILOR_RETURN_IF_ERROR(store_->InsertAttempt(row));
+    for (const auto& e : uow.ended_attempts_) {
+      TAILOR_RETURN_IF_ERROR(store_->EndAttempt(e.lease_id, e.state, uow.now(), e.error));
+    }
+    for (const auto& [lease_id, t] : uow.extended_) {
+      TAILOR_RETURN_IF_ERROR(store_->ExtendAttempt(lease_id, t));
+    }
+    for (const auto& e : uow.events_) TAILOR_RETURN_IF_ERROR(store_->AppendEvent(e));
+    TAILOR_RETURN_IF_ERROR(txn.Commit());
+  }
+
+  // Durable; now mirror it in memory.
+  if (uow.new_campaign_) {
+    LiveCampaign live;
+    live.campaign = uow.campaigns_.at(uow.new_campaign_->first.id());
+    live.job_ids = uow.new_job_ids_;
+    campaigns_[live.campaign.id()] = std::move(live);
+  }
+  for (auto& [id, campaign] : uow.campaigns_) campaigns_[id].campaign = campaign;
+  for (const auto& [id, seq] : uow.seqs_) campaigns_[id].last_seq = seq;
+  for (auto& [id, job] : uow.jobs_) {
+    jobs_[id] = job;
+    if (job.state() == v1::JOB_RUNNABLE) {
+      queue_.Add(job, uow.now());
+    } else {
+      queue_.Remove(id);
+    }
+  }
+  for (const auto& lease : uow.leases_added_) leases_[lease.lease_id] = lease;
+  for (const auto& id : uow.leases_removed_) leases_.erase(id);
+  for (const auto& id : uow.leases_cancelled_) {
+    auto it = leases_.find(id);
+    if (it != leases_.end()) it->second.cancelled = true;
+  }
+  for (const auto& [id, t] : uow.extended_) {
+    auto it = leases_.find(id);
+    if (it != leases_.end()) it->second.expires_at = t;
+  }
+  std::set<std::string> touched;
+  for (const auto& e : uow.events_) touched.insert(e.campaign_id());
+  for (const std::string& id : touched) NotifyLocked(id, fx);
+  // Final campaigns leave memory; reads fall back to the database.
+  for (const auto& [id, campaign] : uow.campaigns_) {
+    if (!IsFinal(campaign.state())) continue;
+    auto it = campaigns_.find(id);
+    if (it == campaigns_.end()) continue;
+    for (const std::string& job_id : it->second.job_ids) {
+      queue_.Remove(job_id);
+      jobs_.erase(job_id);
+    }
+    campaigns_.erase(it);
+  }
+  return absl::OkStatus();
+}
+
+void Coordinator::NotifyLocked(const std::string& campaign_id, Effects& fx) {
+  absl::MutexLock lock(&sub_mu_);
+  for (const auto& [token, sub] : subscribers_) {
+    if (sub.first == campaign_id) fx.calls.push_back(sub.second);
+  }
+}
+
+uint64_t Coordinator::Subscribe(const std::string& campaign_id, std::function<void()> fn) {
+  absl::MutexLock lock(&sub_mu_);
+  const uint64_t token = next_sub_++;
+  subscribers_[token] = {campaign_id, std::move(fn)};
+  return token;
+}
+
+void Coordinator::Unsubscribe(uint64_t token) {
+  absl::MutexLock lock(&sub_mu_);
+  subscribers_.erase(token);
+}
+
+void Coordinator::AdvanceCampaignLocked(UnitOfWork& uow, const std::string& campaign_id) {
+  v1::Campaign& campaign = uow.Campaign(campaign_id);
+  if (IsFinal(campaign.state())) return;
+  const std::vector<std::string>& ids = uow.JobIds(campaign_id);
+  std::map<std::string, v1::JobState> by_key;
+  const v1::Job* failed = nullptr;
+  for (const std::string& id : ids) {
+    const v1::Job& job = uow.Job(id);
+    by_key[job.key()] = job.state();
+    if (job.state() == v1::JOB_FAILED && failed == nullptr) failed = &job;
+  }
+  if (failed != nullptr) {
+    campaign.set_state(v1::CAMPAIGN_FAILED);
+    campaign.set_error(absl::StrCat("job ", failed->key(), " failed: ", failed->error()));
+    *campaign.mutable_updated_at() = ToProto(uow.now());
+    for (const std::string& id : ids) {
+      v1::Job& job = uow.Job(id);
+      if (IsFinal(job.state())) continue;
+      if (job.state() == v1::JOB_LEASED) uow.EndAttempt(job.lease_id(), "cancelled", "campaign failed");
+      job.set_state(v1::JOB_CANCELLED);
+      job.set_error(absl::StrCat("not run: job ", failed->key(), " failed"));
+      *job.mutable_updated_at() = ToProto(uow.now());
+      uow.Emit(campaign_id, id, "job_cancelled", job.error());
+    }
+    uow.Emit(campaign_id, "", "campaign_failed", campaign.error());
+    return;
+  }
+  bool all_done = true;
+  bool started = false;
+  for (const std::string& id : ids) {
+    v1::Job& job = uow.Job(id);
+    if (job.state() == v1::JOB_PENDING) {
+      bool ready = true;
+      for (const std::string& dep : job.depends_on()) ready = ready && IsDone(by_key[dep]);
+      if (ready) {
+        job.set_state(v1::JOB_RUNNABLE);
+        *job.mutable_updated_at() = ToProto(uow.now());
+        by_key[job.key()] = v1::JOB_RUNNABLE;
+        uow.Emit(campaign_id, id, "job_runnable", "dependencies met");
+      }
+    }
+    all_done = all_done && IsDone(job.state());
+    started = started || job.state() == v1::JOB_LEASED || job.state() == v1::JOB_SUCCEEDED;
+  }
+  if (all_done) {
+    campaign.set_state(v1::CAMPAIGN_SUCCEEDED);
+    *campaign.mutable_updated_at() = ToProto(uow.now());
+    uow.Emit(campaign_id, "", "campaign_succeeded", "all jobs done");
+  } else if (started && campaign.state() == v1::CAMPAIGN_QUEUED) {
+    campaign.set_state(v1::CAMPAIGN_RUNNING);
+    *campaign.mutable_updated_at() = ToProto(uow.now());
+    uow.Emit(campaign_id, "", "campaign_running", "first job started");
+  }
+}
+
+absl::StatusOr<std::pair<v1::Campaign, bool>> Coordinator::Submit(
+    const v1::DeploymentContract& contract, const std::string& request_id_in) {
+  const absl::Time now = clock_->Now();
+  std::string request_id = request_id_in;
+  if (request_id.empty()) {
+    request_id = NewId("req", now);
+  } else if (!IsSafeToken(request_id, 128)) {
+    return absl::InvalidArgumentError(
+        "request_id: must be 1..128 characters of [A-Za-z0-9._:-]");
+  }
+  TAILOR_RETURN_IF_ERROR(ValidateContract(contract));
+  const v1::DeploymentContract defaulted = WithDefaults(contract);
+  const std::string hash = ContractHash(defaulted);
+  TAILOR_ASSIGN_OR_RETURN(std::vector<PlannedJob> plan, PlanCampaign(defaulted));
+
+  Effects fx;
+  absl::StatusOr<std::pair<v1::Campaign, bool>> result;
+  {
+    absl::MutexLock lock(&mu_);
+    TAILOR_ASSIGN_OR_RETURN(auto existing, store_->FindByRequestId(request_id));
+    if (existing.has_value()) {
+      if (existing->second != hash) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "request id '", request_id, "' was already used for campaign ",
+            existing->first.id(), " with a different contract; use a new request id"));
+      }
+      TAILOR_ASSIGN_OR_RETURN(v1::Campaign c, CampaignWithJobsLocked(existing->first.id()));
+      return std::make_pair(std::move(c), false);
+    }
+
+    v1::Campaign campaign;
+    campaign.set_id(NewId("c", now));
+    campaign.set_request_id(request_id);
+    campaign.set_name(defaulted.name());
+    campaign.set_team(defaulted.team());
+    *campaign.mutable_contract() = defaulted;
+    campaign.set_state(v1::CAMPAIGN_QUEUED);
+    *campaign.mutable_created_at() = ToProto(now);
+    *campaign.mutable_updated_at() = ToProto(now);
+    campaign.set_fingerprint(TargetFingerprint(defaulted));
+
+    UnitOfWork uow(this, now);
+    uow.InsertCampaign(campaign, hash);
+    std::optional<v1::CostTable> reusable;
+    for (const PlannedJob& p : plan) {
+      if (p.kind == "profile") {
+        TAILOR_ASSIGN_OR_RETURN(reusable, store_->FindCostTable(campaign.fingerprint()));
+        break;
+      }
+    }
+    for (const PlannedJob& p : plan) {
+      v1::Job job;
+      job.set_id(NewId("j", now));
+      job.set_campaign_id(campaign.id());
+      job.set_key(p.key);
+      job.set_kind(p.kind);
+      job.set_state(v1::JOB_PENDING);
+      for (const auto& d : p.depends_on) job.add_depends_on(d);
+      *job.mutable_resources() = p.resources;
+      *job.mutable_created_at() = ToProto(now);
+      *job.mutable_updated_at() = ToProto(now);
+      if (p.kind == "profile" && reusable.has_value()) {
+        // Same target fingerprint: the measured table still holds, no need to profile again.
+        job.set_state(v1::JOB_SKIPPED);
+        job.set_skipped_reason(absl::StrCat("cost table ", reusable->id(), " reused"));
+        (*job.mutable_result()->mutable_fields())["cost_table_id"].set_string_value(
+            reusable->id());
+        job.mutable_progress()->set_fraction(1.0);
+      }
+      uow.InsertJob(job);
+    }
+    uow.Emit(campaign.id(), "", "campaign_submitted",
+             absl::StrCat(v1::Method_Name(defaulted.method()), " campaign '", defaulted.name(),
+                          "' with ", plan.size(), " jobs"));
+    for (const std::string& id : uow.JobIds(campaign.id())) {
+      if (uow.Job(id).state() == v1::JOB_SKIPPED) {
+        uow.Emit(campaign.id(), id, "job_skipped", uow.Job(id).skipped_reason());
+      }
+    }
+    AdvanceCampaignLocked(uow, campaign.id());
+    TAILOR_RETURN_IF_ERROR(CommitLocked(uow, fx));
+    DispatchLocked(fx);
+    auto view = CampaignWithJobsLocked(campaign.id());
+    if (!view.ok()) return view.status();
+    result = std::make_pair(*std::move(view), true);
+  }
+  fx.Run();
+  return result;
+}
+
+absl::StatusOr<v1::Campaign> Coordinator::Cancel(const std::string& id,
+                                                 const std::string& reason) {
+  Effects fx;
+  absl::StatusOr<v1::Campaign> result;
+  {
+    absl::MutexLock lock(&mu_);
+    if (campaigns_.count(id) == 0) {
+      TAILOR_ASSIGN_OR_RETURN(v1::Campaign stored, store_->GetCampaign(id));
+      if (stored.state() == v1::CAMPAIGN_CANCELLED) return CampaignWithJobsLocked(id);
+      return absl::FailedPreconditionError(
+          absl::StrCat("campaign ", id, " already finished as ",
+                       v1::CampaignState_Name(stored.state()), "; nothing to cancel"));
+    }
+    UnitOfWork uow(this, clock_->Now());
+    CancelCampaignJobsLocked(uow, id, reason.empty() ? "cancelled by user" : reason, fx);
+    TAILOR_RETURN_IF_ERROR(CommitLocked(uow, fx));
+    result = CampaignWithJobsLocked(id);
+  }
+  fx.Run();
+  return result;
+}
+
+void Coordinator::CancelCampaignJobsLocked(UnitOfWork& uow, const std::string& campaign_id,
+                                           const std::string& reason, Effects& fx) {
+  for (const std::string& id : uow.JobIds(campaign_id)) {
+    v1::Job& job = uow.Job(id);
+    if (IsFinal(job.state())) continue;
+    if (job.state() == v1::JOB_LEASED) {
+      uow.EndAttempt(job.lease_id(), "cancelled", reason);
+      auto lease = leases_.find(job.lease_id());
+      if (lease != leases_.end() && launcher_ != nullptr &&
+          lease->second.holder.rfind("launcher:", 0) == 0) {
+        Launcher* launcher = launcher_;
+        std::string lease_id = job.lease_id();
+        fx.calls.push_back([launcher, lease_id] { launcher->Cancel(lease_id); });
+      }
+    }
+    job.set_state(v1::JOB_CANCELLED);
+    job.set_error(reason);
+    *job.mutable_updated_at() = ToProto(uow.now());
+    uow.Emit(campaign_id, id, "job_cancelled", reason);
+  }
+  v1::Campaign& campaign = uow.Campaign(campaign_id);
+  campaign.set_state(v1::CAMPAIGN_CANCELLED);
+  campaign.set_error(reason);
+  *campaign.mutable_updated_at() = ToProto(uow.now());
+  uow.Emit(campaign_id, "", "campaign_cancelled", reason);
+}
+
+absl::Status Coordinator::Recover() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  TAILOR_ASSIGN_OR_RETURN(std::vector<v1::Agent> agents, store_->ListAgents());
+  for (auto& a : agents) {
+    agent_by_name_[a.info().name()] = a.id();
+    agents_[a.id()] = std::move(a);
+  }
+  TAILOR_ASSIGN_OR_RETURN(std::vector<v1::Campaign> campaigns, store_->LoadNonFinalCampaigns());
+  for (auto& c : campaigns) {
+    LiveCampaign live;
+    TAILOR_ASSIGN_OR_RETURN(live.last_seq, store_->MaxEventSeq(c.id()));
+    live.campaign = std::move(c);
+    campaigns_[live.campaign.id()] = std::move(live);
+  }
+  TAILOR_ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, store_->LoadJobsOfNonFinalCampaigns());
+  for (auto& j : jobs) {
+    campaigns_[j.campaign_id()].job_ids.push_back(j.id());
+    jobs_[j.id()] = std::move(j);
+  }
+  TAILOR_ASSIGN_OR_RETURN(std::vector<storage::AttemptRow> attempts,
+                          store_->LoadActiveAttempts());
+  // Holders could not heartbeat while we were down: give every live lease a fresh TTL rather
+  // than expiring work that is probably still running.
+  const absl::Time fresh = now + options_.lease_ttl;
+  TAILOR_ASSIGN_OR_RETURN(storage::Transaction txn, store_->Begin());
+  for (const auto& a : attempts) {
+    LiveLease lease{a.lease_id, a.job_id, a.holder, a.attempt, std::max(a.expires_at, fresh),
+                    false};
+    auto job = jobs_.find(a.job_id);
+    if (job == jobs_.end() || job->second.state() != v1::JOB_LEASED ||
+        job->second.lease_id() != a.lease_id) {
+      // The job moved on in the same transaction that should have ended this attempt; a
+      // stale row can only come from an older binary. Close it.
+      TAILOR_RETURN_IF_ERROR(store_->EndAttempt(a.lease_id, "expired", now, "stale at recovery"));
+      continue;
+    }
+    TAILOR_RETURN_IF_ERROR(store_->ExtendAttempt(a.lease_id, lease.expires_at));
+    leases_[a.lease_id] = lease;
+  }
+  TAILOR_RETURN_IF_ERROR(txn.Commit());
+  size_t runnable = 0;
+  for (const auto& [id, job] : jobs_) {
+    if (job.state() == v1::JOB_RUNNABLE) {
+      queue_.Add(job, now);
+      ++runnable;
+    }
+  }
+  spdlog::info("recovered {} campaigns, {} jobs ({} runnable), {} leases, {} agents",
+               campaigns_.size(), jobs_.size(), runnable, leases_.size(), agents_.size());
+  return absl::OkStatus();
+}
+
+size_t Coordinator::RunnableCountForTest() {
+  absl::MutexLock lock(&mu_);
+  return queue_.size();
+}
+
+}  // namespace tailor::coordinator

@@ -1,0 +1,216 @@
+#ifndef TAILOR_COORDINATOR_COORDINATOR_H_
+#define TAILOR_COORDINATOR_COORDINATOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "coordinator/scheduler.h"
+#include "storage/blob_store.h"
+#include "storage/coordinator_store.h"
+#include "tailor/v1/admin.pb.h"
+#include "tailor/v1/agent.pb.h"
+#include "tailor/v1/campaign.pb.h"
+
+namespace tailor::coordinator {
+
+struct CoordinatorOptions {
+  absl::Duration lease_ttl = absl::Seconds(15);
+  absl::Duration heartbeat_interval = absl::Seconds(2);
+  // An agent without a heartbeat for this long is shown offline (its leases expire by TTL).
+  absl::Duration agent_offline_after = absl::Seconds(10);
+  // Retry delay after attempt n fails: min(backoff_base * 2^(n-1), backoff_max).
+  absl::Duration backoff_base = absl::Seconds(2);
+  absl::Duration backoff_max = absl::Minutes(5);
+  absl::Duration max_poll_wait = absl::Seconds(30);
+  int64_t max_upload_bytes = int64_t{16} << 30;
+  int64_t max_result_bytes = 1 << 20;
+  std::string data_dir;  // logs live under data_dir/logs
+};
+
+// Starts launcher-placed jobs (multi-rank workers, Slurm). The coordinator leases the job to
+// the launcher ("launcher:<name>") before calling Launch; the launched workers then use that
+// lease exactly like an agent would. Implementations must not call back into the Coordinator
+// from Launch while it holds its lock: Launch is called without the lock held.
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  virtual std::string name() const = 0;
+  virtual absl::Status Launch(const v1::AcquireJobResponse& assignment) = 0;
+  virtual void Cancel(const std::string& lease_id) = 0;
+};
+
+// Where a lease came from and what it may touch (for uploads and cost tables).
+struct LeaseInfo {
+  std::string lease_id;
+  std::string job_id;
+  std::string job_kind;
+  std::string campaign_id;
+  std::string fingerprint;
+};
+
+// The coordinator's state machine: campaigns, their job graphs, leases, agents and the event
+// log. Every change is one SQLite transaction first and an in-memory update second, so a crash
+// at any point leaves the database consistent and Recover() rebuilds memory from it.
+// Thread-safe; gRPC services are thin wrappers over these methods.
+class Coordinator {
+ public:
+  Coordinator(storage::CoordinatorStore* store, storage::BlobStore* blobs, Clock* clock,
+              CoordinatorOptions options);
+  ~Coordinator();
+
+  // Loads non-final campaigns, their jobs, active leases and agents. Leases get a fresh TTL:
+  // their holders could not heartbeat while the coordinator was down.
+  absl::Status Recover();
+  void SetLauncher(Launcher* launcher);
+
+  // --- campaigns ---
+  // Validates, plans and stores a campaign in one transaction. Idempotent by request id.
+  absl::StatusOr<std::pair<v1::Campaign, bool>> Submit(const v1::DeploymentContract& contract,
+                                                       const std::string& request_id);
+  absl::StatusOr<v1::Campaign> GetCampaign(const std::string& id);
+  absl::StatusOr<v1::ListCampaignsResponse> ListCampaigns(const v1::ListCampaignsRequest& req);
+  absl::StatusOr<v1::Campaign> Cancel(const std::string& id, const std::string& reason);
+  absl::StatusOr<v1::CampaignReport> GetReport(const std::string& id);
+  // Events with seq > after_seq (at most limit); *final is set when the campaign is final and
+  // the returned events reach its last event.
+  absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& campaign_id,
+                                                    int64_t after_seq, int limit, bool* final);
+  // Calls `fn` (without locks held) whenever the campaign gets new events.
+  uint64_t Subscribe(const std::string& campaign_id, std::function<void()> fn);
+  void Unsubscribe(uint64_t token);
+
+  // --- agents ---
+  absl::StatusOr<v1::RegisterAgentResponse> Register(const v1::AgentInfo& info);
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& req);
+  using AcquireCallback = std::function<void(absl::StatusOr<v1::AcquireJobResponse>)>;
+  // `done` is called exactly once, maybe before this returns: with a job, with assigned=false
+  // when the wait runs out, or with an error. Returns a waiter id for CancelAcquire.
+  uint64_t AcquireJob(const v1::AcquireJobRequest& req, AcquireCallback done);
+  // True if the waiter was still waiting (its callback will never be called).
+  bool CancelAcquire(uint64_t waiter_id);
+  absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& req);
+  absl::StatusOr<v1::CompleteJobResponse> CompleteJob(const v1::CompleteJobRequest& req);
+  absl::StatusOr<v1::CostTable> PutCostTable(const v1::PutCostTableRequest& req);
+  absl::StatusOr<LeaseInfo> CheckLease(const std::string& lease_id);
+  absl::StatusOr<v1::Artifact> RecordArtifact(const LeaseInfo& lease, const std::string& kind,
+                                              const std::string& name,
+                                              const storage::BlobInfo& blob);
+
+  // --- reads for users ---
+  absl::StatusOr<v1::ListArtifactsResponse> ListArtifacts(const std::string& campaign_id);
+  absl::StatusOr<v1::ListCostTablesResponse> ListCostTables(const std::string& device_kind);
+  absl::StatusOr<v1::CostTable> GetCostTable(const v1::GetCostTableRequest& req);
+  absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
+
+  // --- admin ---
+  absl::StatusOr<v1::ListQueueResponse> ListQueue(const v1::ListQueueRequest& req);
+  absl::StatusOr<v1::ListAgentsResponse> ListAgents(const v1::ListAgentsRequest& req);
+  absl::StatusOr<v1::Agent> DrainAgent(const v1::DrainAgentRequest& req);
+  absl::StatusOr<v1::RecompressResponse> Recompress(const v1::RecompressRequest& req);
+
+  // Time-driven work: expire leases and waiters, promote backoffs, mark agents offline, hand
+  // launcher jobs to the launcher. Called by the server's ticker thread; tests call it after
+  // advancing a FakeClock.
+  void Tick();
+
+  storage::BlobStore* blobs() { return blobs_; }
+  Clock* clock() { return clock_; }
+  const CoordinatorOptions& options() const { return options_; }
+  size_t RunnableCountForTest();
+
+ private:
+  struct LiveCampaign {
+    v1::Campaign campaign;  // without jobs
+    int64_t last_seq = 0;
+    std::vector<std::string> job_ids;  // graph order
+  };
+  struct LiveLease {
+    std::string lease_id;
+    std::string job_id;
+    std::string holder;  // agent id or launcher:<name>
+    int attempt = 0;
+    absl::Time expires_at;
+    bool cancelled = false;
+  };
+  struct Waiter {
+    uint64_t id;
+    std::string agent_id;
+    absl::Time deadline;
+    AcquireCallback done;
+  };
+  class UnitOfWork;
+  // Deferred side effects, run after the lock is released.
+  struct Effects {
+    std::vector<std::function<void()>> calls;
+    void Run() {
+      for (auto& c : calls) c();
+    }
+  };
+
+  absl::Status CommitLocked(UnitOfWork& uow, Effects& fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Dependency release, campaign completion/failure after job changes in `uow`.
+  void AdvanceCampaignLocked(UnitOfWork& uow, const std::string& campaign_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailJobAttemptLocked(UnitOfWork& uow, const std::string& job_id, const std::string& error,
+                            bool retryable, const std::string& attempt_state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CancelCampaignJobsLocked(UnitOfWork& uow, const std::string& campaign_id,
+                                const std::string& reason, Effects& fx)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<v1::AcquireJobResponse> LeaseJobLocked(const std::string& job_id,
+                                                        const std::string& holder,
+                                                        Effects& fx)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<std::string> PickForAgentLocked(const std::string& agent_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DispatchLocked(Effects& fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExpireLeasesLocked(Effects& fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int ActiveLeasesOfLocked(const std::string& holder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string WaitingReasonLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::Campaign ViewLocked(const v1::Campaign& stored, std::vector<v1::Job> jobs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<v1::Campaign> CampaignWithJobsLocked(const std::string& id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NotifyLocked(const std::string& campaign_id, Effects& fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Duration BackoffFor(int attempt) const;
+
+  storage::CoordinatorStore* const store_;
+  storage::BlobStore* const blobs_;
+  Clock* const clock_;
+  const CoordinatorOptions options_;
+
+  absl::Mutex mu_;
+  Launcher* launcher_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::map<std::string, LiveCampaign> campaigns_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, v1::Job> jobs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, LiveLease> leases_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, v1::Agent> agents_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> agent_by_name_ ABSL_GUARDED_BY(mu_);
+  RunnableQueue queue_ ABSL_GUARDED_BY(mu_);
+  std::list<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
+
+  absl::Mutex sub_mu_;
+  std::map<uint64_t, std::pair<std::string, std::function<void()>>> subscribers_
+      ABSL_GUARDED_BY(sub_mu_);
+  uint64_t next_sub_ ABSL_GUARDED_BY(sub_mu_) = 1;
+};
+
+bool IsFinal(v1::CampaignState state);
+bool IsFinal(v1::JobState state);
+
+}  // namespace tailor::coordinator
+
+#endif  // TAILOR_COORDINATOR_COORDINATOR_H_

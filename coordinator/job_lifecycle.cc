@@ -1,0 +1,510 @@
+// The agent side of the coordinator: registration, heartbeats, leases (acquire, progress,
+// completion, expiry with retries and backoff), cost tables and artifact records.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/ids.h"
+#include "common/proto_time.h"
+#include "common/status_macros.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/unit_of_work.h"
+#include "spdlog/spdlog.h"
+
+namespace tailor::coordinator {
+
+namespace {
+constexpr size_t kMaxJobKinds = 64;
+constexpr int kMaxCostEntries = 100000;
+
+absl::Status ValidateAgentInfo(const v1::AgentInfo& info) {
+  if (!IsSafeToken(info.name(), 200)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("info.name: must be 1..200 characters of [A-Za-z0-9._:-], got '",
+                     info.name().substr(0, 64), "'"));
+  }
+  if (info.device_kind().empty() || info.device_kind().size() > 128) {
+    return absl::InvalidArgumentError("info.device_kind: must be 1..128 characters");
+  }
+  if (info.job_kinds().empty() || static_cast<size_t>(info.job_kinds_size()) > kMaxJobKinds) {
+    return absl::InvalidArgumentError("info.job_kinds: must list 1..64 job kinds");
+  }
+  if (info.max_concurrent_jobs() < 0 || info.max_concurrent_jobs() > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "info.max_concurrent_jobs: must be in 0..1024, got ", info.max_concurrent_jobs()));
+  }
+  return absl::OkStatus();
+}
+
+std::string Seconds1(absl::Duration d) {
+  return absl::StrFormat("%.1fs", absl::ToDoubleSeconds(d));
+}
+}  // namespace
+
+absl::StatusOr<v1::RegisterAgentResponse> Coordinator::Register(const v1::AgentInfo& info) {
+  TAILOR_RETURN_IF_ERROR(ValidateAgentInfo(info));
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  v1::Agent agent;
+  auto by_name = agent_by_name_.find(info.name());
+  if (by_name != agent_by_name_.end()) {
+    agent = agents_.at(by_name->second);
+  } else {
+    agent.set_id(NewId("a", now));
+    *agent.mutable_registered_at() = ToProto(now);
+    agent.set_state(v1::AGENT_ONLINE);
+  }
+  *agent.mutable_info() = info;
+  if (agent.info().max_concurrent_jobs() == 0) agent.mutable_info()->set_max_concurrent_jobs(1);
+  if (agent.state() != v1::AGENT_DRAINED) agent.set_state(v1::AGENT_ONLINE);
+  *agent.mutable_last_heartbeat() = ToProto(now);
+  TAILOR_RETURN_IF_ERROR(store_->UpsertAgent(agent));
+  agent_by_name_[info.name()] = agent.id();
+  agents_[agent.id()] = agent;
+  spdlog::info("agent={} registered name={} device_kind='{}' kinds={}", agent.id(), info.name(),
+               info.device_kind(), info.job_kinds_size());
+  v1::RegisterAgentResponse resp;
+  resp.set_agent_id(agent.id());
+  resp.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  resp.set_lease_ttl_ms(absl::ToInt64Milliseconds(options_.lease_ttl));
+  return resp;
+}
+
+int Coordinator::ActiveLeasesOfLocked(const std::string& holder) {
+  int n = 0;
+  for (const auto& [id, lease] : leases_) n += (lease.holder == holder && !lease.cancelled);
+  return n;
+}
+
+absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& req) {
+  const absl::Time now = clock_->Now();
+  Effects fx;
+  v1::HeartbeatResponse resp;
+  {
+    absl::MutexLock lock(&mu_);
+    auto agent = agents_.find(req.agent_id());
+    if (agent == agents_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("agent '", req.agent_id(), "' is not registered; register again"));
+    }
+    *agent->second.mutable_last_heartbeat() = ToProto(now);
+    resp.set_drain(agent->second.state() == v1::AGENT_DRAINED);
+    UnitOfWork uow(this, now);
+    const absl::Time expires = now + options_.lease_ttl;
+    for (const std::string& lease_id : req.lease_ids()) {
+      auto it = leases_.find(lease_id);
+      if (it == leases_.end() || it->second.holder != req.agent_id()) {
+        resp.add_unknown_lease_ids(lease_id);
+      } else if (it->second.cancelled) {
+        resp.add_cancelled_lease_ids(lease_id);
+      } else {
+        uow.ExtendLease(lease_id, expires);
+        v1::Lease* l = resp.add_extended();
+        l->set_id(lease_id);
+        l->set_job_id(it->second.job_id);
+        l->set_attempt(it->second.attempt);
+        *l->mutable_expires_at() = ToProto(expires);
+        l->set_ttl_ms(absl::ToInt64Milliseconds(options_.lease_ttl));
+      }
+    }
+    TAILOR_RETURN_IF_ERROR(CommitLocked(uow, fx));
+  }
+  fx.Run();
+  return resp;
+}
+
+std::optional<std::string> Coordinator::PickForAgentLocked(const std::string& agent_id) {
+  const v1::Agent& agent = agents_.at(agent_id);
+  if (agent.state() == v1::AGENT_DRAINED) return std::nullopt;
+  if (ActiveLeasesOfLocked(agent_id) >= std::max(1, agent.info().max_concurrent_jobs())) {
+    return std::nullopt;
+  }
+  return queue_.Pick(agent.info(), [this](const std::string& id) -> const v1::Job* {
+    auto it = jobs_.find(id);
+    return it == jobs_.end() ? nullptr : &it->second;
+  });
+}
+
+absl::StatusOr<v1::AcquireJobResponse> Coordinator::LeaseJobLocked(const std::string& job_id,
+                                                                   const std::string& holder,
+                                                                   Effects& fx) {
+  const absl::Time now = clock_->Now();
+  UnitOfWork uow(this, now);
+  v1::Job& job = uow.Job(job_id);
+  job.set_state(v1::JOB_LEASED);
+  job.set_attempt(job.attempt() + 1);
+  job.set_lease_id(NewId("l", now));
+  job.set_agent_id(holder);
+  job.clear_not_before();
+  *job.mutable_updated_at() = ToProto(now);
+  storage::AttemptRow row;
+  row.lease_id = job.lease_id();
+  row.job_id = job_id;
+  row.attempt = job.attempt();
+  row.holder = holder;
+  row.state = "active";
+  row.started_at = now;
+  row.expires_at = now + options_.lease_ttl;
+  uow.AddAttempt(row, LiveLease{row.lease_id, job_id, holder, row.attempt, row.expires_at, false});
+  uow.Emit(job.campaign_id(), job_id, "job_leased",
+           absl::StrCat("attempt ", job.attempt(), "/", job.resources().max_attempts(), " on ",
+                        holder));
+  AdvanceCampaignLocked(uow, job.campaign_id());
+
+  v1::AcquireJobResponse resp;
+  resp.set_assigned(true);
+  resp.mutable_lease()->set_id(row.lease_id);
+  resp.mutable_lease()->set_job_id(job_id);
+  resp.mutable_lease()->set_attempt(row.attempt);
+  *resp.mutable_lease()->mutable_expires_at() = ToProto(row.expires_at);
+  resp.mutable_lease()->set_ttl_ms(absl::ToInt64Milliseconds(options_.lease_ttl));
+  *resp.mutable_job() = job;
+  resp.set_campaign_id(job.campaign_id());
+  *resp.mutable_contract() = uow.Campaign(job.campaign_id()).contract();
+  for (const std::string& other : uow.JobIds(job.campaign_id())) {
+    const v1::Job& dep = uow.Job(other);
+    if (std::find(job.depends_on().begin(), job.depends_on().end(), dep.key()) !=
+        job.depends_on().end()) {
+      (*resp.mutable_inputs())[dep.key()] = dep.result();
+    }
+  }
+  TAILOR_RETURN_IF_ERROR(CommitLocked(uow, fx));
+  return resp;
+}
+
+uint64_t Coordinator::AcquireJob(const v1::AcquireJobRequest& req, AcquireCallback done) {
+  const absl::Time now = clock_->Now();
+  Effects fx;
+  uint64_t waiter_id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto agent = agents_.find(req.agent_id());
+    if (agent == agents_.end()) {
+      fx.calls.push_back([done] {
+        done(absl::NotFoundError("agent is not registered; register again"));
+      });
+    } else {
+      *agent->second.mutable_last_heartbeat() = ToProto(now);
+      queue_.Promote(now);
+      std::optional<std::string> job_id = PickForAgentLocked(req.agent_id());
+      absl::StatusOr<v1::AcquireJobResponse> resp;
+      if (job_id.has_value()) resp = LeaseJobLocked(*job_id, req.agent_id(), fx);
+      if (job_id.has_value() || req.wait_ms() <= 0) {
+        if (!job_id.has_value()) resp = v1::AcquireJobResponse();
+        fx.calls.push_back([done, resp] { done(resp); });
+      } else {
+        const absl::Duration wait =
+            std::min(absl::Milliseconds(req.wait_ms()), options_.max_poll_wait);
+        waiter_id = next_waiter_id_++;
+        waiters_.push_back(Waiter{waiter_id, req.agent_id(), now + wait, std::move(done)});
+      }
+    }
+  }
+  fx.Run();
+  return waiter_id;
+}
+
+bool Coordinator::CancelAcquire(uint64_t waiter_id) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
+    if (it->id == waiter_id) {
+      waiters_.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+void Coordinator::DispatchLocked(Effects& fx) {
+  queue_.Promote(clock_->Now());
+  for (auto it = waiters_.begin(); it != waiters_.end() && queue_.size() > 0;) {
+    std::optional<std::string> job_id = PickForAgentLocked(it->agent_id);
+    if (!job_id.has_value()) {
+      ++it;
+      continue;
+    }
+    absl::StatusOr<v1::AcquireJobResponse> resp = LeaseJobLocked(*job_id, it->agent_id, fx);
+    AcquireCallback done = std::move(it->done);
+    it = waiters_.erase(it);
+    fx.calls.push_back([done, resp] { done(resp); });
+    if (!resp.ok()) break;  // the database refused; leave the rest for the next tick
+  }
+  if (launcher_ == nullptr) return;
+  for (const std::string& job_id : queue_.LauncherJobs(64)) {
+    const std::string holder = absl::StrCat("launcher:", launcher_->name());
+    absl::StatusOr<v1::AcquireJobResponse> resp = LeaseJobLocked(job_id, holder, fx);
+    if (!resp.ok()) break;
+    Launcher* launcher = launcher_;
+    fx.calls.push_back([this, launcher, resp] {
+      absl::Status st = launcher->Launch(*resp);
+      if (!st.ok()) {
+        v1::CompleteJobRequest fail;
+        fail.set_lease_id(resp->lease().id());
+        fail.set_success(false);
+        fail.set_error(absl::StrCat("launch failed: ", st.message()));
+        fail.set_retryable(st.code() == absl::StatusCode::kUnavailable ||
+                           st.code() == absl::StatusCode::kResourceExhausted ||
+                           st.code() == absl::StatusCode::kInternal);
+        (void)CompleteJob(fail);
+      }
+    });
+  }
+}
+
+void Coordinator::FailJobAttemptLocked(UnitOfWork& uow, const std::string& job_id,
+                                       const std::string& error, bool retryable,
+                                       const std::string& attempt_state) {
+  v1::Job& job = uow.Job(job_id);
+  uow.EndAttempt(job.lease_id(), attempt_state, error);
+  job.clear_lease_id();
+  job.clear_agent_id();
+  job.set_error(error);
+  *job.mutable_updated_at() = ToProto(uow.now());
+  const int max_attempts = std::max(1, job.resources().max_attempts());
+  if (retryable && job.attempt() < max_attempts) {
+    const absl::Duration backoff = BackoffFor(job.attempt());
+    job.set_state(v1::JOB_RUNNABLE);
+    *job.mutable_not_before() = ToProto(uow.now() + backoff);
+    uow.Emit(job.campaign_id(), job_id, "job_retry",
+             absl::StrCat("attempt ", job.attempt(), "/", max_attempts, " failed (", error,
+                          "); retry in ", Seconds1(backoff)));
+  } else {
+    job.set_state(v1::JOB_FAILED);
+    if (retryable) {
+      job.set_error(absl::StrCat(error, " (gave up after ", job.attempt(), " attempts)"));
+    }
+    uow.Emit(job.campaign_id(), job_id, "job_failed", job.error());
+  }
+  AdvanceCampaignLocked(uow, job.campaign_id());
+}
+
+absl::StatusOr<v1::ReportProgressResponse> Coordinator::ReportProgress(
+    const v1::ReportProgressRequest& req) {
+  const absl::Time now = clock_->Now();
+  Effects fx;
+  v1::ReportProgressResponse resp;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = leases_.find(req.lease_id());
+    if (it == leases_.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "lease '", req.lease_id(), "' is not active (expired, completed or unknown)"));
+    }
+    if (it->second.cancelled) {
+      resp.set_cancelled(true);
+      return resp;
+    }
+    if (req.progress().metrics_size() > 256 || req.progress().message().size() > 4096) {
+      return absl::InvalidArgumentError(
+          "progress: at most 256 metrics and a 4096-byte message");
+    }
+    UnitOfWork uow(this, now);
+    v1::Job& job = uow.Job(it->second.job_id);
+    *job.mutable_progress() = req.progress();
+    *job.mutable_updated_at() = ToProto(now);
+    const absl::Time expires = now + options_.lease_ttl;
+    uow.ExtendLease(req.lease_id(), expires);
+    uow.Emit(job.campaign_id(), job.id(), "job_progress", req.progress().message(),
+             &req.progress());
+    TAILOR_RETURN_IF_ERROR(CommitLocked(uow, fx));
+    resp.mutable_lease()->set_id(req.lease_id());
+    resp.mutable_lease()->set_job_id(it->second.job_id);
+    resp.mutable_lease()->set_attempt(it->second.attempt);
+    *resp.mutable_lease()->mutable_expires_at() = ToProto(expires);
+    resp.mutable_lease()->set_ttl_ms(absl::ToInt64Milliseconds(options_.lease_ttl));
+  }
+  fx.Run();
+  return resp;
+}
+
+absl::StatusOr<v1::CompleteJobResponse> Coordinator::CompleteJob(
+    const v1::CompleteJobRequest& req) {
+  const absl::Time now = clock_->Now();
+  if (req.result().ByteSizeLong() > static_cast<size_t>(options_.max_result_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("result: ", req.result().ByteSizeLong(),
+                                                   " bytes exceeds the limit of ",
+                                                   options_.max_result_bytes));
+  }
+  if (req.error().size() > 16384) {
+    return absl::InvalidArgumentError("error: longer than 16384 bytes");
+  }
+  Effects fx;
+  v1::CompleteJobResponse resp;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = leases_.find(req.lease_id());
+    if (it == leases_.end()) {
+      // Not live: tell the caller precisely why, and apply nothing.
+      TAILOR_ASSIGN_OR_RETURN(std::optional<storage::AttemptRow> row,
+                              store_->FindAttempt(req.lease_id()));
+      if (!row.has_value()) {
+        return absl::NotFoundError(absl::StrCat("lease '", req.lease_id(), "' does not exist"));
+      }
+      if (row->state == "cancelled") {
+        TAILOR_ASSIGN_OR_RETURN(*resp.mutable_job(), store_->GetJob(row->job_id));
+        return resp;
+      }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "lease '", req.lease_id(), "' is no longer active (attempt ", row->attempt, " ",
+          row->state, "); this completion is not applied"));
+    }
+    const LiveLease lease = it->second;
+    UnitOfWork uow(this, now);
+    if (lease.cancelled) {
+      // The campaign was cancelled while the job ran; the attempt is already closed.
+      uow.leases_removed_.push_back(lease.lease_id);
+      TAILOR_RETURN_IF_ERROR(CommitLocked(uow, fx));
+      TAILOR_ASSIGN_OR_RETURN(*resp.mutable_job(), store_->GetJob(lease.job_id));
+    } else {
+      v1::Job& job = uow.Job(lease.job_id);
+      if (req.success()) {
+        uow.EndAttempt(lease.lease_id, "succeeded", "");
+        job.set_state(v1::JOB_SUCCEEDED);
+        *job.mutable_result() = req.result();
+        job.clear_error();
+        job.mutable_progress()->set_fraction(1.0);
+        *job.mutable_updated_at() = ToProto(now);
+        uow.Emit(job.campaign_id(), job.id(), "job_succeeded",
+                 absl::StrCat("attempt ", job.attempt(), " succeeded"));
+        AdvanceCampaignLocked(uow, job.campaign_id());
+      } else {
+        FailJobAttemptLocked(uow, lease.job_id,
+                             req.error().empty() ? "failed without a message" : req.error(),
+                             req.retryable(), "failed");
+      }
+      TAILOR_RETURN_IF_ERROR(CommitLocked(uow, fx));
+      *resp.mutable_job() = uow.Job(lease.job_id);
+      DispatchLocked(fx);
+    }
+  }
+  fx.Run();
+  return resp;
+}
+
+void Coordinator::ExpireLeasesLocked(Effects& fx) {
+  const absl::Time now = clock_->Now();
+  std::vector<LiveLease> expired;
+  for (const auto& [id, lease] : leases_) {
+    if (lease.expires_at <= now) expired.push_back(lease);
+  }
+  if (expired.empty()) return;
+  UnitOfWork uow(this, now);
+  for (const LiveLease& lease : expired) {
+    if (lease.cancelled || !uow.HasJob(lease.job_id)) {
+      uow.leases_removed_.push_back(lease.lease_id);
+      continue;
+    }
+    const std::string error =
+        absl::StrCat("lease expired: no heartbeat from ", lease.holder, " for ",
+                     Seconds1(options_.lease_ttl));
+    FailJobAttemptLocked(uow, lease.job_id, error, /*retryable=*/true, "expired");
+    if (launcher_ != nullptr && lease.holder.rfind("launcher:", 0) == 0) {
+      Launcher* launcher = launcher_;
+      std::string lease_id = lease.lease_id;
+      fx.calls.push_back([launcher, lease_id] { launcher->Cancel(lease_id); });
+    }
+  }
+  absl::Status st = CommitLocked(uow, fx);
+  if (!st.ok()) spdlog::error("expiring {} leases failed: {}", expired.size(), st.ToString());
+}
+
+void Coordinator::Tick() {
+  Effects fx;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    queue_.Promote(now);
+    ExpireLeasesLocked(fx);
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      if (it->deadline <= now) {
+        AcquireCallback done = std::move(it->done);
+        fx.calls.push_back([done] { done(v1::AcquireJobResponse()); });
+        it = waiters_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    DispatchLocked(fx);
+  }
+  fx.Run();
+}
+
+absl::StatusOr<LeaseInfo> Coordinator::CheckLease(const std::string& lease_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = leases_.find(lease_id);
+  if (it == leases_.end() || it->second.cancelled) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("lease '", lease_id, "' is not active (expired, completed or unknown)"));
+  }
+  const v1::Job& job = jobs_.at(it->second.job_id);
+  LeaseInfo info;
+  info.lease_id = lease_id;
+  info.job_id = job.id();
+  info.job_kind = job.kind();
+  info.campaign_id = job.campaign_id();
+  info.fingerprint = campaigns_.at(job.campaign_id()).campaign.fingerprint();
+  return info;
+}
+
+absl::StatusOr<v1::Artifact> Coordinator::RecordArtifact(const LeaseInfo& lease,
+                                                         const std::string& kind,
+                                                         const std::string& name,
+                                                         const storage::BlobInfo& blob) {
+  const absl::Time now = clock_->Now();
+  v1::Artifact a;
+  a.set_digest(blob.digest);
+  a.set_size_bytes(blob.size_bytes);
+  a.set_kind(kind);
+  a.set_name(name);
+  a.set_campaign_id(lease.campaign_id);
+  a.set_job_id(lease.job_id);
+  *a.mutable_created_at() = ToProto(now);
+  Effects fx;
+  {
+    absl::MutexLock lock(&mu_);
+    if (campaigns_.count(lease.campaign_id) == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("campaign ", lease.campaign_id, " already finished"));
+    }
+    TAILOR_ASSIGN_OR_RETURN(storage::Transaction txn, store_->Begin());
+    TAILOR_RETURN_IF_ERROR(store_->InsertArtifact(a));
+    UnitOfWork uow(this, now);
+    uow.Emit(lease.campaign_id, lease.job_id, "artifact_uploaded",
+             absl::StrCat(kind, " '", name, "' ", blob.size_bytes, " bytes sha256:",
+                          blob.digest.substr(0, 12)));
+    for (const auto& e : uow.events_) TAILOR_RETURN_IF_ERROR(store_->AppendEvent(e));
+    TAILOR_RETURN_IF_ERROR(txn.Commit());
+    for (const auto& [id, seq] : uow.seqs_) campaigns_[id].last_seq = seq;
+    NotifyLocked(lease.campaign_id, fx);
+  }
+  fx.Run();
+  return a;
+}
+
+absl::StatusOr<v1::CostTable> Coordinator::PutCostTable(const v1::PutCostTableRequest& req) {
+  TAILOR_ASSIGN_OR_RETURN(LeaseInfo lease, CheckLease(req.lease_id()));
+  if (lease.job_kind != "profile") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "only profile jobs store cost tables; lease belongs to a '", lease.job_kind, "' job"));
+  }
+  if (req.table().entries_size() == 0 || req.table().entries_size() > kMaxCostEntries) {
+    return absl::InvalidArgumentError(absl::StrCat("table.entries: must hold 1..",
+                                                   kMaxCostEntries, " entries, got ",
+                                                   req.table().entries_size()));
+  }
+  const absl::Time now = clock_->Now();
+  v1::CostTable table = req.table();
+  table.set_id(NewId("ct", now));
+  table.set_fingerprint(lease.fingerprint);
+  table.set_campaign_id(lease.campaign_id);
+  table.set_job_id(lease.job_id);
+  *table.mutable_created_at() = ToProto(now);
+  absl::MutexLock lock(&mu_);
+  TAILOR_RETURN_IF_ERROR(store_->InsertCostTable(table));
+  spdlog::info("campaign={} job={} cost table {} stored ({} entries, latency MAPE {:.2f}%)",
+               lease.campaign_id, lease.job_id, table.id(), table.entries_size(),
+               100 * table.latency_mape());
+  return table;
+}
+
+}  // namespace tailor::coordinator

@@ -1,0 +1,85 @@
+// tailor-coordinator: the only writer of the database; serves the campaign, agent and admin
+// APIs.
+#include <csignal>
+#include <iostream>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "coordinator/server.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop.store(true); }
+
+bool IsLoopback(const std::string& listen) {
+  return listen.rfind("127.", 0) == 0 || listen.rfind("localhost:", 0) == 0 ||
+         listen.rfind("[::1]:", 0) == 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tailor-coordinator: accepts deployment contracts and runs compression campaigns"};
+  tailor::coordinator::ServerOptions options;
+  int http_port = 8080;
+  std::string launcher = "local";
+  std::string log_level = "info";
+  double lease_ttl_s = 15, heartbeat_s = 2, backoff_base_s = 2;
+  bool insecure = false;
+  app.add_option("--data-dir", options.data_dir, "database, blobs and logs")->capture_default_str();
+  app.add_option("--listen", options.listen, "gRPC address HOST:PORT")->capture_default_str();
+  app.add_option("--http-port", http_port, "dashboard and /metrics port (0 = off)")
+      ->capture_default_str();
+  app.add_option("--launcher", launcher, "how cluster jobs start: local or slurm")
+      ->check(CLI::IsMember({"local", "slurm"}))
+      ->capture_default_str();
+  app.add_option("--lease-ttl", lease_ttl_s, "seconds a lease lives without a heartbeat")
+      ->check(CLI::Range(1.0, 3600.0))
+      ->capture_default_str();
+  app.add_option("--heartbeat-interval", heartbeat_s, "seconds between agent heartbeats")
+      ->check(CLI::Range(0.1, 600.0))
+      ->capture_default_str();
+  app.add_option("--backoff-base", backoff_base_s, "seconds before the first retry")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+  app.add_flag("--insecure", insecure, "allow plaintext on a non-loopback address");
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  if (auto st = tailor::InitLogging("coordinator", log_level); !st.ok()) {
+    std::cerr << "tailor-coordinator: " << st.message() << "\n";
+    return 2;
+  }
+  if (!IsLoopback(options.listen) && !insecure) {
+    std::cerr << "tailor-coordinator: refusing plaintext gRPC on non-loopback address "
+              << options.listen << "; pass --insecure to allow it\n";
+    return 2;
+  }
+  options.core.lease_ttl = absl::Seconds(lease_ttl_s);
+  options.core.heartbeat_interval = absl::Seconds(heartbeat_s);
+  options.core.agent_offline_after = absl::Seconds(std::max(5 * heartbeat_s, 3.0));
+  options.core.backoff_base = absl::Seconds(backoff_base_s);
+  (void)http_port;
+  (void)launcher;
+
+  auto server = tailor::coordinator::CoordinatorServer::Create(options, tailor::Clock::Real());
+  if (!server.ok()) {
+    std::cerr << "tailor-coordinator: " << server.status().message() << "\n";
+    return 1;
+  }
+  auto port = (*server)->Start();
+  if (!port.ok()) {
+    std::cerr << "tailor-coordinator: " << port.status().message() << "\n";
+    return 1;
+  }
+  // Scripts read the bound port from stdout (useful with --listen 127.0.0.1:0).
+  std::cout << "listening on port " << *port << std::endl;
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  spdlog::info("shutting down");
+  (*server)->Shutdown(absl::Seconds(5));
+  return 0;
+}

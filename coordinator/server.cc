@@ -1,0 +1,70 @@
+#include "coordinator/server.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace tailor::coordinator {
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
+    const ServerOptions& options, Clock* clock) {
+  std::unique_ptr<CoordinatorServer> s(new CoordinatorServer(options, clock));
+  std::error_code ec;
+  std::filesystem::create_directories(options.data_dir, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create data dir '", options.data_dir, "': ", ec.message()));
+  }
+  std::filesystem::create_directories(options.data_dir + "/logs", ec);
+  TAILOR_ASSIGN_OR_RETURN(s->store_,
+                          storage::CoordinatorStore::Open(options.data_dir + "/tailor.db"));
+  TAILOR_ASSIGN_OR_RETURN(s->blobs_, storage::BlobStore::Open(options.data_dir + "/blobs"));
+  CoordinatorOptions core_options = options.core;
+  core_options.data_dir = options.data_dir;
+  s->core_ = std::make_unique<Coordinator>(s->store_.get(), s->blobs_.get(), clock, core_options);
+  TAILOR_RETURN_IF_ERROR(s->core_->Recover());
+  return s;
+}
+
+CoordinatorServer::~CoordinatorServer() { Shutdown(absl::ZeroDuration()); }
+
+absl::StatusOr<int> CoordinatorServer::Start() {
+  campaign_service_ = std::make_unique<CampaignServiceImpl>(core_.get());
+  agent_service_ = std::make_unique<AgentServiceImpl>(core_.get());
+  admin_service_ = std::make_unique<AdminServiceImpl>(core_.get());
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
+  builder.SetMaxSendMessageSize(options_.max_message_bytes);
+  builder.RegisterService(campaign_service_.get());
+  builder.RegisterService(agent_service_.get());
+  builder.RegisterService(admin_service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options_.listen, " (address in use or invalid)"));
+  }
+  ticker_ = std::thread([this] {
+    while (!stop_.load()) {
+      core_->Tick();
+      std::this_thread::sleep_for(absl::ToChronoMilliseconds(options_.tick_interval));
+    }
+  });
+  spdlog::info("tailor-coordinator serving on port {} (data dir {})", port, options_.data_dir);
+  return port;
+}
+
+void CoordinatorServer::Shutdown(absl::Duration grace) {
+  if (stop_.exchange(true)) return;
+  if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  if (ticker_.joinable()) ticker_.join();
+}
+
+void CoordinatorServer::Wait() {
+  if (server_ != nullptr) server_->Wait();
+}
+
+}  // namespace tailor::coordinator

@@ -1,0 +1,105 @@
+#ifndef TAILOR_COORDINATOR_SERVICES_H_
+#define TAILOR_COORDINATOR_SERVICES_H_
+
+#include "coordinator/coordinator.h"
+#include "tailor/v1/admin.grpc.pb.h"
+#include "tailor/v1/agent.grpc.pb.h"
+#include "tailor/v1/campaign.grpc.pb.h"
+
+namespace tailor::coordinator {
+
+// Thin gRPC adapters (callback API): translate, call one Coordinator method, map the status.
+// Long-polls and streams are reactors that never block a gRPC thread while waiting.
+
+class CampaignServiceImpl final : public v1::CampaignService::CallbackService {
+ public:
+  explicit CampaignServiceImpl(Coordinator* core) : core_(core) {}
+
+  grpc::ServerUnaryReactor* SubmitCampaign(grpc::CallbackServerContext* ctx,
+                                           const v1::SubmitCampaignRequest* req,
+                                           v1::SubmitCampaignResponse* resp) override;
+  grpc::ServerUnaryReactor* GetCampaign(grpc::CallbackServerContext* ctx,
+                                        const v1::GetCampaignRequest* req,
+                                        v1::Campaign* resp) override;
+  grpc::ServerUnaryReactor* ListCampaigns(grpc::CallbackServerContext* ctx,
+                                          const v1::ListCampaignsRequest* req,
+                                          v1::ListCampaignsResponse* resp) override;
+  grpc::ServerUnaryReactor* CancelCampaign(grpc::CallbackServerContext* ctx,
+                                           const v1::CancelCampaignRequest* req,
+                                           v1::Campaign* resp) override;
+  grpc::ServerWriteReactor<v1::Event>* WatchCampaign(
+      grpc::CallbackServerContext* ctx, const v1::WatchCampaignRequest* req) override;
+  grpc::ServerUnaryReactor* GetReport(grpc::CallbackServerContext* ctx,
+                                      const v1::GetReportRequest* req,
+                                      v1::CampaignReport* resp) override;
+  grpc::ServerUnaryReactor* ListArtifacts(grpc::CallbackServerContext* ctx,
+                                          const v1::ListArtifactsRequest* req,
+                                          v1::ListArtifactsResponse* resp) override;
+  grpc::ServerUnaryReactor* ListCostTables(grpc::CallbackServerContext* ctx,
+                                           const v1::ListCostTablesRequest* req,
+                                           v1::ListCostTablesResponse* resp) override;
+  grpc::ServerUnaryReactor* GetCostTable(grpc::CallbackServerContext* ctx,
+                                         const v1::GetCostTableRequest* req,
+                                         v1::CostTable* resp) override;
+  grpc::ServerWriteReactor<v1::LogChunk>* GetJobLog(grpc::CallbackServerContext* ctx,
+                                                    const v1::GetJobLogRequest* req) override;
+
+ private:
+  Coordinator* core_;
+};
+
+class AgentServiceImpl final : public v1::AgentService::CallbackService {
+ public:
+  explicit AgentServiceImpl(Coordinator* core) : core_(core) {}
+
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
+                                     const v1::RegisterAgentRequest* req,
+                                     v1::RegisterAgentResponse* resp) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
+                                      const v1::HeartbeatRequest* req,
+                                      v1::HeartbeatResponse* resp) override;
+  grpc::ServerUnaryReactor* AcquireJob(grpc::CallbackServerContext* ctx,
+                                       const v1::AcquireJobRequest* req,
+                                       v1::AcquireJobResponse* resp) override;
+  grpc::ServerUnaryReactor* ReportProgress(grpc::CallbackServerContext* ctx,
+                                           const v1::ReportProgressRequest* req,
+                                           v1::ReportProgressResponse* resp) override;
+  grpc::ServerUnaryReactor* CompleteJob(grpc::CallbackServerContext* ctx,
+                                        const v1::CompleteJobRequest* req,
+                                        v1::CompleteJobResponse* resp) override;
+  grpc::ServerReadReactor<v1::UploadArtifactRequest>* UploadArtifact(
+      grpc::CallbackServerContext* ctx, v1::Artifact* resp) override;
+  grpc::ServerWriteReactor<v1::ArtifactChunk>* DownloadArtifact(
+      grpc::CallbackServerContext* ctx, const v1::DownloadArtifactRequest* req) override;
+  grpc::ServerUnaryReactor* PutCostTable(grpc::CallbackServerContext* ctx,
+                                         const v1::PutCostTableRequest* req,
+                                         v1::CostTable* resp) override;
+
+ private:
+  Coordinator* core_;
+};
+
+class AdminServiceImpl final : public v1::AdminService::CallbackService {
+ public:
+  explicit AdminServiceImpl(Coordinator* core) : core_(core) {}
+
+  grpc::ServerUnaryReactor* ListQueue(grpc::CallbackServerContext* ctx,
+                                      const v1::ListQueueRequest* req,
+                                      v1::ListQueueResponse* resp) override;
+  grpc::ServerUnaryReactor* ListAgents(grpc::CallbackServerContext* ctx,
+                                       const v1::ListAgentsRequest* req,
+                                       v1::ListAgentsResponse* resp) override;
+  grpc::ServerUnaryReactor* DrainAgent(grpc::CallbackServerContext* ctx,
+                                       const v1::DrainAgentRequest* req,
+                                       v1::Agent* resp) override;
+  grpc::ServerUnaryReactor* Recompress(grpc::CallbackServerContext* ctx,
+                                       const v1::RecompressRequest* req,
+                                       v1::RecompressResponse* resp) override;
+
+ private:
+  Coordinator* core_;
+};
+
+}  // namespace tailor::coordinator
+
+#endif  // TAILOR_COORDINATOR_SERVICES_H_

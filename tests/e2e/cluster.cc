@@ -1,0 +1,114 @@
+#include "tests/e2e/cluster.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+
+namespace tailor::e2e {
+
+Cluster::Cluster(const std::string& name, Options options) : options_(options) {
+  dir_ = absl::StrCat(std::filesystem::temp_directory_path().string(), "/tailor-e2e-", name, "-",
+                      getpid());
+  std::filesystem::remove_all(dir_);
+  std::filesystem::create_directories(dir_ + "/data");
+}
+
+Cluster::~Cluster() {
+  agents_.clear();
+  coordinator_.reset();
+  if (std::getenv("TAILOR_E2E_KEEP") == nullptr) std::filesystem::remove_all(dir_);
+}
+
+bool Cluster::StartCoordinator() {
+  const std::string log = absl::StrCat(dir_, "/coordinator-", restarts_++, ".log");
+  coordinator_ = std::make_unique<Process>(
+      std::vector<std::string>{
+          BinDir() + "/tailor-coordinator", "--data-dir", dir_ + "/data", "--listen",
+          absl::StrCat("127.0.0.1:", port_), "--http-port", "0", "--lease-ttl",
+          absl::StrCat(options_.lease_ttl_s), "--heartbeat-interval",
+          absl::StrCat(options_.heartbeat_s), "--backoff-base",
+          absl::StrCat(options_.backoff_base_s), "--log-level", "debug"},
+      log);
+  std::regex re("listening on port ([0-9]+)");
+  return WaitFor(
+      [&] {
+        std::smatch m;
+        const std::string text = ReadFile(log);
+        if (!std::regex_search(text, m, re)) return false;
+        port_ = std::stoi(m[1]);
+        return true;
+      },
+      absl::Seconds(20));
+}
+
+void Cluster::KillCoordinator() {
+  if (coordinator_) coordinator_->Kill();
+}
+
+Process* Cluster::StartAgent(const std::string& name) {
+  std::filesystem::create_directories(dir_ + "/work-" + name);
+  auto p = std::make_unique<Process>(
+      std::vector<std::string>{BinDir() + "/tailor-profiler-agent", "--coordinator",
+                               absl::StrCat("127.0.0.1:", port_), "--device", "cpu", "--name",
+                               name, "--work-dir", dir_ + "/work-" + name, "--log-level",
+                               "debug"},
+      absl::StrCat(dir_, "/agent-", name, ".log"));
+  Process* raw = p.get();
+  agents_[name] = std::move(p);
+  return raw;
+}
+
+void Cluster::KillAgent(const std::string& name) {
+  auto it = agents_.find(name);
+  if (it != agents_.end()) it->second->Kill();
+}
+
+RunResult Cluster::Cli(std::vector<std::string> args, absl::Duration timeout) {
+  std::vector<std::string> argv = {BinDir() + "/tailor", "--coordinator",
+                                   absl::StrCat("127.0.0.1:", port_)};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return Run(argv, timeout);
+}
+
+nlohmann::json Cluster::Status(const std::string& campaign_id) {
+  RunResult r = Cli({"status", campaign_id, "--json"}, absl::Seconds(20));
+  if (r.exit_code != 0) return nullptr;
+  return nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+}
+
+std::string Cluster::Submit(const std::string& contract_path, const std::string& request_id) {
+  std::vector<std::string> args = {"submit", contract_path, "--json"};
+  if (!request_id.empty()) {
+    args.push_back("--request-id");
+    args.push_back(request_id);
+  }
+  RunResult r = Cli(args, absl::Seconds(30));
+  if (r.exit_code != 0) return "";
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  if (j.is_discarded()) return "";
+  if (j.contains("campaign")) j = j["campaign"];
+  return j.value("id", "");
+}
+
+bool Cluster::WaitForState(const std::string& campaign_id, const std::string& state,
+                           absl::Duration timeout) {
+  return WaitFor(
+      [&] {
+        nlohmann::json s = Status(campaign_id);
+        return !s.is_null() && !s.is_discarded() && s.value("state", "") == state;
+      },
+      timeout);
+}
+
+std::string Cluster::WriteFile(const std::string& name, const std::string& content) {
+  const std::string path = dir_ + "/" + name;
+  std::ofstream(path) << content;
+  return path;
+}
+
+}  // namespace tailor::e2e

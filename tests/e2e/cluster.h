@@ -1,0 +1,56 @@
+#ifndef TAILOR_TESTS_E2E_CLUSTER_H_
+#define TAILOR_TESTS_E2E_CLUSTER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "tests/e2e/process.h"
+
+namespace tailor::e2e {
+
+// A real coordinator and real agents on loopback, in a fresh data directory.
+class Cluster {
+ public:
+  struct Options {
+    double lease_ttl_s = 3;
+    double heartbeat_s = 0.5;
+    double backoff_base_s = 0.2;
+  };
+  explicit Cluster(const std::string& name, Options options);
+  explicit Cluster(const std::string& name) : Cluster(name, Options()) {}
+  ~Cluster();
+
+  // Starts (or restarts, on the same port and data dir) the coordinator; true when serving.
+  bool StartCoordinator();
+  void KillCoordinator();  // SIGKILL
+  Process* StartAgent(const std::string& name);
+  void KillAgent(const std::string& name);
+
+  // Runs the tailor CLI against this cluster.
+  RunResult Cli(std::vector<std::string> args, absl::Duration timeout = absl::Seconds(60));
+  // `tailor status ID --json` parsed; null json on failure.
+  nlohmann::json Status(const std::string& campaign_id);
+  // Submits a contract file; returns the campaign id ("" on failure).
+  std::string Submit(const std::string& contract_path, const std::string& request_id = "");
+  bool WaitForState(const std::string& campaign_id, const std::string& state,
+                    absl::Duration timeout);
+
+  std::string WriteFile(const std::string& name, const std::string& content);
+  const std::string& dir() const { return dir_; }
+  std::string db_path() const { return dir_ + "/data/tailor.db"; }
+  int port() const { return port_; }
+
+ private:
+  std::string dir_;
+  Options options_;
+  int port_ = 0;
+  int restarts_ = 0;
+  std::unique_ptr<Process> coordinator_;
+  std::map<std::string, std::unique_ptr<Process>> agents_;
+};
+
+}  // namespace tailor::e2e
+
+#endif  // TAILOR_TESTS_E2E_CLUSTER_H_

@@ -1,0 +1,527 @@
+// The coordinator core with a real SQLite file and a FakeClock: leases, retries and backoff
+// are driven by advancing time, never by sleeping.
+#include "coordinator/coordinator.h"
+
+#include <filesystem>
+
+#include "common/proto_time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+
+namespace tailor::coordinator {
+namespace {
+
+using ::tailor::testing::IsOk;
+using ::tailor::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+v1::DeploymentContract ProbeContract(const std::string& name = "probe", int priority = 0) {
+  v1::DeploymentContract c;
+  c.set_name(name);
+  c.set_method(v1::PROBE);
+  c.mutable_target()->set_device_kind("cpu");
+  c.set_priority(priority);
+  return c;
+}
+
+v1::DeploymentContract AutocompressContract() {
+  v1::DeploymentContract c;
+  c.set_name("npc");
+  c.set_method(v1::AUTOCOMPRESS);
+  c.mutable_parent()->set_path("models/parent");
+  c.mutable_target()->set_device_kind("cpu");
+  c.mutable_workload()->set_batch_size(1);
+  c.mutable_workload()->set_input_tokens(128);
+  c.mutable_workload()->set_output_tokens(32);
+  c.mutable_workload()->set_cached_prefix_tokens(0);
+  c.mutable_budget()->set_latency_ms_max(40);
+  return c;
+}
+
+// Records launches; the test plays the workers by completing the leases it was given.
+class RecordingLauncher : public Launcher {
+ public:
+  std::string name() const override { return "test"; }
+  absl::Status Launch(const v1::AcquireJobResponse& a) override {
+    launched.push_back(a);
+    return absl::OkStatus();
+  }
+  void Cancel(const std::string& lease_id) override { cancelled.push_back(lease_id); }
+  std::vector<v1::AcquireJobResponse> launched;
+  std::vector<std::string> cancelled;
+};
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("coord-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    Open();
+  }
+  void TearDown() override {
+    core_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void Open() {
+    core_.reset();
+    store_.reset();
+    auto store = storage::CoordinatorStore::Open((dir_ / "tailor.db").string());
+    ASSERT_THAT(store, IsOk());
+    store_ = *std::move(store);
+    auto blobs = storage::BlobStore::Open((dir_ / "blobs").string());
+    ASSERT_THAT(blobs, IsOk());
+    blobs_ = *std::move(blobs);
+    CoordinatorOptions options;
+    options.lease_ttl = absl::Seconds(15);
+    options.backoff_base = absl::Seconds(2);
+    options.backoff_max = absl::Seconds(5);
+    core_ = std::make_unique<Coordinator>(store_.get(), blobs_.get(), &clock_, options);
+    ASSERT_THAT(core_->Recover(), IsOk());
+  }
+
+  std::string RegisterAgent(const std::string& name, const std::string& device_kind = "cpu",
+                            std::vector<std::string> kinds = {"probe", "profile", "verify"}) {
+    v1::AgentInfo info;
+    info.set_name(name);
+    info.set_device_kind(device_kind);
+    for (auto& k : kinds) info.add_job_kinds(k);
+    auto r = core_->Register(info);
+    EXPECT_THAT(r, IsOk());
+    return r.ok() ? r->agent_id() : "";
+  }
+
+  // Acquire without waiting.
+  v1::AcquireJobResponse TryAcquire(const std::string& agent_id) {
+    v1::AcquireJobRequest req;
+    req.set_agent_id(agent_id);
+    v1::AcquireJobResponse out;
+    bool called = false;
+    core_->AcquireJob(req, [&](absl::StatusOr<v1::AcquireJobResponse> r) {
+      called = true;
+      EXPECT_THAT(r, IsOk());
+      if (r.ok()) out = *r;
+    });
+    EXPECT_TRUE(called);
+    return out;
+  }
+
+  v1::Campaign Submit(const v1::DeploymentContract& c, const std::string& rid) {
+    auto r = core_->Submit(c, rid);
+    EXPECT_THAT(r, IsOk());
+    return r.ok() ? r->first : v1::Campaign();
+  }
+
+  absl::Status Complete(const std::string& lease_id, bool success, bool retryable = false,
+                        const std::string& error = "") {
+    v1::CompleteJobRequest req;
+    req.set_lease_id(lease_id);
+    req.set_success(success);
+    req.set_retryable(retryable);
+    req.set_error(error);
+    return core_->CompleteJob(req).status();
+  }
+
+  std::vector<std::string> EventTypes(const std::string& campaign_id) {
+    bool final = false;
+    auto events = core_->ReadEvents(campaign_id, 0, 1000, &final);
+    EXPECT_THAT(events, IsOk());
+    std::vector<std::string> types;
+    int64_t expect_seq = 1;
+    for (const auto& e : *events) {
+      EXPECT_EQ(e.seq(), expect_seq++) << "event log has a gap";
+      types.push_back(e.type());
+    }
+    return types;
+  }
+
+  v1::Campaign Get(const std::string& id) {
+    auto c = core_->GetCampaign(id);
+    EXPECT_THAT(c, IsOk());
+    return c.ok() ? *c : v1::Campaign();
+  }
+
+  std::filesystem::path dir_;
+  FakeClock clock_;
+  std::unique_ptr<storage::CoordinatorStore> store_;
+  std::unique_ptr<storage::BlobStore> blobs_;
+  std::unique_ptr<Coordinator> core_;
+};
+
+TEST_F(CoordinatorTest, SubmitProbePlansOneRunnableJob) {
+  v1::Campaign c = Submit(ProbeContract(), "r1");
+  EXPECT_EQ(c.state(), v1::CAMPAIGN_QUEUED);
+  ASSERT_EQ(c.jobs_size(), 1);
+  EXPECT_EQ(c.jobs(0).kind(), "probe");
+  EXPECT_EQ(c.jobs(0).state(), v1::JOB_RUNNABLE);
+  EXPECT_EQ(c.jobs(0).waiting_reason(), "no online agent with device kind 'cpu'");
+  EXPECT_THAT(EventTypes(c.id()), ElementsAre("campaign_submitted", "job_runnable"));
+}
+
+TEST_F(CoordinatorTest, SameRequestIdSameContractReturnsSameCampaign) {
+  v1::Campaign a = Submit(ProbeContract(), "same");
+  auto again = core_->Submit(ProbeContract(), "same");
+  ASSERT_THAT(again, IsOk());
+  EXPECT_FALSE(again->second);
+  EXPECT_EQ(again->first.id(), a.id());
+  v1::ListCampaignsRequest list;
+  EXPECT_EQ(core_->ListCampaigns(list)->campaigns_size(), 1);
+}
+
+TEST_F(CoordinatorTest, SameRequestIdDifferentContractIsAlreadyExists) {
+  v1::Campaign a = Submit(ProbeContract("one"), "same");
+  EXPECT_THAT(core_->Submit(ProbeContract("two"), "same"),
+              StatusIs(absl::StatusCode::kAlreadyExists,
+                       HasSubstr("request id 'same' was already used for campaign " + a.id() +
+                                 " with a different contract")));
+}
+
+TEST_F(CoordinatorTest, InvalidContractWritesNothing) {
+  v1::DeploymentContract bad = ProbeContract();
+  bad.mutable_target()->clear_device_kind();
+  EXPECT_THAT(core_->Submit(bad, "r1"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("target.device_kind")));
+  EXPECT_THAT(core_->Submit(ProbeContract(), "bad id!"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("request_id")));
+  EXPECT_EQ(core_->ListCampaigns(v1::ListCampaignsRequest())->campaigns_size(), 0);
+  auto count = store_->db()->Prepare("SELECT COUNT(*) FROM events");
+  ASSERT_THAT(count, IsOk());
+  ASSERT_TRUE(*count->Step());
+  EXPECT_EQ(count->ColumnInt(0), 0);
+}
+
+TEST_F(CoordinatorTest, AgentLeasesMatchingJobAndCompletes) {
+  v1::Campaign c = Submit(ProbeContract(), "r1");
+  const std::string wrong = RegisterAgent("gpu-box", "NVIDIA H200");
+  EXPECT_FALSE(TryAcquire(wrong).assigned());
+  const std::string agent = RegisterAgent("cpu-box");
+  v1::AcquireJobResponse a = TryAcquire(agent);
+  ASSERT_TRUE(a.assigned());
+  EXPECT_EQ(a.job().kind(), "probe");
+  EXPECT_EQ(a.lease().attempt(), 1);
+  EXPECT_EQ(a.contract().name(), "probe");
+  EXPECT_EQ(Get(c.id()).state(), v1::CAMPAIGN_RUNNING);
+  EXPECT_THAT(Complete(a.lease().id(), true), IsOk());
+  EXPECT_EQ(Get(c.id()).state(), v1::CAMPAIGN_SUCCEEDED);
+  // The same completion again is refused, never applied twice.
+  EXPECT_THAT(Complete(a.lease().id(), true),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("is no longer active (attempt 1 succeeded)")));
+  EXPECT_THAT(EventTypes(c.id()),
+              ElementsAre("campaign_submitted", "job_runnable", "job_leased", "campaign_running",
+                          "job_succeeded", "campaign_succeeded"));
+}
+
+TEST_F(CoordinatorTest, RegisterIsIdempotentByName) {
+  EXPECT_EQ(RegisterAgent("box"), RegisterAgent("box"));
+}
+
+TEST_F(CoordinatorTest, LongPollIsAnsweredWhenAJobArrives) {
+  const std::string agent = RegisterAgent("cpu-box");
+  v1::AcquireJobRequest req;
+  req.set_agent_id(agent);
+  req.set_wait_ms(10000);
+  std::optional<v1::AcquireJobResponse> got;
+  core_->AcquireJob(req, [&](absl::StatusOr<v1::AcquireJobResponse> r) { got = *r; });
+  EXPECT_FALSE(got.has_value());
+  Submit(ProbeContract(), "r1");
+  ASSERT_TRUE(got.has_value());
+  EXPECT_TRUE(got->assigned());
+}
+
+TEST_F(CoordinatorTest, LongPollTimesOutEmpty) {
+  const std::string agent = RegisterAgent("cpu-box");
+  v1::AcquireJobRequest req;
+  req.set_agent_id(agent);
+  req.set_wait_ms(5000);
+  std::optional<v1::AcquireJobResponse> got;
+  core_->AcquireJob(req, [&](absl::StatusOr<v1::AcquireJobResponse> r) { got = *r; });
+  clock_.Advance(absl::Seconds(4));
+  core_->Tick();
+  EXPECT_FALSE(got.has_value());
+  clock_.Advance(absl::Seconds(1));
+  core_->Tick();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_FALSE(got->assigned());
+}
+
+TEST_F(CoordinatorTest, CancelledLongPollIsNeverAnswered) {
+  const std::string agent = RegisterAgent("cpu-box");
+  v1::AcquireJobRequest req;
+  req.set_agent_id(agent);
+  req.set_wait_ms(5000);
+  int calls = 0;
+  uint64_t id = core_->AcquireJob(req, [&](absl::StatusOr<v1::AcquireJobResponse>) { ++calls; });
+  EXPECT_TRUE(core_->CancelAcquire(id));
+  Submit(ProbeContract(), "r1");
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(core_->RunnableCountForTest(), 1u);
+}
+
+TEST_F(CoordinatorTest, ExpiredLeaseRetriesWithBackoffThenFails) {
+  v1::Campaign c = Submit(ProbeContract(), "r1");
+  const std::string agent = RegisterAgent("cpu-box");
+  v1::AcquireJobResponse first = TryAcquire(agent);
+  ASSERT_TRUE(first.assigned());
+  clock_.Advance(absl::Seconds(15));
+  core_->Tick();
+  v1::Job job = Get(c.id()).jobs(0);
+  EXPECT_EQ(job.state(), v1::JOB_RUNNABLE);
+  EXPECT_EQ(FromProto(job.not_before()), clock_.Now() + absl::Seconds(2));
+  EXPECT_THAT(job.error(), HasSubstr("lease expired: no heartbeat from " + agent));
+  EXPECT_FALSE(TryAcquire(agent).assigned()) << "backoff must hold the job back";
+  clock_.Advance(absl::Seconds(2));
+  v1::AcquireJobResponse second = TryAcquire(agent);
+  ASSERT_TRUE(second.assigned());
+  EXPECT_EQ(second.lease().attempt(), 2);
+  // The old lease is dead: its completion is refused.
+  EXPECT_THAT(Complete(first.lease().id(), true),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("attempt 1 expired")));
+  clock_.Advance(absl::Seconds(15));
+  core_->Tick();
+  EXPECT_EQ(FromProto(Get(c.id()).jobs(0).not_before()), clock_.Now() + absl::Seconds(4));
+  clock_.Advance(absl::Seconds(4));
+  ASSERT_TRUE(TryAcquire(agent).assigned());
+  clock_.Advance(absl::Seconds(15));
+  core_->Tick();  // third attempt expires: max_attempts (3) reached
+  v1::Campaign done = Get(c.id());
+  EXPECT_EQ(done.jobs(0).state(), v1::JOB_FAILED);
+  EXPECT_THAT(done.jobs(0).error(), HasSubstr("gave up after 3 attempts"));
+  EXPECT_EQ(done.state(), v1::CAMPAIGN_FAILED);
+  EXPECT_THAT(done.error(), HasSubstr("job probe failed"));
+}
+
+TEST_F(CoordinatorTest, HeartbeatKeepsLeaseAlive) {
+  v1::Campaign c = Submit(ProbeContract(), "r1");
+  const std::string agent = RegisterAgent("cpu-box");
+  v1::AcquireJobResponse a = TryAcquire(agent);
+  v1::HeartbeatRequest hb;
+  hb.set_agent_id(agent);
+  hb.add_lease_ids(a.lease().id());
+  hb.add_lease_ids("l-unknown");
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(absl::Seconds(10));
+    auto r = core_->Heartbeat(hb);
+    ASSERT_THAT(r, IsOk());
+    ASSERT_EQ(r->extended_size(), 1);
+    EXPECT_THAT(r->unknown_lease_ids(), ElementsAre("l-unknown"));
+    core_->Tick();
+  }
+  EXPECT_EQ(Get(c.id()).jobs(0).state(), v1::JOB_LEASED);
+  v1::HeartbeatRequest unknown_agent;
+  unknown_agent.set_agent_id("a-nope");
+  EXPECT_THAT(core_->Heartbeat(unknown_agent),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("register again")));
+}
+
+TEST_F(CoordinatorTest, NonRetryableFailureFailsCampaignAtOnce) {
+  v1::Campaign c = Submit(ProbeContract(), "r1");
+  v1::AcquireJobResponse a = TryAcquire(RegisterAgent("cpu-box"));
+  EXPECT_THAT(Complete(a.lease().id(), false, false, "model file corrupt"), IsOk());
+  v1::Campaign done = Get(c.id());
+  EXPECT_EQ(done.state(), v1::CAMPAIGN_FAILED);
+  EXPECT_EQ(done.jobs(0).error(), "model file corrupt");
+  EXPECT_EQ(done.error(), "job probe failed: model file corrupt");
+}
+
+TEST_F(CoordinatorTest, RetryableFailureRequeues) {
+  v1::Campaign c = Submit(ProbeContract(), "r1");
+  const std::string agent = RegisterAgent("cpu-box");
+  v1::AcquireJobResponse a = TryAcquire(agent);
+  EXPECT_THAT(Complete(a.lease().id(), false, true, "out of memory"), IsOk());
+  v1::Job job = Get(c.id()).jobs(0);
+  EXPECT_EQ(job.state(), v1::JOB_RUNNABLE);
+  EXPECT_THAT(job.waiting_reason(), HasSubstr("retry 2 after backoff"));
+}
+
+TEST_F(CoordinatorTest, CancelReachesRunningLease) {
+  v1::Campaign c = Submit(ProbeContract(), "r1");
+  const std::string agent = RegisterAgent("cpu-box");
+  v1::AcquireJobResponse a = TryAcquire(agent);
+  auto cancelled = core_->Cancel(c.id(), "wrong target");
+  ASSERT_THAT(cancelled, IsOk());
+  EXPECT_EQ(cancelled->state(), v1::CAMPAIGN_CANCELLED);
+  EXPECT_EQ(cancelled->jobs(0).state(), v1::JOB_CANCELLED);
+  v1::HeartbeatRequest hb;
+  hb.set_agent_id(agent);
+  hb.add_lease_ids(a.lease().id());
+  EXPECT_THAT(core_->Heartbeat(hb)->cancelled_lease_ids(), ElementsAre(a.lease().id()));
+  v1::ReportProgressRequest progress;
+  progress.set_lease_id(a.lease().id());
+  EXPECT_TRUE(core_->ReportProgress(progress)->cancelled());
+  // The agent's final report after stopping is accepted and changes nothing.
+  EXPECT_THAT(Complete(a.lease().id(), false, false, "cancelled"), IsOk());
+  EXPECT_EQ(Get(c.id()).jobs(0).state(), v1::JOB_CANCELLED);
+  EXPECT_THAT(core_->Cancel(c.id(), ""), IsOk()) << "cancelling twice is harmless";
+}
+
+TEST_F(CoordinatorTest, HigherPriorityFirstThenOlder) {
+  v1::Campaign low = Submit(ProbeContract("low", 0), "r-low");
+  clock_.Advance(absl::Seconds(1));
+  v1::Campaign low2 = Submit(ProbeContract("low2", 0), "r-low2");
+  v1::Campaign high = Submit(ProbeContract("high", 10), "r-high");
+  const std::string agent = RegisterAgent("cpu-box");
+  v1::AcquireJobResponse a = TryAcquire(agent);
+  EXPECT_EQ(a.campaign_id(), high.id());
+  ASSERT_THAT(Complete(a.lease().id(), true), IsOk());
+  a = TryAcquire(agent);
+  EXPECT_EQ(a.campaign_id(), low.id());
+  ASSERT_THAT(Complete(a.lease().id(), true), IsOk());
+  EXPECT_EQ(TryAcquire(agent).campaign_id(), low2.id());
+}
+
+TEST_F(CoordinatorTest, OneJobAtATimePerAgentByDefault) {
+  Submit(ProbeContract("a"), "r1");
+  Submit(ProbeContract("b"), "r2");
+  const std::string agent = RegisterAgent("cpu-box");
+  EXPECT_TRUE(TryAcquire(agent).assigned());
+  EXPECT_FALSE(TryAcquire(agent).assigned());
+}
+
+TEST_F(CoordinatorTest, DrainedAgentGetsNoWork) {
+  Submit(ProbeContract(), "r1");
+  const std::string agent = RegisterAgent("cpu-box");
+  v1::DrainAgentRequest drain;
+  drain.set_agent_id(agent);
+  ASSERT_THAT(core_->DrainAgent(drain), IsOk());
+  EXPECT_FALSE(TryAcquire(agent).assigned());
+  drain.set_undrain(true);
+  ASSERT_THAT(core_->DrainAgent(drain), IsOk());
+  EXPECT_TRUE(TryAcquire(agent).assigned());
+}
+
+TEST_F(CoordinatorTest, RestartKeepsLeasesCampaignsAndEventOrder) {
+  v1::Campaign c = Submit(ProbeContract(), "r1");
+  const std::string agent = RegisterAgent("cpu-box");
+  v1::AcquireJobResponse a = TryAcquire(agent);
+  clock_.Advance(absl::Seconds(14));
+  Open();  // a new coordinator over the same database
+  clock_.Advance(absl::Seconds(10));
+  core_->Tick();  // the recovered lease got a fresh TTL, so it has not expired
+  v1::HeartbeatRequest hb;
+  hb.set_agent_id(agent);
+  hb.add_lease_ids(a.lease().id());
+  EXPECT_EQ(core_->Heartbeat(hb)->extended_size(), 1);
+  EXPECT_THAT(Complete(a.lease().id(), true), IsOk());
+  EXPECT_EQ(Get(c.id()).state(), v1::CAMPAIGN_SUCCEEDED);
+  EXPECT_THAT(EventTypes(c.id()),
+              ElementsAre("campaign_submitted", "job_runnable", "job_leased", "campaign_running",
+                          "job_succeeded", "campaign_succeeded"));
+  bool final = false;
+  ASSERT_THAT(core_->ReadEvents(c.id(), 0, 1000, &final), IsOk());
+  EXPECT_TRUE(final);
+}
+
+TEST_F(CoordinatorTest, RestartRequeuesRunnableJobs) {
+  v1::Campaign c = Submit(ProbeContract(), "r1");
+  Open();
+  EXPECT_EQ(core_->RunnableCountForTest(), 1u);
+  EXPECT_TRUE(TryAcquire(RegisterAgent("cpu-box")).assigned());
+}
+
+TEST_F(CoordinatorTest, AutocompressGraphRunsThroughLauncherAndAgents) {
+  RecordingLauncher launcher;
+  core_->SetLauncher(&launcher);
+  v1::DeploymentContract contract = AutocompressContract();
+  v1::Campaign c = Submit(contract, "r1");
+  const std::string agent = RegisterAgent("cpu-box");
+  // profile (agent) and rank (launcher) start at once; the rest wait for them.
+  core_->Tick();
+  int guard = 0;
+  while (Get(c.id()).state() != v1::CAMPAIGN_SUCCEEDED && guard++ < 20) {
+    v1::AcquireJobResponse a = TryAcquire(agent);
+    if (a.assigned()) {
+      google::protobuf::Struct result;
+      v1::CompleteJobRequest done;
+      done.set_lease_id(a.lease().id());
+      done.set_success(true);
+      ASSERT_THAT(core_->CompleteJob(done), IsOk());
+      continue;
+    }
+    core_->Tick();
+    ASSERT_FALSE(launcher.launched.empty()) << "nothing runnable for agent or launcher";
+    v1::AcquireJobResponse l = launcher.launched.front();
+    launcher.launched.erase(launcher.launched.begin());
+    EXPECT_EQ(l.job().resources().placement(), "launcher");
+    v1::CompleteJobRequest done;
+    done.set_lease_id(l.lease().id());
+    done.set_success(true);
+    (*done.mutable_result()->mutable_fields())["search_tokens"].set_number_value(42);
+    ASSERT_THAT(core_->CompleteJob(done), IsOk());
+  }
+  EXPECT_EQ(Get(c.id()).state(), v1::CAMPAIGN_SUCCEEDED);
+  auto report = core_->GetReport(c.id());
+  ASSERT_THAT(report, IsOk());
+  EXPECT_EQ(report->budgets_size(), 1);
+  EXPECT_EQ(report->budgets(0).resource(), "latency_ms");
+
+  // Same fingerprint: the second campaign skips profiling once a table exists.
+  v1::Campaign c2 = Submit(contract, "r2");
+  EXPECT_EQ(c2.jobs(0).kind(), "profile");
+  EXPECT_NE(c2.jobs(0).state(), v1::JOB_SKIPPED) << "no cost table was stored yet";
+}
+
+TEST_F(CoordinatorTest, ProfileSkippedWhenCostTableExists) {
+  v1::DeploymentContract contract = AutocompressContract();
+  v1::Campaign c = Submit(contract, "r1");
+  v1::AcquireJobResponse a = TryAcquire(RegisterAgent("cpu-box"));
+  ASSERT_EQ(a.job().kind(), "profile");
+  v1::PutCostTableRequest put;
+  put.set_lease_id(a.lease().id());
+  v1::CostEntry* e = put.mutable_table()->add_entries();
+  e->set_layer_kind("mlp");
+  e->set_time_ms(1.5);
+  auto table = core_->PutCostTable(put);
+  ASSERT_THAT(table, IsOk());
+  EXPECT_EQ(table->fingerprint(), c.fingerprint());
+  v1::Campaign c2 = Submit(contract, "r2");
+  EXPECT_EQ(c2.jobs(0).state(), v1::JOB_SKIPPED);
+  EXPECT_EQ(c2.jobs(0).skipped_reason(), "cost table " + table->id() + " reused");
+  v1::DeploymentContract other = contract;
+  other.mutable_target()->set_engine_version("2");
+  EXPECT_NE(Submit(other, "r3").jobs(0).state(), v1::JOB_SKIPPED);
+}
+
+TEST_F(CoordinatorTest, RecompressSubmitsOncePerVersion) {
+  v1::DeploymentContract contract = ProbeContract("nightly");
+  contract.set_recurring(true);
+  v1::Campaign c = Submit(contract, "r1");
+  v1::RecompressRequest req;
+  req.set_engine_version("2");
+  req.set_dry_run(true);
+  auto dry = core_->Recompress(req);
+  ASSERT_THAT(dry, IsOk());
+  ASSERT_EQ(dry->entries_size(), 1);
+  EXPECT_FALSE(dry->entries(0).submitted());
+  req.set_dry_run(false);
+  auto first = core_->Recompress(req);
+  ASSERT_EQ(first->entries_size(), 1);
+  EXPECT_TRUE(first->entries(0).submitted());
+  EXPECT_EQ(first->entries(0).source_campaign_id(), c.id());
+  // The new campaign is the newest for its target and already on version 2: nothing to do.
+  auto second = core_->Recompress(req);
+  ASSERT_THAT(second, IsOk());
+  EXPECT_EQ(second->entries_size(), 0);
+  EXPECT_EQ(core_->ListCampaigns(v1::ListCampaignsRequest())->campaigns_size(), 2);
+}
+
+TEST_F(CoordinatorTest, ListQueueOrdersByPriorityAndExplainsWaiting) {
+  Submit(ProbeContract("a", 0), "r1");
+  Submit(ProbeContract("b", 5), "r2");
+  auto q = core_->ListQueue(v1::ListQueueRequest());
+  ASSERT_THAT(q, IsOk());
+  ASSERT_EQ(q->entries_size(), 2);
+  EXPECT_EQ(q->entries(0).campaign_name(), "b");
+  EXPECT_EQ(q->entries(0).position(), 1);
+  EXPECT_EQ(q->entries(1).position(), 2);
+  ASSERT_EQ(q->summary_size(), 1);
+  EXPECT_EQ(q->summary(0).runnable(), 2);
+}
+
+}  // namespace
+}  // namespace tailor::coordinator
