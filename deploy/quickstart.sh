@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The main job end to end on this machine: installs deps, builds, starts a coordinator (SQLite
+# in ./tailor-data) and a local CPU profiler agent, submits a contract, follows it live and
+# prints the report. Everything started here is stopped on exit.
+#   deploy/quickstart.sh [CONTRACT]      default: examples/contracts/probe-cpu.textproto
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+CONTRACT=${1:-examples/contracts/probe-cpu.textproto}
+BUILD_DIR=${BUILD_DIR:-build}
+DATA_DIR=${TAILOR_DATA_DIR:-$ROOT/tailor-data}
+PORT=${TAILOR_PORT:-50051}
+
+bash deploy/install-deps.sh
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)" --target tailor-coordinator tailor tailor-profiler-agent
+BIN=$ROOT/$BUILD_DIR/bin
+
+mkdir -p "$DATA_DIR/logs"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+"$BIN/tailor-coordinator" --data-dir "$DATA_DIR" --listen "127.0.0.1:$PORT" --http-port 0 \
+  >"$DATA_DIR/logs/coordinator.log" 2>&1 &
+pids+=($!)
+export TAILOR_COORDINATOR=127.0.0.1:$PORT
+for _ in $(seq 1 100); do
+  grep -q "listening on port" "$DATA_DIR/logs/coordinator.log" 2>/dev/null && break
+  sleep 0.1
+done
+grep -q "listening on port" "$DATA_DIR/logs/coordinator.log" || {
+  echo "quickstart: coordinator did not start; see $DATA_DIR/logs/coordinator.log" >&2; exit 1; }
+
+"$BIN/tailor-profiler-agent" --coordinator "$TAILOR_COORDINATOR" --device cpu \
+  --work-dir "$DATA_DIR/agent-work" >"$DATA_DIR/logs/agent.log" 2>&1 &
+pids+=($!)
+
+echo "== submitting $CONTRACT"
+out=$("$BIN/tailor" submit "$CONTRACT" --json)
+id=$(echo "$out" | jq -r '.campaign.id')
+"$BIN/tailor" watch "$id"
+echo "== report"
+"$BIN/tailor" report "$id"
+echo "== status --json | jq .state"
+"$BIN/tailor" status "$id" --json | jq -r .state
