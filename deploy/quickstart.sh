@@ -38,7 +38,7 @@ pids+=($!)
 
 echo "== submitting $CONTRACT"
 out=$("$BIN/tailor" submit "$CONTRACT" --json)
-id=$(echo "$out" | jq -r '.campaign.id')
+id=$(echo "$out" | jq -r '.id')
 "$BIN/tailor" watch "$id"
 echo "== report"
 "$BIN/tailor" report "$id"

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <set>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -93,7 +94,7 @@ TEST(SpineE2E, ProbeCampaignThroughCliAndAgent) {
   // The same request id again is the same campaign.
   RunResult again = cluster.Cli({"submit", contract, "--request-id", "e2e-probe-1", "--json"});
   ASSERT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_EQ(nlohmann::json::parse(again.out)["campaign"]["id"], id);
+  EXPECT_EQ(nlohmann::json::parse(again.out)["id"], id);
 
   // The probe's report is an artifact that downloads intact.
   RunResult arts = cluster.Cli({"artifacts", "list", id, "--json"});
@@ -168,7 +169,7 @@ TEST(SpineE2E, CoordinatorSigkillLosesNothing) {
   }
   RunResult watch = cluster.Cli({"watch", ids[0]}, absl::Seconds(30));
   EXPECT_EQ(watch.exit_code, 0) << watch.err;
-  EXPECT_THAT(watch.out, HasSubstr("campaign_succeeded"));
+  EXPECT_THAT(watch.out, HasSubstr("SUCCEEDED all jobs done"));
   for (const std::string& id : ids) {
     int attempts = 0;
     EXPECT_EQ(SucceededAttempts(cluster.db_path(), id, &attempts), 1) << id;

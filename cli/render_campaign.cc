@@ -1,0 +1,220 @@
+// Human views of campaigns, jobs, events and reports.
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cli/format.h"
+#include "cli/render.h"
+#include "cli/table.h"
+
+namespace tailor::cli {
+namespace {
+
+bool IsFinalJob(v1::JobState s) {
+  return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED || s == v1::JOB_CANCELLED ||
+         s == v1::JOB_SKIPPED;
+}
+
+std::string StepText(const v1::JobProgress& p) {
+  if (p.total_steps() > 0) return absl::StrCat("step ", p.step(), "/", p.total_steps());
+  if (p.step() > 0) return absl::StrCat("step ", p.step());
+  return "";
+}
+
+std::string AgentCell(const v1::Job& job) {
+  if (!job.agent_id().empty()) return job.agent_id();
+  if (!job.external_id().empty()) {
+    return job.launcher().empty() ? job.external_id()
+                                  : absl::StrCat(job.launcher(), ":", job.external_id());
+  }
+  return "-";
+}
+
+// Budget ceilings print as "<= 40", floors (throughput) as ">= 1000".
+std::string BudgetCell(const v1::BudgetResult& b) {
+  const bool floor = b.resource().find("throughput") != std::string::npos;
+  return absl::StrCat(floor ? ">= " : "<= ", FormatNumber(b.budget()));
+}
+
+}  // namespace
+
+std::string RenderFields(const std::vector<std::pair<std::string, std::string>>& fields) {
+  size_t key_width = 0;
+  for (const auto& [k, v] : fields) key_width = std::max(key_width, DisplayWidth(k));
+  std::string out;
+  for (const auto& [k, v] : fields) {
+    absl::StrAppend(&out, k, std::string(key_width - DisplayWidth(k) + 2, ' '),
+                    v.empty() ? "-" : v, "\n");
+  }
+  return out;
+}
+
+std::vector<std::string> JobLabels(const v1::Campaign& campaign) {
+  std::map<std::string, int> total;
+  for (const v1::Job& job : campaign.jobs()) ++total[job.kind()];
+  std::map<std::string, int> seen;
+  std::vector<std::string> labels;
+  labels.reserve(campaign.jobs_size());
+  for (const v1::Job& job : campaign.jobs()) {
+    const int n = ++seen[job.kind()];
+    if (!job.key().empty()) {
+      labels.push_back(job.key());
+    } else if (job.kind().empty()) {
+      labels.push_back(job.id());
+    } else {
+      // Servers that predate Job.key: make repeated kinds unique by position.
+      labels.push_back(total[job.kind()] > 1 && n > 1 ? absl::StrCat(job.kind(), "#", n)
+                                                      : job.kind());
+    }
+  }
+  return labels;
+}
+
+std::string JobDetail(const v1::Job& job) {
+  if (!job.error().empty()) return job.error();
+  if (job.state() == v1::JOB_SKIPPED) return job.skipped_reason();
+  std::vector<std::string> parts;
+  if (!IsFinalJob(job.state()) && !job.waiting_reason().empty()) {
+    parts.push_back(job.waiting_reason());
+  }
+  if (!job.external_state().empty() && !IsFinalJob(job.state())) {
+    std::string s = absl::StrCat(job.launcher().empty() ? "launcher" : job.launcher(), " ",
+                                 job.external_state());
+    if (!job.external_reason().empty()) absl::StrAppend(&s, " (", job.external_reason(), ")");
+    parts.push_back(s);
+  }
+  if (job.has_progress() && job.state() == v1::JOB_LEASED) {
+    const std::string step = StepText(job.progress());
+    if (!step.empty()) parts.push_back(step);
+    if (!job.progress().message().empty()) parts.push_back(job.progress().message());
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+std::string JobProgressCell(const v1::Job& job) {
+  if (job.state() == v1::JOB_SUCCEEDED) return "100%";
+  if (job.has_progress()) return FormatPercent(job.progress().fraction());
+  return "-";
+}
+
+std::string RenderCampaign(const v1::Campaign& c, const RenderOptions& options) {
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"campaign", c.id()},
+      {"name", c.name()},
+      {"method", MethodName(c.contract().method())},
+      {"state", CampaignStateName(c.state())},
+      {"team", c.team()},
+      {"created", FormatTimestamp(c.created_at(), options.tz)},
+      {"fingerprint", c.fingerprint().empty() ? "-" : c.fingerprint()},
+  };
+  if (!c.error().empty()) fields.emplace_back("error", c.error());
+  std::string out = RenderFields(fields);
+  if (c.jobs_size() == 0) return out;
+  Table table({{"JOB"},
+               {"STATE"},
+               {"ATTEMPT", Align::kRight},
+               {"AGENT"},
+               {"PROGRESS", Align::kRight},
+               {"DETAIL", Align::kLeft, 0, true}});
+  const std::vector<std::string> labels = JobLabels(c);
+  for (int i = 0; i < c.jobs_size(); ++i) {
+    const v1::Job& job = c.jobs(i);
+    table.AddRow({labels[i], JobStateName(job.state()), absl::StrCat(job.attempt()),
+                  AgentCell(job), JobProgressCell(job), JobDetail(job)});
+  }
+  absl::StrAppend(&out, "\n", table.Render(options.width));
+  return out;
+}
+
+std::string RenderCampaignList(const std::vector<v1::Campaign>& campaigns,
+                               const RenderOptions& options) {
+  if (campaigns.empty()) return "no campaigns\n";
+  Table table({{"ID"},
+               {"NAME", Align::kLeft, 32},
+               {"TEAM", Align::kLeft, 20},
+               {"METHOD"},
+               {"STATE"},
+               {"JOBS", Align::kRight},
+               {"CREATED"}});
+  for (const v1::Campaign& c : campaigns) {
+    int done = 0;
+    for (const v1::Job& job : c.jobs()) done += IsFinalJob(job.state()) ? 1 : 0;
+    table.AddRow({c.id(), c.name(), c.team(), MethodName(c.contract().method()),
+                  CampaignStateName(c.state()), absl::StrCat(done, "/", c.jobs_size()),
+                  FormatTimestamp(c.created_at(), options.tz)});
+  }
+  return table.Render(options.width);
+}
+
+std::string RenderReport(const v1::CampaignReport& r, const RenderOptions& options) {
+  std::string out = absl::StrCat("campaign ", r.campaign_id(), ": ",
+                                 CampaignStateName(r.state()), "\n");
+  if (r.budgets_size() > 0) {
+    Table budgets({{"RESOURCE"},
+                   {"BUDGET", Align::kRight},
+                   {"PREDICTED", Align::kRight},
+                   {"MEASURED", Align::kRight},
+                   {"MET"}});
+    for (const v1::BudgetResult& b : r.budgets()) {
+      budgets.AddRow({b.resource(), BudgetCell(b), FormatNumber(b.predicted()),
+                      b.has_measured() ? FormatNumber(b.measured()) : "-",
+                      b.met() ? "✓" : "✗"});
+    }
+    absl::StrAppend(&out, "\n", budgets.Render(options.width));
+  }
+  if (r.quality_size() > 0) {
+    Table quality({{"MODEL"},
+                   {"KD LOSS", Align::kRight},
+                   {"TASK ACCURACY", Align::kRight},
+                   {"PARAMETERS", Align::kRight}});
+    for (const v1::QualityResult& q : r.quality()) {
+      quality.AddRow({q.model(), FormatNumber(q.kd_loss(), 4), FormatNumber(q.task_accuracy(), 4),
+                      FormatCount(q.parameters())});
+    }
+    absl::StrAppend(&out, "\n", quality.Render(options.width));
+  }
+  absl::StrAppend(&out, "\n",
+                  RenderFields({{"search tokens", FormatCount(r.search_tokens())},
+                                {"recovery tokens", FormatCount(r.recovery_tokens())}}));
+  if (r.artifacts_size() > 0) {
+    const std::vector<v1::Artifact> artifacts(r.artifacts().begin(), r.artifacts().end());
+    absl::StrAppend(&out, "\n", RenderArtifacts(artifacts, options));
+  }
+  return out;
+}
+
+std::string EventText(const v1::Event& e) {
+  std::string text = e.message();
+  if (e.has_progress()) {
+    const v1::JobProgress& p = e.progress();
+    if (text.empty()) text = p.message();
+    std::string numbers = FormatPercent(p.fraction());
+    const std::string step = StepText(p);
+    if (!step.empty()) absl::StrAppend(&numbers, ", ", step);
+    text = text.empty() ? numbers : absl::StrCat(text, " (", numbers, ")");
+  }
+  return text;
+}
+
+std::string RenderEventLine(const v1::Event& e, absl::string_view job_label,
+                            absl::TimeZone tz) {
+  std::string state;
+  if (!e.job_id().empty() && e.job_state() != v1::JOB_STATE_UNSPECIFIED) {
+    state = JobStateName(e.job_state());
+  } else if (e.campaign_state() != v1::CAMPAIGN_STATE_UNSPECIFIED) {
+    state = CampaignStateName(e.campaign_state());
+  } else {
+    state = e.type().empty() ? "-" : e.type();
+  }
+  std::string line = absl::StrCat(FormatClock(e.time(), tz), " ", e.seq(), " ",
+                                  job_label.empty() ? "-" : job_label, " ", state);
+  const std::string text = EventText(e);
+  if (!text.empty()) absl::StrAppend(&line, " ", text);
+  // One event, one line, whatever the server put in the message.
+  for (char& ch : line) {
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  }
+  return line;
+}
+
+}  // namespace tailor::cli
