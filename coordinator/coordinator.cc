@@ -85,8 +85,8 @@ void Coordinator::UnitOfWork::Emit(const std::string& campaign_id, const std::st
   *e.mutable_time() = ToProto(now_);
   e.set_type(type);
   e.set_message(message);
-  e.set_campaign_state(Campaign(campaign_id).state());
-  if (!job_id.empty()) e.set_job_state(Job(job_id).state());
+  e.set_campaign_state(CampaignView(campaign_id).state());
+  if (!job_id.empty()) e.set_job_state(JobView(job_id).state());
   if (progress != nullptr) *e.mutable_progress() = *progress;
   events_.push_back(std::move(e));
   spdlog::info("campaign={} job={} {}: {}", campaign_id, job_id.empty() ? "-" : job_id, type,
@@ -190,26 +190,31 @@ void Coordinator::Unsubscribe(uint64_t token) {
 }
 
 void Coordinator::AdvanceCampaignLocked(UnitOfWork& uow, const std::string& campaign_id) {
-  v1::Campaign& campaign = uow.Campaign(campaign_id);
-  if (IsFinal(campaign.state())) return;
+  if (IsFinal(uow.CampaignView(campaign_id).state())) return;
   const std::vector<std::string>& ids = uow.JobIds(campaign_id);
   std::map<std::string, v1::JobState> by_key;
-  const v1::Job* failed = nullptr;
+  std::string failed_key, failed_error;
   for (const std::string& id : ids) {
-    const v1::Job& job = uow.Job(id);
+    const v1::Job& job = uow.JobView(id);
     by_key[job.key()] = job.state();
-    if (job.state() == v1::JOB_FAILED && failed == nullptr) failed = &job;
+    if (job.state() == v1::JOB_FAILED && failed_key.empty()) {
+      failed_key = job.key();
+      failed_error = job.error();
+    }
   }
-  if (failed != nullptr) {
+  if (!failed_key.empty()) {
+    v1::Campaign& campaign = uow.Campaign(campaign_id);
     campaign.set_state(v1::CAMPAIGN_FAILED);
-    campaign.set_error(absl::StrCat("job ", failed->key(), " failed: ", failed->error()));
+    campaign.set_error(absl::StrCat("job ", failed_key, " failed: ", failed_error));
     *campaign.mutable_updated_at() = ToProto(uow.now());
     for (const std::string& id : ids) {
+      if (IsFinal(uow.JobView(id).state())) continue;
       v1::Job& job = uow.Job(id);
-      if (IsFinal(job.state())) continue;
-      if (job.state() == v1::JOB_LEASED) uow.EndAttempt(job.lease_id(), "cancelled", "campaign failed");
+      if (job.state() == v1::JOB_LEASED) {
+        uow.EndAttempt(job.lease_id(), "cancelled", "campaign failed");
+      }
       job.set_state(v1::JOB_CANCELLED);
-      job.set_error(absl::StrCat("not run: job ", failed->key(), " failed"));
+      job.set_error(absl::StrCat("not run: job ", failed_key, " failed"));
       *job.mutable_updated_at() = ToProto(uow.now());
       uow.Emit(campaign_id, id, "job_cancelled", job.error());
     }
@@ -219,25 +224,30 @@ void Coordinator::AdvanceCampaignLocked(UnitOfWork& uow, const std::string& camp
   bool all_done = true;
   bool started = false;
   for (const std::string& id : ids) {
-    v1::Job& job = uow.Job(id);
-    if (job.state() == v1::JOB_PENDING) {
+    const v1::Job& view = uow.JobView(id);
+    if (view.state() == v1::JOB_PENDING) {
       bool ready = true;
-      for (const std::string& dep : job.depends_on()) ready = ready && IsDone(by_key[dep]);
+      for (const std::string& dep : view.depends_on()) ready = ready && IsDone(by_key[dep]);
       if (ready) {
+        v1::Job& job = uow.Job(id);
         job.set_state(v1::JOB_RUNNABLE);
         *job.mutable_updated_at() = ToProto(uow.now());
         by_key[job.key()] = v1::JOB_RUNNABLE;
         uow.Emit(campaign_id, id, "job_runnable", "dependencies met");
       }
     }
-    all_done = all_done && IsDone(job.state());
-    started = started || job.state() == v1::JOB_LEASED || job.state() == v1::JOB_SUCCEEDED;
+    const v1::JobState state = uow.JobView(id).state();
+    all_done = all_done && IsDone(state);
+    started = started || state == v1::JOB_LEASED || state == v1::JOB_SUCCEEDED;
   }
+  const v1::CampaignState current = uow.CampaignView(campaign_id).state();
   if (all_done) {
+    v1::Campaign& campaign = uow.Campaign(campaign_id);
     campaign.set_state(v1::CAMPAIGN_SUCCEEDED);
     *campaign.mutable_updated_at() = ToProto(uow.now());
     uow.Emit(campaign_id, "", "campaign_succeeded", "all jobs done");
-  } else if (started && campaign.state() == v1::CAMPAIGN_QUEUED) {
+  } else if (started && current == v1::CAMPAIGN_QUEUED) {
+    v1::Campaign& campaign = uow.Campaign(campaign_id);
     campaign.set_state(v1::CAMPAIGN_RUNNING);
     *campaign.mutable_updated_at() = ToProto(uow.now());
     uow.Emit(campaign_id, "", "campaign_running", "first job started");
@@ -319,8 +329,8 @@ absl::StatusOr<std::pair<v1::Campaign, bool>> Coordinator::Submit(
              absl::StrCat(v1::Method_Name(defaulted.method()), " campaign '", defaulted.name(),
                           "' with ", plan.size(), " jobs"));
     for (const std::string& id : uow.JobIds(campaign.id())) {
-      if (uow.Job(id).state() == v1::JOB_SKIPPED) {
-        uow.Emit(campaign.id(), id, "job_skipped", uow.Job(id).skipped_reason());
+      if (uow.JobView(id).state() == v1::JOB_SKIPPED) {
+        uow.Emit(campaign.id(), id, "job_skipped", uow.JobView(id).skipped_reason());
       }
     }
     AdvanceCampaignLocked(uow, campaign.id());
@@ -359,8 +369,8 @@ absl::StatusOr<v1::Campaign> Coordinator::Cancel(const std::string& id,
 void Coordinator::CancelCampaignJobsLocked(UnitOfWork& uow, const std::string& campaign_id,
                                            const std::string& reason, Effects& fx) {
   for (const std::string& id : uow.JobIds(campaign_id)) {
+    if (IsFinal(uow.JobView(id).state())) continue;
     v1::Job& job = uow.Job(id);
-    if (IsFinal(job.state())) continue;
     if (job.state() == v1::JOB_LEASED) {
       uow.EndAttempt(job.lease_id(), "cancelled", reason);
       auto lease = leases_.find(job.lease_id());
@@ -392,9 +402,10 @@ absl::Status Coordinator::Recover() {
     agents_[a.id()] = std::move(a);
   }
   TAILOR_ASSIGN_OR_RETURN(std::vector<v1::Campaign> campaigns, store_->LoadNonFinalCampaigns());
+  TAILOR_ASSIGN_OR_RETURN(auto last_seqs, store_->LastEventSeqOfNonFinalCampaigns());
   for (auto& c : campaigns) {
     LiveCampaign live;
-    TAILOR_ASSIGN_OR_RETURN(live.last_seq, store_->MaxEventSeq(c.id()));
+    live.last_seq = last_seqs[c.id()];
     live.campaign = std::move(c);
     campaigns_[live.campaign.id()] = std::move(live);
   }

@@ -160,9 +160,9 @@ absl::StatusOr<v1::AcquireJobResponse> Coordinator::LeaseJobLocked(const std::st
   resp.mutable_lease()->set_ttl_ms(absl::ToInt64Milliseconds(options_.lease_ttl));
   *resp.mutable_job() = job;
   resp.set_campaign_id(job.campaign_id());
-  *resp.mutable_contract() = uow.Campaign(job.campaign_id()).contract();
+  *resp.mutable_contract() = uow.CampaignView(job.campaign_id()).contract();
   for (const std::string& other : uow.JobIds(job.campaign_id())) {
-    const v1::Job& dep = uow.Job(other);
+    const v1::Job& dep = uow.JobView(other);
     if (std::find(job.depends_on().begin(), job.depends_on().end(), dep.key()) !=
         job.depends_on().end()) {
       (*resp.mutable_inputs())[dep.key()] = dep.result();

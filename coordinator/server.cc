@@ -18,8 +18,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
         absl::StrCat("cannot create data dir '", options.data_dir, "': ", ec.message()));
   }
   std::filesystem::create_directories(options.data_dir + "/logs", ec);
+  const std::string db_path = options.data_dir + "/tailor.db";
   TAILOR_ASSIGN_OR_RETURN(s->store_,
-                          storage::CoordinatorStore::Open(options.data_dir + "/tailor.db"));
+                          storage::CoordinatorStore::Open(db_path, /*external_checkpoints=*/true));
+  TAILOR_ASSIGN_OR_RETURN(s->checkpointer_, storage::Checkpointer::Open(db_path));
   TAILOR_ASSIGN_OR_RETURN(s->blobs_, storage::BlobStore::Open(options.data_dir + "/blobs"));
   CoordinatorOptions core_options = options.core;
   core_options.data_dir = options.data_dir;
@@ -53,6 +55,15 @@ absl::StatusOr<int> CoordinatorServer::Start() {
       std::this_thread::sleep_for(absl::ToChronoMilliseconds(options_.tick_interval));
     }
   });
+  checkpoint_thread_ = std::thread([this] {
+    while (!stop_.load()) {
+      absl::Status st = checkpointer_->RunOnce();
+      if (!st.ok()) spdlog::warn("WAL checkpoint: {}", st.ToString());
+      for (int i = 0; i < 5 && !stop_.load(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  });
   spdlog::info("tailor-coordinator serving on port {} (data dir {})", port, options_.data_dir);
   return port;
 }
@@ -61,6 +72,7 @@ void CoordinatorServer::Shutdown(absl::Duration grace) {
   if (stop_.exchange(true)) return;
   if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   if (ticker_.joinable()) ticker_.join();
+  if (checkpoint_thread_.joinable()) checkpoint_thread_.join();
 }
 
 void CoordinatorServer::Wait() {

@@ -55,6 +55,8 @@ class CoordinatorServer {
   std::unique_ptr<grpc::Server> server_;
   std::atomic<bool> stop_{false};
   std::thread ticker_;
+  std::unique_ptr<storage::Checkpointer> checkpointer_;
+  std::thread checkpoint_thread_;
 };
 
 }  // namespace tailor::coordinator

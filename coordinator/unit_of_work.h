@@ -23,6 +23,16 @@ class Coordinator::UnitOfWork {
 
   absl::Time now() const { return now_; }
 
+  // Read-only views do not mark a row dirty; only Job()/Campaign() (mutable) do, so an
+  // operation rewrites exactly the rows it changed.
+  const v1::Job& JobView(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_->mu_) {
+    auto it = jobs_.find(id);
+    return it != jobs_.end() ? it->second : c_->jobs_.at(id);
+  }
+  const v1::Campaign& CampaignView(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_->mu_) {
+    auto it = campaigns_.find(id);
+    return it != campaigns_.end() ? it->second : c_->campaigns_.at(id).campaign;
+  }
   v1::Job& Job(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_->mu_) {
     auto it = jobs_.find(id);
     if (it != jobs_.end()) return it->second;

@@ -1,5 +1,7 @@
 #include "storage/coordinator_store.h"
 
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/proto_time.h"
@@ -68,9 +70,10 @@ constexpr char kAttemptColumns[] =
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CoordinatorStore>> CoordinatorStore::Open(
-    const std::string& path) {
+    const std::string& path, bool external_checkpoints) {
   TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::Open(path));
   TAILOR_RETURN_IF_ERROR(db->Migrate(CoordinatorMigrations()));
+  if (external_checkpoints) TAILOR_RETURN_IF_ERROR(db->Exec("PRAGMA wal_autocheckpoint = 0"));
   return std::unique_ptr<CoordinatorStore>(new CoordinatorStore(std::move(db)));
 }
 
@@ -160,7 +163,7 @@ absl::StatusOr<std::vector<v1::Campaign>> CoordinatorStore::LoadNonFinalCampaign
 
 absl::StatusOr<std::vector<v1::Campaign>> CoordinatorStore::ListRecurringCampaigns() {
   TAILOR_ASSIGN_OR_RETURN(
-      Statement s, db_->Prepare("SELECT contract FROM campaigns WHERE recurring = 1 ORDER BY id"));
+      Statement s, db_->Prepare("SELECT contract FROM campaigns WHERE recurring = 1 ORDER BY created_at, rowid"));
   return CollectProtos<v1::Campaign>(s, "campaign");
 }
 
@@ -333,6 +336,23 @@ absl::StatusOr<int64_t> CoordinatorStore::MaxEventSeq(const std::string& campaig
   return s.ColumnInt(0);
 }
 
+absl::StatusOr<std::map<std::string, int64_t>>
+CoordinatorStore::LastEventSeqOfNonFinalCampaigns() {
+  TAILOR_ASSIGN_OR_RETURN(
+      Statement s,
+      db_->Prepare("SELECT e.campaign_id, MAX(e.seq) FROM events e JOIN campaigns c ON "
+                   "c.id = e.campaign_id WHERE c.state IN (?, ?) GROUP BY e.campaign_id"));
+  s.Bind(1, static_cast<int64_t>(v1::CAMPAIGN_QUEUED))
+      .Bind(2, static_cast<int64_t>(v1::CAMPAIGN_RUNNING));
+  std::map<std::string, int64_t> out;
+  while (true) {
+    TAILOR_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out[s.ColumnText(0)] = s.ColumnInt(1);
+  }
+  return out;
+}
+
 absl::Status CoordinatorStore::UpsertAgent(const v1::Agent& a) {
   TAILOR_ASSIGN_OR_RETURN(
       Statement s,
@@ -453,6 +473,26 @@ absl::StatusOr<bool> CoordinatorStore::ArtifactKnown(const std::string& digest) 
                           db_->Prepare("SELECT 1 FROM artifacts WHERE digest = ? LIMIT 1"));
   s.Bind(1, digest);
   return s.Step();
+}
+
+absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Open(const std::string& path) {
+  Database::Options options;
+  options.create_if_missing = false;
+  TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::Open(path, options));
+  return std::unique_ptr<Checkpointer>(new Checkpointer(std::move(db)));
+}
+
+absl::Status Checkpointer::RunOnce() {
+  // A PASSIVE checkpoint racing a steady stream of commits never catches up with the end of
+  // the WAL, so SQLite never rewinds it and the file grows without bound. Past a size cap,
+  // TRUNCATE: writers wait (busy timeout) for the few milliseconds the copy takes, and the
+  // WAL starts over.
+  std::error_code ec;
+  const auto wal_size = std::filesystem::file_size(db_->path() + "-wal", ec);
+  if (!ec && wal_size > kTruncateAboveBytes) {
+    return db_->Exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  }
+  return db_->Exec("PRAGMA wal_checkpoint(PASSIVE)");
 }
 
 }  // namespace tailor::storage

@@ -1,6 +1,7 @@
 #ifndef TAILOR_STORAGE_COORDINATOR_STORE_H_
 #define TAILOR_STORAGE_COORDINATOR_STORE_H_
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,8 +33,11 @@ struct AttemptRow {
 // under its own mutex and wraps multi-row changes in a Transaction from Begin().
 class CoordinatorStore {
  public:
-  // Opens (creating if needed) and migrates the database.
-  static absl::StatusOr<std::unique_ptr<CoordinatorStore>> Open(const std::string& path);
+  // Opens (creating if needed) and migrates the database. With external_checkpoints the
+  // connection never checkpoints the WAL itself (no fsync inside a request); the owner must
+  // run Checkpointer below.
+  static absl::StatusOr<std::unique_ptr<CoordinatorStore>> Open(const std::string& path,
+                                                               bool external_checkpoints = false);
 
   Database* db() { return db_.get(); }
   absl::StatusOr<Transaction> Begin() { return Transaction::Begin(db_.get()); }
@@ -78,6 +82,8 @@ class CoordinatorStore {
   absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& campaign_id,
                                                     int64_t after_seq, int limit);
   absl::StatusOr<int64_t> MaxEventSeq(const std::string& campaign_id);
+  // campaign id -> last event seq, for every campaign that is not final (one query at start).
+  absl::StatusOr<std::map<std::string, int64_t>> LastEventSeqOfNonFinalCampaigns();
 
   // Agents.
   absl::Status UpsertAgent(const v1::Agent& agent);
@@ -98,6 +104,19 @@ class CoordinatorStore {
 
  private:
   explicit CoordinatorStore(std::unique_ptr<Database> db) : db_(std::move(db)) {}
+  std::unique_ptr<Database> db_;
+};
+
+// Copies the WAL back into the database from its own connection, so the fsyncs of a
+// checkpoint happen off the request path. PASSIVE never blocks writers.
+class Checkpointer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Checkpointer>> Open(const std::string& path);
+  absl::Status RunOnce();
+  static constexpr uintmax_t kTruncateAboveBytes = 64ull << 20;
+
+ private:
+  explicit Checkpointer(std::unique_ptr<Database> db) : db_(std::move(db)) {}
   std::unique_ptr<Database> db_;
 };
 

@@ -1,0 +1,144 @@
+// tailor-profiler-agent: registers one target device with the coordinator and runs the jobs
+// that need exactly that device kind (probe now; profile and verify later).
+//
+// Exit codes: 0 after a clean stop (SIGTERM/SIGINT), 1 on a local runtime failure, 2 on usage
+// errors (bad flags, or cuda:N in a build without CUDA). The coordinator being down is never a
+// reason to exit: the runtime reconnects with backoff.
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "absl/time/time.h"
+#include "common/agent_runtime.h"
+#include "common/grpc_util.h"
+#include "common/logging.h"
+#include "profiler-agent/device.h"
+#include "profiler-agent/handlers.h"
+
+namespace {
+
+struct Flags {
+  std::string coordinator;
+  std::string device = "cpu";
+  std::string name;
+  std::string engine = "tailor-builtin";
+  std::string engine_version = "1";
+  std::string work_dir = "tailor-agent-work";
+  std::string log_level = "info";
+  std::string token;
+  std::string ca_cert;
+  int max_jobs = 1;
+  double stop_grace_s = 30;
+};
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "tailor-profiler-agent: %s\n", message.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  CLI::App app{"tailor-profiler-agent: registers a target device with the tailor coordinator "
+               "and runs probe/profile/verify jobs for it"};
+  app.add_option("--coordinator", flags.coordinator,
+                 "HOST:PORT (default $TAILOR_COORDINATOR or 127.0.0.1:50051)");
+  app.add_option("--device", flags.device, "cpu or cuda:N")->required();
+  app.add_option("--name", flags.name, "stable agent name (default HOSTNAME:DEVICE)");
+  app.add_option("--engine", flags.engine, "serving engine name")->capture_default_str();
+  app.add_option("--engine-version", flags.engine_version, "serving engine version")
+      ->capture_default_str();
+  app.add_option("--work-dir", flags.work_dir, "scratch directory for jobs")
+      ->capture_default_str();
+  app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, off")
+      ->capture_default_str();
+  app.add_option("--token", flags.token, "bearer token (default $TAILOR_TOKEN)");
+  app.add_option("--ca-cert", flags.ca_cert, "PEM CA certificate; enables TLS");
+  app.add_option("--max-jobs", flags.max_jobs, "jobs run at the same time")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--stop-grace", flags.stop_grace_s,
+                 "seconds running jobs may finish after SIGTERM before they are cancelled")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  // CLI11 reports parse errors by exception; this is the library boundary where we turn them
+  // into the documented exit code 2.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+
+  if (absl::Status st = tailor::InitLogging("tailor-profiler-agent", flags.log_level); !st.ok()) {
+    return Usage(std::string(st.message()));
+  }
+
+  absl::StatusOr<tailor::profiler::DeviceDescription> device =
+      tailor::profiler::DetectDevice(flags.device);
+  if (!device.ok()) {
+    if (device.status().code() == absl::StatusCode::kInvalidArgument ||
+        device.status().code() == absl::StatusCode::kFailedPrecondition) {
+      return Usage(std::string(device.status().message()));
+    }
+    spdlog::error("cannot use device {}: {}", flags.device, device.status().ToString());
+    return 1;
+  }
+
+  // Block the stop signals in every thread (the runtime's threads inherit this mask) and take
+  // them synchronously on one thread, where calling into the runtime is safe.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  tailor::AgentRuntimeOptions options;
+  options.coordinator = tailor::ResolveCoordinatorAddress(flags.coordinator);
+  options.info = tailor::profiler::MakeAgentInfo(*device, flags.name,
+                                                 tailor::profiler::LocalHostname(), flags.engine,
+                                                 flags.engine_version);
+  options.token = flags.token;
+  options.ca_cert = flags.ca_cert;
+  options.work_dir = flags.work_dir;
+  options.max_concurrent_jobs = flags.max_jobs;
+  options.stop_grace = absl::Seconds(flags.stop_grace_s);
+  tailor::AgentRuntime runtime(options);
+  tailor::profiler::RegisterProfilerHandlers(runtime, *device);
+  spdlog::info("agent {} serving {} ({}, {} MiB) for coordinator {}", options.info.name(),
+               device->device, device->device_kind, device->memory_mib, options.coordinator);
+
+  std::atomic<bool> finished{false};
+  std::thread signals([&] {
+    int received = 0;
+    while (true) {
+      int sig = 0;
+      if (sigwait(&stop_signals, &sig) != 0) continue;
+      if (finished.load()) return;
+      if (++received == 1) {
+        spdlog::info("signal {}: stopping after running jobs (send again to cancel them)", sig);
+        runtime.Stop();
+      } else {
+        spdlog::warn("signal {} again: cancelling running jobs", sig);
+        runtime.StopNow();
+      }
+    }
+  });
+
+  const absl::Status status = runtime.Run();
+  finished.store(true);
+  pthread_kill(signals.native_handle(), SIGTERM);  // wakes the sigwait so the thread can end
+  signals.join();
+  if (!status.ok()) {
+    spdlog::error("{}", status.ToString());
+    return 1;
+  }
+  return 0;
+}
