@@ -104,6 +104,8 @@ class Coordinator {
   absl::StatusOr<v1::CompleteJobResponse> CompleteJob(const v1::CompleteJobRequest& req);
   absl::StatusOr<v1::CostTable> PutCostTable(const v1::PutCostTableRequest& req);
   absl::StatusOr<LeaseInfo> CheckLease(const std::string& lease_id);
+  // The assignment of an active lease, as AcquireJob returned it (for launcher-started ranks).
+  absl::StatusOr<v1::AcquireJobResponse> GetAssignment(const std::string& lease_id);
   absl::StatusOr<v1::Artifact> RecordArtifact(const LeaseInfo& lease, const std::string& kind,
                                               const std::string& name,
                                               const storage::BlobInfo& blob);
@@ -173,6 +175,7 @@ class Coordinator {
                                                         const std::string& holder,
                                                         Effects& fx)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::AcquireJobResponse AssignmentLocked(const LiveLease& lease) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::optional<std::string> PickForAgentLocked(const std::string& agent_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DispatchLocked(Effects& fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

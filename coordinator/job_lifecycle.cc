@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/unit_of_work.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "spdlog/spdlog.h"
 
 namespace tailor::coordinator {
@@ -82,13 +83,18 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
   v1::HeartbeatResponse resp;
   {
     absl::MutexLock lock(&mu_);
+    // Launcher-started workers heartbeat as their lease holder ("launcher:<name>") without
+    // registering: they are not agents and take no further work.
+    const bool launcher_holder = req.agent_id().rfind("launcher:", 0) == 0;
     auto agent = agents_.find(req.agent_id());
-    if (agent == agents_.end()) {
+    if (agent == agents_.end() && !launcher_holder) {
       return absl::NotFoundError(
           absl::StrCat("agent '", req.agent_id(), "' is not registered; register again"));
     }
-    *agent->second.mutable_last_heartbeat() = ToProto(now);
-    resp.set_drain(agent->second.state() == v1::AGENT_DRAINED);
+    if (agent != agents_.end()) {
+      *agent->second.mutable_last_heartbeat() = ToProto(now);
+      resp.set_drain(agent->second.state() == v1::AGENT_DRAINED);
+    }
     UnitOfWork uow(this, now);
     const absl::Time expires = now + options_.lease_ttl;
     for (const std::string& lease_id : req.lease_ids()) {
@@ -151,25 +157,41 @@ absl::StatusOr<v1::AcquireJobResponse> Coordinator::LeaseJobLocked(const std::st
                         holder));
   AdvanceCampaignLocked(uow, job.campaign_id());
 
+  TAILOR_RETURN_IF_ERROR(CommitLocked(uow, fx));
+  return AssignmentLocked(leases_.at(row.lease_id));
+}
+
+v1::AcquireJobResponse Coordinator::AssignmentLocked(const LiveLease& lease) {
+  const v1::Job& job = jobs_.at(lease.job_id);
+  const LiveCampaign& campaign = campaigns_.at(job.campaign_id());
   v1::AcquireJobResponse resp;
   resp.set_assigned(true);
-  resp.mutable_lease()->set_id(row.lease_id);
-  resp.mutable_lease()->set_job_id(job_id);
-  resp.mutable_lease()->set_attempt(row.attempt);
-  *resp.mutable_lease()->mutable_expires_at() = ToProto(row.expires_at);
+  resp.mutable_lease()->set_id(lease.lease_id);
+  resp.mutable_lease()->set_job_id(lease.job_id);
+  resp.mutable_lease()->set_attempt(lease.attempt);
+  *resp.mutable_lease()->mutable_expires_at() = ToProto(lease.expires_at);
   resp.mutable_lease()->set_ttl_ms(absl::ToInt64Milliseconds(options_.lease_ttl));
   *resp.mutable_job() = job;
   resp.set_campaign_id(job.campaign_id());
-  *resp.mutable_contract() = uow.CampaignView(job.campaign_id()).contract();
-  for (const std::string& other : uow.JobIds(job.campaign_id())) {
-    const v1::Job& dep = uow.JobView(other);
+  *resp.mutable_contract() = campaign.campaign.contract();
+  for (const std::string& other : campaign.job_ids) {
+    const v1::Job& dep = jobs_.at(other);
     if (std::find(job.depends_on().begin(), job.depends_on().end(), dep.key()) !=
         job.depends_on().end()) {
       (*resp.mutable_inputs())[dep.key()] = dep.result();
     }
   }
-  TAILOR_RETURN_IF_ERROR(CommitLocked(uow, fx));
   return resp;
+}
+
+absl::StatusOr<v1::AcquireJobResponse> Coordinator::GetAssignment(const std::string& lease_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = leases_.find(lease_id);
+  if (it == leases_.end() || it->second.cancelled) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("lease '", lease_id, "' is not active (expired, completed or unknown)"));
+  }
+  return AssignmentLocked(it->second);
 }
 
 uint64_t Coordinator::AcquireJob(const v1::AcquireJobRequest& req, AcquireCallback done) {
@@ -299,13 +321,17 @@ absl::StatusOr<v1::ReportProgressResponse> Coordinator::ReportProgress(
           "progress: at most 256 metrics and a 4096-byte message");
     }
     UnitOfWork uow(this, now);
-    v1::Job& job = uow.Job(it->second.job_id);
-    *job.mutable_progress() = req.progress();
-    *job.mutable_updated_at() = ToProto(now);
     const absl::Time expires = now + options_.lease_ttl;
     uow.ExtendLease(req.lease_id(), expires);
-    uow.Emit(job.campaign_id(), job.id(), "job_progress", req.progress().message(),
-             &req.progress());
+    // Workers re-send unchanged progress as a keepalive: extend the lease, log nothing.
+    if (!google::protobuf::util::MessageDifferencer::Equals(
+            uow.JobView(it->second.job_id).progress(), req.progress())) {
+      v1::Job& job = uow.Job(it->second.job_id);
+      *job.mutable_progress() = req.progress();
+      *job.mutable_updated_at() = ToProto(now);
+      uow.Emit(job.campaign_id(), job.id(), "job_progress", req.progress().message(),
+               &req.progress());
+    }
     TAILOR_RETURN_IF_ERROR(CommitLocked(uow, fx));
     resp.mutable_lease()->set_id(req.lease_id());
     resp.mutable_lease()->set_job_id(it->second.job_id);

@@ -460,6 +460,12 @@ grpc::ServerUnaryReactor* AgentServiceImpl::PutCostTable(grpc::CallbackServerCon
   return Respond(ctx, resp, [&] { return core_->PutCostTable(*req); });
 }
 
+grpc::ServerUnaryReactor* AgentServiceImpl::GetAssignment(grpc::CallbackServerContext* ctx,
+                                                          const v1::GetAssignmentRequest* req,
+                                                          v1::AcquireJobResponse* resp) {
+  return Respond(ctx, resp, [&] { return core_->GetAssignment(req->lease_id()); });
+}
+
 // --- AdminService ---
 
 grpc::ServerUnaryReactor* AdminServiceImpl::ListQueue(grpc::CallbackServerContext* ctx,

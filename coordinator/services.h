@@ -74,6 +74,9 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
   grpc::ServerUnaryReactor* PutCostTable(grpc::CallbackServerContext* ctx,
                                          const v1::PutCostTableRequest* req,
                                          v1::CostTable* resp) override;
+  grpc::ServerUnaryReactor* GetAssignment(grpc::CallbackServerContext* ctx,
+                                          const v1::GetAssignmentRequest* req,
+                                          v1::AcquireJobResponse* resp) override;
 
  private:
   Coordinator* core_;

@@ -525,3 +525,49 @@ TEST_F(CoordinatorTest, ListQueueOrdersByPriorityAndExplainsWaiting) {
 
 }  // namespace
 }  // namespace tailor::coordinator
+
+namespace tailor::coordinator {
+namespace {
+
+TEST_F(CoordinatorTest, LauncherRanksFetchAssignmentAndHeartbeatAsHolder) {
+  RecordingLauncher launcher;
+  core_->SetLauncher(&launcher);
+  v1::Campaign c = Submit(AutocompressContract(), "r1");
+  core_->Tick();
+  ASSERT_EQ(launcher.launched.size(), 1u);
+  const v1::AcquireJobResponse& l = launcher.launched[0];
+  EXPECT_EQ(l.job().kind(), "rank");
+  auto fetched = core_->GetAssignment(l.lease().id());
+  ASSERT_THAT(fetched, IsOk());
+  EXPECT_EQ(fetched->job().id(), l.job().id());
+  EXPECT_EQ(fetched->contract().name(), "npc");
+  v1::HeartbeatRequest hb;
+  hb.set_agent_id("launcher:test");
+  hb.add_lease_ids(l.lease().id());
+  auto r = core_->Heartbeat(hb);
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(r->extended_size(), 1);
+  EXPECT_THAT(core_->GetAssignment("l-nope"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("not active")));
+}
+
+TEST_F(CoordinatorTest, UnchangedProgressIsAKeepaliveWithoutEvents) {
+  v1::Campaign c = Submit(ProbeContract(), "r1");
+  v1::AcquireJobResponse a = TryAcquire(RegisterAgent("cpu-box"));
+  v1::ReportProgressRequest p;
+  p.set_lease_id(a.lease().id());
+  p.mutable_progress()->set_fraction(0.5);
+  p.mutable_progress()->set_message("half");
+  ASSERT_THAT(core_->ReportProgress(p), IsOk());
+  const size_t events = EventTypes(c.id()).size();
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Seconds(10));
+    ASSERT_THAT(core_->ReportProgress(p), IsOk());
+    core_->Tick();
+  }
+  EXPECT_EQ(EventTypes(c.id()).size(), events);
+  EXPECT_EQ(Get(c.id()).jobs(0).state(), v1::JOB_LEASED) << "keepalives extended the lease";
+}
+
+}  // namespace
+}  // namespace tailor::coordinator
