@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   app.add_option("--http-port", http_port, "dashboard and /metrics port (0 = off)")
       ->capture_default_str();
   app.add_option("--launcher", launcher, "how cluster jobs start: local or slurm")
-      ->check(CLI::IsMember({"local", "slurm"}))
+      ->check(CLI::IsMember({"local", "slurm", "none"}))
       ->capture_default_str();
   app.add_option("--lease-ttl", lease_ttl_s, "seconds a lease lives without a heartbeat")
       ->check(CLI::Range(1.0, 3600.0))
@@ -44,6 +44,8 @@ int main(int argc, char** argv) {
   app.add_option("--backoff-base", backoff_base_s, "seconds before the first retry")
       ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
+  app.add_option("--worker-bin", options.worker_bin,
+                 "tailor-worker for the local launcher (default: next to this binary)");
   app.add_flag("--insecure", insecure, "allow plaintext on a non-loopback address");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -62,7 +64,7 @@ int main(int argc, char** argv) {
   options.core.agent_offline_after = absl::Seconds(std::max(5 * heartbeat_s, 3.0));
   options.core.backoff_base = absl::Seconds(backoff_base_s);
   (void)http_port;
-  (void)launcher;
+  options.launcher = launcher;
 
   auto server = tailor::coordinator::CoordinatorServer::Create(options, tailor::Clock::Real());
   if (!server.ok()) {

@@ -49,6 +49,33 @@ absl::StatusOr<int> CoordinatorServer::Start() {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options_.listen, " (address in use or invalid)"));
   }
+  if (options_.launcher == "local") {
+    std::string worker_bin = options_.worker_bin;
+    if (worker_bin.empty()) {
+      std::error_code ec;
+      auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+      worker_bin = (self.parent_path() / "tailor-worker").string();
+    }
+    LocalLauncherOptions lo;
+    lo.worker_bin = worker_bin;
+    lo.coordinator = absl::StrCat("127.0.0.1:", port);
+    lo.data_dir = options_.data_dir;
+    Coordinator* core = core_.get();
+    launcher_ = std::make_unique<LocalLauncher>(
+        lo, [core](const std::string& lease_id, const std::string& why) {
+          v1::CompleteJobRequest fail;
+          fail.set_lease_id(lease_id);
+          fail.set_success(false);
+          fail.set_retryable(true);
+          fail.set_error(why);
+          // Rank 0 may already have reported; then the lease is closed and this is a no-op.
+          (void)core->CompleteJob(fail);
+        });
+    core_->SetLauncher(launcher_.get());
+  } else if (options_.launcher != "none") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--launcher: '", options_.launcher, "' is not available in this build"));
+  }
   ticker_ = std::thread([this] {
     while (!stop_.load()) {
       core_->Tick();
@@ -72,6 +99,8 @@ void CoordinatorServer::Shutdown(absl::Duration grace) {
   if (stop_.exchange(true)) return;
   if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   if (ticker_.joinable()) ticker_.join();
+  if (core_ != nullptr) core_->SetLauncher(nullptr);
+  launcher_.reset();
   if (checkpoint_thread_.joinable()) checkpoint_thread_.join();
 }
 

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/launchers/local_launcher.h"
 #include "coordinator/services.h"
 #include "grpcpp/grpcpp.h"
 #include "storage/blob_store.h"
@@ -22,6 +23,8 @@ struct ServerOptions {
   CoordinatorOptions core;
   absl::Duration tick_interval = absl::Milliseconds(100);
   int max_message_bytes = 16 * 1024 * 1024;
+  std::string launcher = "local";  // local | none (slurm: see the Slurm launcher)
+  std::string worker_bin;          // default: tailor-worker next to this executable
 };
 
 // Composition root: opens the database and blob store under data_dir, recovers state, serves
@@ -53,6 +56,7 @@ class CoordinatorServer {
   std::unique_ptr<AgentServiceImpl> agent_service_;
   std::unique_ptr<AdminServiceImpl> admin_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<Launcher> launcher_;
   std::atomic<bool> stop_{false};
   std::thread ticker_;
   std::unique_ptr<storage::Checkpointer> checkpointer_;

@@ -1,0 +1,191 @@
+#include "coordinator/launchers/local_launcher.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+extern char** environ;
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace tailor::coordinator {
+
+int PickFreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  int port = 0;
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+LocalLauncher::LocalLauncher(LocalLauncherOptions options, FailureCallback on_failure)
+    : options_(std::move(options)), on_failure_(std::move(on_failure)) {
+  reaper_ = std::thread([this] { ReapLoop(); });
+}
+
+LocalLauncher::~LocalLauncher() {
+  stop_.store(true);
+  if (reaper_.joinable()) reaper_.join();
+  // Workers outlive a coordinator restart on purpose (they keep their leases); only a
+  // deliberate shutdown path would kill them, and that is Cancel's job.
+}
+
+absl::Status LocalLauncher::Launch(const v1::AcquireJobResponse& a) {
+  const v1::ResourceSpec& r = a.job().resources();
+  const int nodes = std::max(1, r.nodes());
+  const int per_node = std::max(1, r.ranks_per_node());
+  if (nodes != 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the local launcher runs single-node jobs; this one asks for ", nodes,
+        " nodes (start the coordinator with --launcher slurm)"));
+  }
+  if (per_node > options_.max_ranks) {
+    return absl::FailedPreconditionError(absl::StrCat("job asks for ", per_node,
+                                                      " ranks; the local launcher allows ",
+                                                      options_.max_ranks));
+  }
+  if (access(options_.worker_bin.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker binary '", options_.worker_bin, "' is not executable"));
+  }
+  const std::string log_dir = absl::StrCat(options_.data_dir, "/logs/", a.job().id());
+  std::error_code ec;
+  std::filesystem::create_directories(log_dir, ec);
+  const std::string work_dir =
+      absl::StrCat(options_.data_dir, "/work/", a.job().id(), "/attempt-", a.lease().attempt());
+  std::filesystem::create_directories(work_dir, ec);
+  const int master_port = PickFreePort();
+  if (master_port == 0) return absl::UnavailableError("no free port for the rendezvous store");
+
+  Ranks ranks;
+  for (int rank = 0; rank < per_node; ++rank) {
+    const std::string log =
+        rank == 0 ? absl::StrCat(log_dir, "/attempt-", a.lease().attempt(), ".log")
+                  : absl::StrCat(log_dir, "/attempt-", a.lease().attempt(), ".rank", rank, ".log");
+    std::vector<std::string> env = {
+        absl::StrCat("TAILOR_COORDINATOR=", options_.coordinator),
+        absl::StrCat("TAILOR_LEASE_ID=", a.lease().id()),
+        absl::StrCat("TAILOR_WORK_DIR=", work_dir),
+        absl::StrCat("TAILOR_LAUNCHER=local"),
+        absl::StrCat("RANK=", rank),
+        absl::StrCat("LOCAL_RANK=", rank),
+        absl::StrCat("WORLD_SIZE=", per_node),
+        "MASTER_ADDR=127.0.0.1",
+        absl::StrCat("MASTER_PORT=", master_port),
+    };
+    // Everything the child needs is built before fork: between fork and exec a child of a
+    // multi-threaded process may only make async-signal-safe calls (no malloc).
+    std::vector<std::string> full_env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string kv(*e);
+      const std::string key = kv.substr(0, kv.find('='));
+      bool overridden = false;
+      for (const std::string& ours : env) overridden |= ours.rfind(key + "=", 0) == 0;
+      if (!overridden) full_env.push_back(kv);
+    }
+    full_env.insert(full_env.end(), env.begin(), env.end());
+    std::vector<char*> envp;
+    for (std::string& kv : full_env) envp.push_back(kv.data());
+    envp.push_back(nullptr);
+    char* argv[] = {const_cast<char*>(options_.worker_bin.c_str()), nullptr};
+    pid_t pid = fork();
+    if (pid < 0) {
+      KillAll(ranks, SIGKILL);
+      return absl::ResourceExhaustedError(absl::StrCat("fork failed: ", strerror(errno)));
+    }
+    if (pid == 0) {
+      setpgid(0, 0);
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+      }
+      int devnull = open("/dev/null", O_RDONLY);
+      if (devnull >= 0) dup2(devnull, 0);
+      execve(argv[0], argv, envp.data());
+      _exit(127);
+    }
+    ranks.pids.push_back(pid);
+    ranks.exited.push_back(false);
+  }
+  spdlog::info("job={} lease={} launched {} local ranks (rendezvous 127.0.0.1:{})", a.job().id(),
+               a.lease().id(), per_node, master_port);
+  absl::MutexLock lock(&mu_);
+  running_[a.lease().id()] = std::move(ranks);
+  return absl::OkStatus();
+}
+
+void LocalLauncher::KillAll(const Ranks& ranks, int sig) {
+  for (size_t i = 0; i < ranks.pids.size(); ++i) {
+    if (!ranks.exited[i]) kill(-ranks.pids[i], sig);
+  }
+}
+
+void LocalLauncher::Cancel(const std::string& lease_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = running_.find(lease_id);
+  if (it == running_.end()) return;
+  it->second.cancelled = true;
+  KillAll(it->second, SIGTERM);
+  spdlog::info("lease={} cancelled: SIGTERM to {} ranks", lease_id, it->second.pids.size());
+}
+
+size_t LocalLauncher::RunningForTest() {
+  absl::MutexLock lock(&mu_);
+  return running_.size();
+}
+
+void LocalLauncher::ReapLoop() {
+  while (!stop_.load()) {
+    std::vector<std::pair<std::string, std::string>> failures;
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto it = running_.begin(); it != running_.end();) {
+        Ranks& ranks = it->second;
+        for (size_t i = 0; i < ranks.pids.size(); ++i) {
+          if (ranks.exited[i]) continue;
+          int st = 0;
+          if (waitpid(ranks.pids[i], &st, WNOHANG) != ranks.pids[i]) continue;
+          ranks.exited[i] = true;
+          const bool clean = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+          if (!clean && !ranks.failed && !ranks.cancelled) {
+            ranks.failed = true;
+            const std::string why =
+                WIFSIGNALED(st) ? absl::StrCat("rank ", i, " killed by signal ", WTERMSIG(st))
+                                : absl::StrCat("rank ", i, " exited with code ", WEXITSTATUS(st));
+            failures.emplace_back(it->first, why);
+            // A lost rank breaks every collective; stop the others now rather than at the
+            // collective timeout.
+            KillAll(ranks, SIGTERM);
+          }
+        }
+        bool all = true;
+        for (bool e : ranks.exited) all = all && e;
+        it = all ? running_.erase(it) : std::next(it);
+      }
+    }
+    for (const auto& [lease, why] : failures) {
+      spdlog::warn("lease={} {}", lease, why);
+      on_failure_(lease, why);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace tailor::coordinator

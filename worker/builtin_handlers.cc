@@ -1,0 +1,8 @@
+// The job kinds this worker build runs. Each ML issue adds its kinds here.
+#include "worker/worker_context.h"
+
+namespace tailor::worker {
+
+void RegisterBuiltinHandlers() {}
+
+}  // namespace tailor::worker
