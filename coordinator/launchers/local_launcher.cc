@@ -13,6 +13,7 @@
 extern char** environ;
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
 
 namespace tailor::coordinator {
@@ -121,6 +122,9 @@ absl::Status LocalLauncher::Launch(const v1::AcquireJobResponse& a) {
       execve(argv[0], argv, envp.data());
       _exit(127);
     }
+    // Both sides set the group: whichever runs first wins, so a Cancel right after Launch
+    // always finds the group.
+    setpgid(pid, pid);
     ranks.pids.push_back(pid);
     ranks.exited.push_back(false);
   }
@@ -142,6 +146,7 @@ void LocalLauncher::Cancel(const std::string& lease_id) {
   auto it = running_.find(lease_id);
   if (it == running_.end()) return;
   it->second.cancelled = true;
+  it->second.cancelled_at = absl::Now();
   KillAll(it->second, SIGTERM);
   spdlog::info("lease={} cancelled: SIGTERM to {} ranks", lease_id, it->second.pids.size());
 }
@@ -174,6 +179,10 @@ void LocalLauncher::ReapLoop() {
             // collective timeout.
             KillAll(ranks, SIGTERM);
           }
+        }
+        // Ranks that ignore SIGTERM for too long after a cancel are killed.
+        if (ranks.cancelled && absl::Now() - ranks.cancelled_at > absl::Seconds(10)) {
+          KillAll(ranks, SIGKILL);
         }
         bool all = true;
         for (bool e : ranks.exited) all = all && e;

@@ -47,6 +47,7 @@ class LocalLauncher : public Launcher {
     std::vector<bool> exited;
     bool failed = false;
     bool cancelled = false;
+    absl::Time cancelled_at;
   };
   void ReapLoop();
   static void KillAll(const Ranks& ranks, int sig);
