@@ -27,7 +27,9 @@ struct WorkerContext {
   // Rank-0 progress; a no-op elsewhere so handlers need no rank checks.
   void Progress(double fraction, const std::string& message, int64_t step = 0,
                 int64_t total = 0, const std::map<std::string, double>& metrics = {}) {
-    if (job != nullptr) job->ReportProgress(fraction, message, step, total, metrics);
+    if (job != nullptr) {
+      job->ReportProgress(fraction, message, step, total, metrics).IgnoreError();
+    }
   }
   bool Cancelled() const { return job != nullptr && job->Cancelled(); }
 };
