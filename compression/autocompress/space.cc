@@ -1,0 +1,157 @@
+#include "compression/autocompress/space.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace tailor::autocompress {
+namespace {
+
+using model::HybridConfig;
+using model::LayerKind;
+using model::LayerSpec;
+
+// round(full * i / n) for i = 1..n, plus 0 when `with_zero`; ascending and distinct.
+std::vector<int64_t> Widths(int64_t full, int n, bool with_zero, int64_t min_nonzero = 1) {
+  std::vector<int64_t> w;
+  if (with_zero) w.push_back(0);
+  for (int i = 1; i <= n; ++i) {
+    const int64_t v = static_cast<int64_t>(std::llround(static_cast<double>(full) * i / n));
+    if (v >= min_nonzero && v <= full) w.push_back(v);
+  }
+  if (w.empty() || w.back() != full) w.push_back(full);
+  std::sort(w.begin(), w.end());
+  w.erase(std::unique(w.begin(), w.end()), w.end());
+  return w;
+}
+
+ChoiceAxis Axis(AxisKind kind, int layer, std::vector<int64_t> widths, absl::string_view what) {
+  ChoiceAxis a;
+  a.kind = kind;
+  a.layer = layer;
+  a.widths = std::move(widths);
+  a.name = layer < 0 ? std::string(what) : absl::StrCat("layers[", layer, "].", what);
+  return a;
+}
+
+}  // namespace
+
+int64_t SearchSpace::total_choices() const {
+  int64_t n = 0;
+  for (const ChoiceAxis& a : axes) n += static_cast<int64_t>(a.widths.size());
+  return n;
+}
+
+absl::StatusOr<SearchSpace> BuildSearchSpace(const HybridConfig& parent,
+                                             const SpaceOptions& options) {
+  TAILOR_RETURN_IF_ERROR(model::ValidateHybridConfig(parent));
+  if (options.width_choices < 1) {
+    return absl::InvalidArgumentError("width_choices must be >= 1");
+  }
+  const int n = options.width_choices;
+  const bool zero = options.allow_removal;
+  SearchSpace space;
+  space.axes.push_back(Axis(AxisKind::kHidden, -1, Widths(parent.hidden, n, false), "hidden"));
+  int64_t mamba_heads = 0;
+  for (const LayerSpec& l : parent.layers) {
+    if (l.kind == LayerKind::kMamba) mamba_heads = std::max(mamba_heads, l.mamba.heads);
+  }
+  if (mamba_heads > 0) {
+    space.axes.push_back(
+        Axis(AxisKind::kMambaHeads, -1, Widths(mamba_heads, n, false), "mamba_heads"));
+  }
+  for (int i = 0; i < parent.num_layers(); ++i) {
+    const LayerSpec& l = parent.layers[i];
+    if (!l.present()) continue;
+    switch (l.kind) {
+      case LayerKind::kAttention: {
+        const int64_t g = l.attention.heads / l.attention.kv_heads;
+        space.axes.push_back(
+            Axis(AxisKind::kAttentionHeads, i, Widths(g, n, zero), "attention_heads_per_group"));
+        break;
+      }
+      case LayerKind::kMamba:
+        break;  // global axis
+      case LayerKind::kMoe:
+        if (l.moe.experts > 0) {
+          space.axes.push_back(
+              Axis(AxisKind::kExperts, i, Widths(l.moe.experts, n, zero, l.moe.top_k), "experts"));
+          space.axes.push_back(
+              Axis(AxisKind::kExpertFfn, i, Widths(l.moe.expert_ffn, n, zero), "expert_ffn"));
+        }
+        if (l.moe.shared_ffn > 0 && options.search_shared_ffn) {
+          space.axes.push_back(
+              Axis(AxisKind::kSharedFfn, i, Widths(l.moe.shared_ffn, n, zero), "shared_ffn"));
+        }
+        break;
+      case LayerKind::kMlp:
+        space.axes.push_back(Axis(AxisKind::kMlpFfn, i, Widths(l.mlp.ffn, n, zero), "mlp_ffn"));
+        break;
+    }
+  }
+  return space;
+}
+
+absl::StatusOr<HybridConfig> ChildConfig(const HybridConfig& parent, const SearchSpace& space,
+                                         const std::vector<int>& indices) {
+  if (indices.size() != space.axes.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ChildConfig: ", indices.size(), " choices for ", space.axes.size(), " axes"));
+  }
+  HybridConfig child = parent;
+  for (size_t a = 0; a < space.axes.size(); ++a) {
+    const ChoiceAxis& axis = space.axes[a];
+    if (indices[a] < 0 || indices[a] >= static_cast<int>(axis.widths.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          axis.name, ": choice ", indices[a], " out of range [0, ", axis.widths.size(), ")"));
+    }
+    const int64_t w = axis.widths[indices[a]];
+    if (axis.layer >= parent.num_layers()) {
+      return absl::InvalidArgumentError(absl::StrCat(axis.name, ": no such layer"));
+    }
+    LayerSpec* l = axis.layer >= 0 ? &child.layers[axis.layer] : nullptr;
+    switch (axis.kind) {
+      case AxisKind::kHidden:
+        child.hidden = w;
+        break;
+      case AxisKind::kMambaHeads:
+        for (LayerSpec& m : child.layers) {
+          if (m.kind == LayerKind::kMamba && m.mamba.heads > 0) {
+            m.mamba.heads = std::min(w, m.mamba.heads);
+          }
+        }
+        break;
+      case AxisKind::kAttentionHeads:
+        if (w == 0) {
+          l->attention.heads = 0;
+          l->attention.kv_heads = 0;
+        } else {
+          l->attention.heads = l->attention.kv_heads * w;
+        }
+        break;
+      case AxisKind::kExperts:
+        l->moe.experts = w;
+        break;
+      case AxisKind::kExpertFfn:
+        l->moe.expert_ffn = w;
+        break;
+      case AxisKind::kSharedFfn:
+        l->moe.shared_ffn = w;
+        break;
+      case AxisKind::kMlpFfn:
+        l->mlp.ffn = w;
+        break;
+    }
+  }
+  for (LayerSpec& l : child.layers) {
+    if (l.kind == LayerKind::kMoe && (l.moe.experts == 0 || l.moe.expert_ffn == 0)) {
+      l.moe.experts = l.moe.top_k = l.moe.expert_ffn = 0;
+    }
+  }
+  TAILOR_RETURN_IF_ERROR(model::ValidateHybridConfig(child));
+  return child;
+}
+
+}  // namespace tailor::autocompress

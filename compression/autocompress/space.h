@@ -1,0 +1,63 @@
+#ifndef TAILOR_COMPRESSION_AUTOCOMPRESS_SPACE_H_
+#define TAILOR_COMPRESSION_AUTOCOMPRESS_SPACE_H_
+
+// The AutoCompress search space (spec §1 "Search space"): a list of choice axes, each a
+// short ascending list of prefix widths on one ranked axis of the parent. A candidate
+// architecture is one index per axis; the supernet mask of an axis is the expected
+// keep-mask of its (soft) choice. No LibTorch here so that cost-model code can read it.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compression/model/config.h"
+
+namespace tailor::autocompress {
+
+enum class AxisKind {
+  kHidden,          // global: residual width
+  kMambaHeads,      // global: heads of every Mamba layer (clamped to the layer's heads)
+  kAttentionHeads,  // per layer: query heads kept per GQA group (0 = layer removed)
+  kExperts,         // per layer: routed experts (0 = no routed part)
+  kExpertFfn,       // per layer: every routed expert's FFN width (0 = no routed part)
+  kSharedFfn,       // per layer: shared-expert FFN width (0 = no shared part)
+  kMlpFfn,          // per layer: dense MLP width (0 = layer removed)
+};
+
+struct ChoiceAxis {
+  AxisKind kind = AxisKind::kHidden;
+  int layer = -1;               // -1 for global axes
+  std::vector<int64_t> widths;  // ascending, distinct; the last is the parent's width
+  std::string name;             // "hidden", "layers[3].experts", ... (for logs and reports)
+};
+
+struct SearchSpace {
+  std::vector<ChoiceAxis> axes;
+  int64_t total_choices() const;
+};
+
+struct SpaceOptions {
+  // Non-zero widths per axis: round(full * i / n) for i = 1..n (deduplicated).
+  int width_choices = 4;
+  // Adds width 0 to per-layer axes so a layer (or an MoE part) can be removed.
+  bool allow_removal = true;
+  // Keeps shared experts at full width (the paper found them cheap and left them whole).
+  bool search_shared_ffn = true;
+};
+
+// One axis per global width and per prunable per-layer width of `parent`. Expert-count
+// choices stay >= top_k (a masked expert still takes its routing slot, so fewer experts
+// than top_k has no supernet counterpart). Absent parent layers get no axes.
+absl::StatusOr<SearchSpace> BuildSearchSpace(const model::HybridConfig& parent,
+                                             const SpaceOptions& options = {});
+
+// The child described by one choice index per axis (indices[i] indexes axes[i].widths).
+// Widths of 0 remove the part; MoE routed part is dropped when experts or expert_ffn is 0.
+absl::StatusOr<model::HybridConfig> ChildConfig(const model::HybridConfig& parent,
+                                                const SearchSpace& space,
+                                                const std::vector<int>& indices);
+
+}  // namespace tailor::autocompress
+
+#endif  // TAILOR_COMPRESSION_AUTOCOMPRESS_SPACE_H_

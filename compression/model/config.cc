@@ -1,0 +1,501 @@
+#include "compression/model/config.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace tailor::model {
+namespace {
+
+using Json = nlohmann::json;
+
+absl::Status FieldError(absl::string_view field, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
+}
+
+// --- validation ---------------------------------------------------------------------
+
+absl::Status CheckPositive(absl::string_view field, int64_t value) {
+  if (value <= 0) return FieldError(field, absl::StrCat("must be > 0, got ", value));
+  return absl::OkStatus();
+}
+
+absl::Status CheckNonNegative(absl::string_view field, int64_t value) {
+  if (value < 0) return FieldError(field, absl::StrCat("must be >= 0, got ", value));
+  return absl::OkStatus();
+}
+
+absl::Status CheckZero(absl::string_view field, int64_t value, absl::string_view why) {
+  if (value != 0) return FieldError(field, absl::StrCat("must be 0 when ", why, ", got ", value));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateAttention(const std::string& p, const AttentionSpec& a) {
+  TAILOR_RETURN_IF_ERROR(CheckNonNegative(p + ".heads", a.heads));
+  if (a.heads == 0) {
+    // An absent layer: the other fields are ignored but must not suggest otherwise.
+    TAILOR_RETURN_IF_ERROR(CheckZero(p + ".kv_heads", a.kv_heads, "heads is 0"));
+    return absl::OkStatus();
+  }
+  TAILOR_RETURN_IF_ERROR(CheckPositive(p + ".kv_heads", a.kv_heads));
+  if (a.kv_heads > a.heads) {
+    return FieldError(p + ".kv_heads",
+                      absl::StrCat("must be <= heads (", a.heads, "), got ", a.kv_heads));
+  }
+  if (a.heads % a.kv_heads != 0) {
+    return FieldError(p + ".kv_heads",
+                      absl::StrCat("must divide heads (", a.heads, "), got ", a.kv_heads));
+  }
+  TAILOR_RETURN_IF_ERROR(CheckPositive(p + ".head_dim", a.head_dim));
+  if (a.head_dim % 2 != 0) {
+    return FieldError(p + ".head_dim",
+                      absl::StrCat("must be even (rotary pairs), got ", a.head_dim));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateMamba(const std::string& p, const MambaSpec& m) {
+  TAILOR_RETURN_IF_ERROR(CheckNonNegative(p + ".heads", m.heads));
+  if (m.heads == 0) return absl::OkStatus();
+  TAILOR_RETURN_IF_ERROR(CheckPositive(p + ".head_dim", m.head_dim));
+  TAILOR_RETURN_IF_ERROR(CheckPositive(p + ".state", m.state));
+  TAILOR_RETURN_IF_ERROR(CheckPositive(p + ".conv_kernel", m.conv_kernel));
+  TAILOR_RETURN_IF_ERROR(CheckPositive(p + ".chunk", m.chunk));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateMoe(const std::string& p, const MoeSpec& m) {
+  TAILOR_RETURN_IF_ERROR(CheckNonNegative(p + ".experts", m.experts));
+  TAILOR_RETURN_IF_ERROR(CheckNonNegative(p + ".shared_ffn", m.shared_ffn));
+  if (m.experts == 0) {
+    TAILOR_RETURN_IF_ERROR(CheckZero(p + ".top_k", m.top_k, "experts is 0"));
+    TAILOR_RETURN_IF_ERROR(CheckZero(p + ".expert_ffn", m.expert_ffn, "experts is 0"));
+    return absl::OkStatus();
+  }
+  if (m.top_k < 1) return FieldError(p + ".top_k", absl::StrCat("must be >= 1, got ", m.top_k));
+  if (m.top_k > m.experts) {
+    return FieldError(p + ".top_k",
+                      absl::StrCat("must be <= experts (", m.experts, "), got ", m.top_k));
+  }
+  TAILOR_RETURN_IF_ERROR(CheckPositive(p + ".expert_ffn", m.expert_ffn));
+  return absl::OkStatus();
+}
+
+// --- JSON reading helpers -------------------------------------------------------------
+
+// Rejects keys the schema does not know, so a typo ("kv_head") is an error, not a default.
+absl::Status CheckKeys(const Json& obj, const std::string& path,
+                       std::initializer_list<absl::string_view> allowed) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    bool known = false;
+    for (absl::string_view a : allowed) known = known || it.key() == a;
+    if (!known) {
+      return FieldError(path.empty() ? it.key() : absl::StrCat(path, ".", it.key()),
+                        "unknown field");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const Json*> GetField(const Json& obj, const std::string& path,
+                                     const std::string& key) {
+  auto it = obj.find(key);
+  const std::string field = path.empty() ? key : absl::StrCat(path, ".", key);
+  if (it == obj.end()) return FieldError(field, "required");
+  return &*it;
+}
+
+absl::StatusOr<int64_t> GetInt(const Json& obj, const std::string& path, const std::string& key) {
+  TAILOR_ASSIGN_OR_RETURN(const Json* v, GetField(obj, path, key));
+  const std::string field = path.empty() ? key : absl::StrCat(path, ".", key);
+  if (v->is_number_unsigned()) {
+    uint64_t u = v->get<uint64_t>();
+    if (u > static_cast<uint64_t>(INT64_MAX)) return FieldError(field, "out of range");
+    return static_cast<int64_t>(u);
+  }
+  if (!v->is_number_integer()) {
+    return FieldError(field, absl::StrCat("must be an integer, got ", v->dump()));
+  }
+  return v->get<int64_t>();
+}
+
+absl::StatusOr<double> GetNumber(const Json& obj, const std::string& path, const std::string& key) {
+  TAILOR_ASSIGN_OR_RETURN(const Json* v, GetField(obj, path, key));
+  if (!v->is_number()) {
+    return FieldError(path.empty() ? key : absl::StrCat(path, ".", key),
+                      absl::StrCat("must be a number, got ", v->dump()));
+  }
+  return v->get<double>();
+}
+
+absl::StatusOr<const Json*> GetObject(const Json& obj, const std::string& path,
+                                      const std::string& key) {
+  TAILOR_ASSIGN_OR_RETURN(const Json* v, GetField(obj, path, key));
+  if (!v->is_object()) {
+    return FieldError(path.empty() ? key : absl::StrCat(path, ".", key), "must be an object");
+  }
+  return v;
+}
+
+absl::StatusOr<LayerSpec> ParseLayer(const Json& j, const std::string& p) {
+  if (!j.is_object()) return FieldError(p, "must be an object");
+  TAILOR_ASSIGN_OR_RETURN(const Json* kind_json, GetField(j, p, "kind"));
+  if (!kind_json->is_string()) return FieldError(p + ".kind", "must be a string");
+  absl::StatusOr<LayerKind> kind = ParseLayerKind(kind_json->get<std::string>());
+  if (!kind.ok()) return FieldError(p + ".kind", kind.status().message());
+  LayerSpec spec;
+  spec.kind = *kind;
+  const std::string section(LayerKindName(spec.kind));
+  // Exactly one section, named after the kind: a stray "moe" block on an attention layer
+  // is almost certainly a mistake worth reporting.
+  TAILOR_RETURN_IF_ERROR(CheckKeys(j, p, {"kind", section}));
+  TAILOR_ASSIGN_OR_RETURN(const Json* s, GetObject(j, p, section));
+  const std::string sp = absl::StrCat(p, ".", section);
+  switch (spec.kind) {
+    case LayerKind::kAttention: {
+      TAILOR_RETURN_IF_ERROR(CheckKeys(*s, sp, {"heads", "kv_heads", "head_dim"}));
+      TAILOR_ASSIGN_OR_RETURN(spec.attention.heads, GetInt(*s, sp, "heads"));
+      TAILOR_ASSIGN_OR_RETURN(spec.attention.kv_heads, GetInt(*s, sp, "kv_heads"));
+      TAILOR_ASSIGN_OR_RETURN(spec.attention.head_dim, GetInt(*s, sp, "head_dim"));
+      break;
+    }
+    case LayerKind::kMamba: {
+      TAILOR_RETURN_IF_ERROR(
+          CheckKeys(*s, sp, {"heads", "head_dim", "state", "conv_kernel", "chunk"}));
+      TAILOR_ASSIGN_OR_RETURN(spec.mamba.heads, GetInt(*s, sp, "heads"));
+      TAILOR_ASSIGN_OR_RETURN(spec.mamba.head_dim, GetInt(*s, sp, "head_dim"));
+      TAILOR_ASSIGN_OR_RETURN(spec.mamba.state, GetInt(*s, sp, "state"));
+      TAILOR_ASSIGN_OR_RETURN(spec.mamba.conv_kernel, GetInt(*s, sp, "conv_kernel"));
+      TAILOR_ASSIGN_OR_RETURN(spec.mamba.chunk, GetInt(*s, sp, "chunk"));
+      break;
+    }
+    case LayerKind::kMoe: {
+      TAILOR_RETURN_IF_ERROR(CheckKeys(*s, sp, {"experts", "top_k", "expert_ffn", "shared_ffn"}));
+      TAILOR_ASSIGN_OR_RETURN(spec.moe.experts, GetInt(*s, sp, "experts"));
+      TAILOR_ASSIGN_OR_RETURN(spec.moe.top_k, GetInt(*s, sp, "top_k"));
+      TAILOR_ASSIGN_OR_RETURN(spec.moe.expert_ffn, GetInt(*s, sp, "expert_ffn"));
+      TAILOR_ASSIGN_OR_RETURN(spec.moe.shared_ffn, GetInt(*s, sp, "shared_ffn"));
+      break;
+    }
+    case LayerKind::kMlp: {
+      TAILOR_RETURN_IF_ERROR(CheckKeys(*s, sp, {"ffn"}));
+      TAILOR_ASSIGN_OR_RETURN(spec.mlp.ffn, GetInt(*s, sp, "ffn"));
+      break;
+    }
+  }
+  return spec;
+}
+
+Json LayerToJson(const LayerSpec& l) {
+  Json section;
+  switch (l.kind) {
+    case LayerKind::kAttention:
+      section = {{"heads", l.attention.heads},
+                 {"kv_heads", l.attention.kv_heads},
+                 {"head_dim", l.attention.head_dim}};
+      break;
+    case LayerKind::kMamba:
+      section = {{"heads", l.mamba.heads},
+                 {"head_dim", l.mamba.head_dim},
+                 {"state", l.mamba.state},
+                 {"conv_kernel", l.mamba.conv_kernel},
+                 {"chunk", l.mamba.chunk}};
+      break;
+    case LayerKind::kMoe:
+      section = {{"experts", l.moe.experts},
+                 {"top_k", l.moe.top_k},
+                 {"expert_ffn", l.moe.expert_ffn},
+                 {"shared_ffn", l.moe.shared_ffn}};
+      break;
+    case LayerKind::kMlp:
+      section = {{"ffn", l.mlp.ffn}};
+      break;
+  }
+  Json j;
+  j["kind"] = std::string(LayerKindName(l.kind));
+  j[std::string(LayerKindName(l.kind))] = section;
+  return j;
+}
+
+constexpr absl::string_view kFormat = "tailor-hybrid-lm";
+constexpr int64_t kFormatVersion = 1;
+
+}  // namespace
+
+absl::string_view LayerKindName(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::kAttention:
+      return "attention";
+    case LayerKind::kMamba:
+      return "mamba";
+    case LayerKind::kMoe:
+      return "moe";
+    case LayerKind::kMlp:
+      return "mlp";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<LayerKind> ParseLayerKind(absl::string_view name) {
+  for (LayerKind k : {LayerKind::kAttention, LayerKind::kMamba, LayerKind::kMoe, LayerKind::kMlp}) {
+    if (LayerKindName(k) == name) return k;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown layer kind \"", name, "\" (want attention, mamba, moe or mlp)"));
+}
+
+LayerSpec LayerSpec::Attention(int64_t heads, int64_t kv_heads, int64_t head_dim) {
+  LayerSpec s;
+  s.kind = LayerKind::kAttention;
+  s.attention = {heads, kv_heads, head_dim};
+  return s;
+}
+
+LayerSpec LayerSpec::Mamba(int64_t heads, int64_t head_dim, int64_t state, int64_t conv_kernel,
+                           int64_t chunk) {
+  LayerSpec s;
+  s.kind = LayerKind::kMamba;
+  s.mamba = {heads, head_dim, state, conv_kernel, chunk};
+  return s;
+}
+
+LayerSpec LayerSpec::Moe(int64_t experts, int64_t top_k, int64_t expert_ffn, int64_t shared_ffn) {
+  LayerSpec s;
+  s.kind = LayerKind::kMoe;
+  s.moe = {experts, top_k, expert_ffn, shared_ffn};
+  return s;
+}
+
+LayerSpec LayerSpec::Mlp(int64_t ffn) {
+  LayerSpec s;
+  s.kind = LayerKind::kMlp;
+  s.mlp.ffn = ffn;
+  return s;
+}
+
+bool LayerSpec::present() const {
+  switch (kind) {
+    case LayerKind::kAttention:
+      return attention.heads > 0;
+    case LayerKind::kMamba:
+      return mamba.heads > 0;
+    case LayerKind::kMoe:
+      return moe.experts > 0 || moe.shared_ffn > 0;
+    case LayerKind::kMlp:
+      return mlp.ffn > 0;
+  }
+  return false;
+}
+
+bool LayerSpec::operator==(const LayerSpec& o) const {
+  if (kind != o.kind) return false;
+  switch (kind) {
+    case LayerKind::kAttention:
+      return attention.heads == o.attention.heads && attention.kv_heads == o.attention.kv_heads &&
+             attention.head_dim == o.attention.head_dim;
+    case LayerKind::kMamba:
+      return mamba.heads == o.mamba.heads && mamba.head_dim == o.mamba.head_dim &&
+             mamba.state == o.mamba.state && mamba.conv_kernel == o.mamba.conv_kernel &&
+             mamba.chunk == o.mamba.chunk;
+    case LayerKind::kMoe:
+      return moe.experts == o.moe.experts && moe.top_k == o.moe.top_k &&
+             moe.expert_ffn == o.moe.expert_ffn && moe.shared_ffn == o.moe.shared_ffn;
+    case LayerKind::kMlp:
+      return mlp.ffn == o.mlp.ffn;
+  }
+  return false;
+}
+
+namespace {
+
+// Weights of one layer; `active` counts only top_k experts.
+int64_t LayerParams(const LayerSpec& l, int64_t h, bool active) {
+  if (!l.present()) return 0;
+  int64_t n = h;  // pre-norm weight
+  switch (l.kind) {
+    case LayerKind::kAttention: {
+      const auto& a = l.attention;
+      n += 2 * h * a.heads * a.head_dim + 2 * h * a.kv_heads * a.head_dim;
+      break;
+    }
+    case LayerKind::kMamba: {
+      const auto& m = l.mamba;
+      const int64_t inner = m.heads * m.head_dim;
+      n += h * (2 * inner + 2 * m.state + m.heads);      // z, x, B/C, dt projections
+      n += (inner + 2 * m.state) * (m.conv_kernel + 1);  // conv weight + bias
+      n += 3 * m.heads + inner + inner * h;              // dt_bias, A, D, norm, out
+      break;
+    }
+    case LayerKind::kMoe: {
+      const auto& m = l.moe;
+      const int64_t counted = active ? m.top_k : m.experts;
+      n += m.experts * h + counted * 3 * h * m.expert_ffn + 3 * h * m.shared_ffn;
+      break;
+    }
+    case LayerKind::kMlp:
+      n += 3 * h * l.mlp.ffn;
+      break;
+  }
+  return n;
+}
+
+}  // namespace
+
+int64_t HybridConfig::ParameterCount() const {
+  int64_t n = 2 * vocab * hidden + hidden;  // embedding, untied head, final norm
+  for (const LayerSpec& l : layers) n += LayerParams(l, hidden, /*active=*/false);
+  return n;
+}
+
+int64_t HybridConfig::ActiveParameterCount() const {
+  int64_t n = 2 * vocab * hidden + hidden;
+  for (const LayerSpec& l : layers) n += LayerParams(l, hidden, /*active=*/true);
+  return n;
+}
+
+bool HybridConfig::operator==(const HybridConfig& o) const {
+  return vocab == o.vocab && hidden == o.hidden && max_seq == o.max_seq &&
+         rope_theta == o.rope_theta && norm_eps == o.norm_eps && layers == o.layers;
+}
+
+absl::Status ValidateHybridConfig(const HybridConfig& c) {
+  TAILOR_RETURN_IF_ERROR(CheckPositive("vocab", c.vocab));
+  TAILOR_RETURN_IF_ERROR(CheckPositive("hidden", c.hidden));
+  TAILOR_RETURN_IF_ERROR(CheckPositive("max_seq", c.max_seq));
+  if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta)) {
+    return FieldError("rope_theta",
+                      absl::StrCat("must be a finite number > 0, got ", c.rope_theta));
+  }
+  if (!(c.norm_eps > 0) || !std::isfinite(c.norm_eps)) {
+    return FieldError("norm_eps", absl::StrCat("must be a finite number > 0, got ", c.norm_eps));
+  }
+  for (size_t i = 0; i < c.layers.size(); ++i) {
+    const LayerSpec& l = c.layers[i];
+    const std::string p = absl::StrCat("layers[", i, "].", LayerKindName(l.kind));
+    switch (l.kind) {
+      case LayerKind::kAttention:
+        TAILOR_RETURN_IF_ERROR(ValidateAttention(p, l.attention));
+        break;
+      case LayerKind::kMamba:
+        TAILOR_RETURN_IF_ERROR(ValidateMamba(p, l.mamba));
+        break;
+      case LayerKind::kMoe:
+        TAILOR_RETURN_IF_ERROR(ValidateMoe(p, l.moe));
+        break;
+      case LayerKind::kMlp:
+        TAILOR_RETURN_IF_ERROR(CheckNonNegative(p + ".ffn", l.mlp.ffn));
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<HybridConfig> ParseHybridConfigJson(absl::string_view json_text) {
+  Json j = Json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError("config: not valid JSON");
+  if (!j.is_object()) return absl::InvalidArgumentError("config: must be a JSON object");
+  TAILOR_RETURN_IF_ERROR(CheckKeys(
+      j, "",
+      {"format", "version", "vocab", "hidden", "max_seq", "rope_theta", "norm_eps", "layers"}));
+  // format/version are optional so hand-written configs stay short, but when present they
+  // must match: a future format must not be misread as this one.
+  if (auto it = j.find("format");
+      it != j.end() && (!it->is_string() || it->get<std::string>() != kFormat)) {
+    return FieldError("format", absl::StrCat("must be \"", kFormat, "\", got ", it->dump()));
+  }
+  if (j.contains("version")) {
+    TAILOR_ASSIGN_OR_RETURN(int64_t version, GetInt(j, "", "version"));
+    if (version != kFormatVersion) {
+      return FieldError("version", absl::StrCat("unsupported (this build reads ", kFormatVersion,
+                                                "), got ", version));
+    }
+  }
+  HybridConfig c;
+  TAILOR_ASSIGN_OR_RETURN(c.vocab, GetInt(j, "", "vocab"));
+  TAILOR_ASSIGN_OR_RETURN(c.hidden, GetInt(j, "", "hidden"));
+  TAILOR_ASSIGN_OR_RETURN(c.max_seq, GetInt(j, "", "max_seq"));
+  TAILOR_ASSIGN_OR_RETURN(c.rope_theta, GetNumber(j, "", "rope_theta"));
+  TAILOR_ASSIGN_OR_RETURN(c.norm_eps, GetNumber(j, "", "norm_eps"));
+  TAILOR_ASSIGN_OR_RETURN(const Json* layers, GetField(j, "", "layers"));
+  if (!layers->is_array()) return FieldError("layers", "must be an array");
+  for (size_t i = 0; i < layers->size(); ++i) {
+    TAILOR_ASSIGN_OR_RETURN(LayerSpec l, ParseLayer((*layers)[i], absl::StrCat("layers[", i, "]")));
+    c.layers.push_back(l);
+  }
+  TAILOR_RETURN_IF_ERROR(ValidateHybridConfig(c));
+  return c;
+}
+
+std::string HybridConfigToJson(const HybridConfig& c) {
+  Json j = Json::object();
+  j["format"] = std::string(kFormat);
+  j["version"] = kFormatVersion;
+  j["vocab"] = c.vocab;
+  j["hidden"] = c.hidden;
+  j["max_seq"] = c.max_seq;
+  j["rope_theta"] = c.rope_theta;
+  j["norm_eps"] = c.norm_eps;
+  Json layers = Json::array();
+  for (const LayerSpec& l : c.layers) layers.push_back(LayerToJson(l));
+  j["layers"] = layers;
+  return j.dump(2) + "\n";
+}
+
+absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    return absl::UnavailableError(absl::StrCat(path, ": cannot open: ", std::strerror(err)));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
+  return ss.str();
+}
+
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) {
+    return absl::UnavailableError(absl::StrCat(tmp, ": cannot create: ", std::strerror(errno)));
+  }
+  bool ok = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
+  ok = std::fflush(f) == 0 && ok;
+  ok = ::fsync(::fileno(f)) == 0 && ok;
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    return absl::UnavailableError(absl::StrCat(tmp, ": write failed: ", std::strerror(errno)));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return absl::UnavailableError(absl::StrCat(path, ": rename failed: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<HybridConfig> ReadHybridConfig(const std::string& path) {
+  TAILOR_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  absl::StatusOr<HybridConfig> c = ParseHybridConfigJson(text);
+  if (!c.ok()) {
+    return absl::Status(c.status().code(), absl::StrCat(path, ": ", c.status().message()));
+  }
+  return c;
+}
+
+absl::Status WriteHybridConfig(const HybridConfig& config, const std::string& path) {
+  TAILOR_RETURN_IF_ERROR(ValidateHybridConfig(config));
+  return WriteFileAtomically(path, HybridConfigToJson(config));
+}
+
+}  // namespace tailor::model

@@ -1,0 +1,125 @@
+#ifndef TAILOR_COMPRESSION_MODEL_CONFIG_H_
+#define TAILOR_COMPRESSION_MODEL_CONFIG_H_
+
+// Architecture description of the hybrid decoder LM (see docs/model.md).
+//
+// One global hidden width; every per-layer width is independent, so a config describes
+// both a parent and any heterogeneous child carved out of it. A layer whose width is 0
+// is "absent": it keeps its index (so masks, gates and cost tables stay aligned with the
+// parent) but holds no weights and is the identity.
+//
+// No LibTorch here: the coordinator-side code (planner, cost model tables) can read
+// configs without pulling in torch.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace tailor::model {
+
+enum class LayerKind { kAttention, kMamba, kMoe, kMlp };
+
+// "attention", "mamba", "moe", "mlp".
+absl::string_view LayerKindName(LayerKind kind);
+absl::StatusOr<LayerKind> ParseLayerKind(absl::string_view name);
+
+// Grouped-query attention with rotary positions. heads == 0 means the layer is absent
+// (then kv_heads must be 0 too). heads % kv_heads == 0; consecutive query heads share a
+// KV head (head h uses KV head h / (heads / kv_heads)).
+struct AttentionSpec {
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;  // even (rotary pairs)
+};
+
+// Mamba-2-style selective SSM with one B/C group shared by all heads, so heads can be
+// pruned without touching B/C. heads == 0 means the layer is absent.
+struct MambaSpec {
+  int64_t heads = 0;
+  int64_t head_dim = 0;
+  int64_t state = 0;        // SSM state size N
+  int64_t conv_kernel = 0;  // causal depthwise conv width
+  int64_t chunk = 0;        // chunk length of the prefill scan
+};
+
+// Top-k routed SwiGLU experts plus an optional shared SwiGLU expert. experts == 0 (with
+// top_k == 0 and expert_ffn == 0) drops the routed part; shared_ffn == 0 drops the
+// shared part; both 0 means the layer is absent. Routed 0 with shared > 0 is a dense MLP.
+struct MoeSpec {
+  int64_t experts = 0;
+  int64_t top_k = 0;
+  int64_t expert_ffn = 0;
+  int64_t shared_ffn = 0;
+};
+
+// Dense SwiGLU MLP. ffn == 0 means the layer is absent.
+struct MlpSpec {
+  int64_t ffn = 0;
+};
+
+// One residual block: h += gate * mixer(RMSNorm(h)). Only the section matching `kind` is
+// meaningful (and serialised).
+struct LayerSpec {
+  LayerKind kind = LayerKind::kMlp;
+  AttentionSpec attention;
+  MambaSpec mamba;
+  MoeSpec moe;
+  MlpSpec mlp;
+
+  static LayerSpec Attention(int64_t heads, int64_t kv_heads, int64_t head_dim);
+  static LayerSpec Mamba(int64_t heads, int64_t head_dim, int64_t state, int64_t conv_kernel,
+                         int64_t chunk);
+  static LayerSpec Moe(int64_t experts, int64_t top_k, int64_t expert_ffn, int64_t shared_ffn);
+  static LayerSpec Mlp(int64_t ffn);
+
+  // False when every width of this layer is 0 (the block is the identity).
+  bool present() const;
+  bool has_routed_experts() const { return kind == LayerKind::kMoe && moe.experts > 0; }
+  bool has_shared_expert() const { return kind == LayerKind::kMoe && moe.shared_ffn > 0; }
+
+  bool operator==(const LayerSpec& other) const;
+  bool operator!=(const LayerSpec& other) const { return !(*this == other); }
+};
+
+struct HybridConfig {
+  int64_t vocab = 0;
+  int64_t hidden = 0;
+  int64_t max_seq = 0;  // longest sequence (prompt + generated) the model accepts
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+  std::vector<LayerSpec> layers;
+
+  int64_t num_layers() const { return static_cast<int64_t>(layers.size()); }
+  // Number of weights (embeddings, norms, head included); all experts counted.
+  int64_t ParameterCount() const;
+  // Weights touched per token: routed experts counted top_k times, not `experts` times.
+  int64_t ActiveParameterCount() const;
+
+  bool operator==(const HybridConfig& other) const;
+  bool operator!=(const HybridConfig& other) const { return !(*this == other); }
+};
+
+// Checks every field; the error names the field, e.g.
+// "layers[3].moe.top_k: must be <= experts (4), got 6".
+absl::Status ValidateHybridConfig(const HybridConfig& config);
+
+// JSON form (docs/model.md). Parsing is strict: unknown keys, wrong types and missing
+// fields are errors naming the field; the result is validated.
+absl::StatusOr<HybridConfig> ParseHybridConfigJson(absl::string_view json_text);
+std::string HybridConfigToJson(const HybridConfig& config);
+
+absl::StatusOr<HybridConfig> ReadHybridConfig(const std::string& path);
+absl::Status WriteHybridConfig(const HybridConfig& config, const std::string& path);
+
+// Writes `contents` to `path` atomically (temp file in the same folder, then rename), so a
+// crash never leaves a half-written config or weights file behind.
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
+absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+
+}  // namespace tailor::model
+
+#endif  // TAILOR_COMPRESSION_MODEL_CONFIG_H_

@@ -1,0 +1,53 @@
+#include "compression/model/mlp.h"
+
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace tailor::model {
+
+MlpImpl::MlpImpl(const MlpSpec& spec, const MixerInit& init) : spec_(spec) {
+  w_gate_ = register_parameter("w_gate", NormalInit({spec.ffn, init.hidden}, init.std));
+  w_up_ = register_parameter("w_up", NormalInit({spec.ffn, init.hidden}, init.std));
+  w_down_ = register_parameter("w_down", NormalInit({init.hidden, spec.ffn}, init.out_std));
+}
+
+at::Tensor MlpImpl::Forward(const at::Tensor& x, const LayerContext& ctx) {
+  at::Tensor act = torch::silu(torch::linear(x, w_gate_)) * torch::linear(x, w_up_);
+  if (ctx.mask != nullptr) act = ApplyMask(act, ctx.mask->mlp_ffn);
+  if (ctx.observer != nullptr) ctx.observer->Observe({Site::kMlpFfn, ctx.layer}, act);
+  return torch::linear(act, w_down_);
+}
+
+void MlpImpl::PermuteHidden(const at::Tensor& perm) {
+  AssignParameter(w_gate_, w_gate_.index_select(1, perm));
+  AssignParameter(w_up_, w_up_.index_select(1, perm));
+  AssignParameter(w_down_, w_down_.index_select(0, perm));
+}
+
+absl::Status MlpImpl::Permute(const LayerPermutation& perm) {
+  if (perm.mlp_ffn.empty()) return absl::OkStatus();
+  TAILOR_RETURN_IF_ERROR(CheckPermutation(perm.mlp_ffn, spec_.ffn, "mlp_ffn"));
+  at::Tensor idx = IndexTensor(perm.mlp_ffn, w_gate_.device());
+  AssignParameter(w_gate_, w_gate_.index_select(0, idx));
+  AssignParameter(w_up_, w_up_.index_select(0, idx));
+  AssignParameter(w_down_, w_down_.index_select(1, idx));
+  return absl::OkStatus();
+}
+
+absl::Status MlpImpl::CopyPrefixFrom(const Mixer& parent_mixer, const at::Tensor& hidden) {
+  const auto* parent = dynamic_cast<const MlpImpl*>(&parent_mixer);
+  if (parent == nullptr) return absl::InvalidArgumentError("parent layer is not mlp");
+  if (spec_.ffn > parent->spec_.ffn) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mlp ffn ", spec_.ffn, " exceeds the parent's ", parent->spec_.ffn));
+  }
+  const int64_t f = spec_.ffn;
+  AssignParameter(w_gate_, parent->w_gate_.narrow(0, 0, f).index_select(1, hidden));
+  AssignParameter(w_up_, parent->w_up_.narrow(0, 0, f).index_select(1, hidden));
+  AssignParameter(w_down_, parent->w_down_.index_select(0, hidden).narrow(1, 0, f));
+  return absl::OkStatus();
+}
+
+}  // namespace tailor::model
