@@ -3,6 +3,8 @@
 
 namespace tailor::worker {
 
-void RegisterBuiltinHandlers() {}
+void RegisterRankJob();
+
+void RegisterBuiltinHandlers() { RegisterRankJob(); }
 
 }  // namespace tailor::worker

@@ -1,0 +1,83 @@
+// Launcher-started multi-rank jobs through real processes: the coordinator's local launcher
+// starts tailor-worker ranks that rendezvous over a c10d TCPStore and all-reduce with Gloo.
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/cluster.h"
+
+namespace tailor::e2e {
+namespace {
+
+std::string Contract(const std::string& name, const std::string& parent, int ranks) {
+  return absl::StrCat(
+      "name: \"", name, "\"\nmethod: AUTOCOMPRESS\nparent { path: \"", parent, "\" }\n",
+      "target { device_kind: \"cpu\" }\n",
+      "workload { batch_size: 1 input_tokens: 16 output_tokens: 8 cached_prefix_tokens: 0 }\n",
+      "budget { latency_ms_max: 40 }\n", "ranking { calibration_samples: 32 }\n",
+      "resources { rank { ranks_per_node: ", ranks, " } }\n");
+}
+
+nlohmann::json JobOf(const nlohmann::json& campaign, const std::string& key) {
+  for (const auto& j : campaign["jobs"]) {
+    if (j["key"] == key) return j;
+  }
+  return nullptr;
+}
+
+nlohmann::json WaitJobDone(Cluster& cluster, const std::string& id, const std::string& key) {
+  nlohmann::json job;
+  WaitFor(
+      [&] {
+        nlohmann::json s = cluster.Status(id);
+        if (s.is_null() || s.is_discarded()) return false;
+        job = JobOf(s, key);
+        return !job.is_null() && (job["state"] == "JOB_SUCCEEDED" || job["state"] == "JOB_FAILED");
+      },
+      absl::Seconds(180));
+  return job;
+}
+
+TEST(WorkerE2E, TwoRankRankingMatchesOneRank) {
+  Cluster cluster("worker");
+  const std::string parent = cluster.dir() + "/parent";
+  RunResult train = ::tailor::e2e::Run({BinDir() + "/tailor-train-parent", "--out", parent, "--steps", "2",
+                         "--eval-samples", "1"},
+                        absl::Seconds(300));
+  ASSERT_EQ(train.exit_code, 0) << train.out << train.err;
+  ASSERT_TRUE(cluster.StartCoordinator());
+
+  const std::string two = cluster.Submit(
+      cluster.WriteFile("two.textproto", Contract("rank2", parent, 2)), "rank-two");
+  ASSERT_FALSE(two.empty());
+  nlohmann::json job2 = WaitJobDone(cluster, two, "rank");
+  ASSERT_FALSE(job2.is_null());
+  ASSERT_EQ(job2["state"], "JOB_SUCCEEDED") << job2.dump();
+  EXPECT_EQ(job2["result"]["world_size"], 2);
+  EXPECT_EQ(job2["result"]["calibration_samples"], 32);
+  EXPECT_EQ(job2["result"]["ranked_weights_digest"].get<std::string>().size(), 64u);
+
+  const std::string one = cluster.Submit(
+      cluster.WriteFile("one.textproto", Contract("rank1", parent, 1)), "rank-one");
+  nlohmann::json job1 = WaitJobDone(cluster, one, "rank");
+  ASSERT_EQ(job1["state"], "JOB_SUCCEEDED") << job1.dump();
+  EXPECT_EQ(job1["result"]["world_size"], 1);
+  // The same calibration set split over two ranks gives the same importance.
+  const double a = job1["result"]["hidden_importance_sum"];
+  const double b = job2["result"]["hidden_importance_sum"];
+  EXPECT_NEAR(a, b, 1e-6 * std::abs(a));
+
+  RunResult arts = cluster.Cli({"artifacts", "list", two, "--json"});
+  ASSERT_EQ(arts.exit_code, 0);
+  auto artifacts = nlohmann::json::parse(arts.out)["artifacts"];
+  ASSERT_EQ(artifacts.size(), 2u);
+  EXPECT_EQ(artifacts[0]["kind"], "ranked_config");
+  EXPECT_EQ(artifacts[1]["kind"], "ranked_weights");
+  // The rank-0 log of the attempt is served by `tailor logs`.
+  RunResult logs = cluster.Cli({"logs", job2["id"]});
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  EXPECT_THAT(logs.out, ::testing::HasSubstr("rank 0/2"));
+  for (const std::string& id : {one, two}) cluster.Cli({"cancel", id});
+}
+
+}  // namespace
+}  // namespace tailor::e2e

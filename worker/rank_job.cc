@@ -1,0 +1,132 @@
+// The `rank` job of AUTOCOMPRESS: activation-importance ranking of the parent on calibration
+// data from the task streams, split across ranks, then the permuted ("ranked") parent saved as
+// artifacts by rank 0. Every candidate of the search is a prefix of the ranked parent.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "compression/autocompress/ranking.h"
+#include "compression/model/hybrid_lm.h"
+#include "compression/tasks/suites.h"
+#include "compression/tasks/training.h"
+#include "worker/worker_context.h"
+
+namespace tailor::worker {
+namespace {
+
+using google::protobuf::Struct;
+
+// Scores that are sqrt(sum of squares) combine exactly across ranks by summing squares;
+// mean-type scores (expert norms, depth) are averaged, which is exact when ranks see equal
+// token counts (the split below gives every rank the same number of samples).
+absl::Status CombineSqrtScores(Dist* dist, std::vector<double>& v) {
+  if (v.empty() || dist->world_size() == 1) return absl::OkStatus();
+  at::Tensor t = torch::tensor(v, torch::kFloat64).square();
+  absl::Status st = dist->AllReduceSum(t);
+  if (!st.ok()) return st;
+  t = t.sqrt();
+  for (size_t i = 0; i < v.size(); ++i) v[i] = t[static_cast<int64_t>(i)].item<double>();
+  return absl::OkStatus();
+}
+
+absl::Status CombineMeans(Dist* dist, std::vector<double>& v) {
+  if (v.empty() || dist->world_size() == 1) return absl::OkStatus();
+  at::Tensor t = torch::tensor(v, torch::kFloat64);
+  absl::Status st = dist->AllReduceMean(t);
+  if (!st.ok()) return st;
+  for (size_t i = 0; i < v.size(); ++i) v[i] = t[static_cast<int64_t>(i)].item<double>();
+  return absl::OkStatus();
+}
+
+absl::Status Combine(Dist* dist, autocompress::Importance& imp) {
+  absl::Status st = CombineSqrtScores(dist, imp.hidden);
+  for (auto& l : imp.layers) {
+    if (!st.ok()) return st;
+    st = CombineSqrtScores(dist, l.attention_heads);
+    if (st.ok()) st = CombineSqrtScores(dist, l.mamba_heads);
+    if (st.ok()) st = CombineSqrtScores(dist, l.shared_ffn);
+    if (st.ok()) st = CombineSqrtScores(dist, l.mlp_ffn);
+    for (auto& e : l.expert_ffn) {
+      if (st.ok()) st = CombineSqrtScores(dist, e);
+    }
+    if (st.ok()) st = CombineMeans(dist, l.experts);
+    std::vector<double> depth = {l.depth};
+    if (st.ok()) st = CombineMeans(dist, depth);
+    l.depth = depth[0];
+  }
+  return st;
+}
+
+absl::StatusOr<Struct> RunRank(WorkerContext& ctx) {
+  const v1::DeploymentContract& c = ctx.contract();
+  if (c.parent().path().empty()) {
+    return absl::InvalidArgumentError(
+        "parent.path: the rank job needs a parent directory (config.json + model.safetensors)");
+  }
+  torch::NoGradGuard no_grad;
+  auto model = model::LoadHybridLM(c.parent().path());
+  if (!model.ok()) return model.status();
+  const int total = c.ranking().calibration_samples();
+  const int per_rank = std::max(1, total / ctx.env.world_size);
+  const int batch_size = 16;
+  // Every rank draws the same seeded stream and keeps its own slice, so the union over ranks
+  // is the same calibration set for any world size.
+  auto suites = tasks::AllSuites();
+  std::vector<const tasks::TaskSuite*> ptrs;
+  for (auto& s : suites) ptrs.push_back(s.get());
+  tasks::TaskMixture mixture(ptrs, c.seed() ^ 0x72616e6bULL, tasks::Split::kTrain);
+  std::vector<tasks::Sample> mine;
+  for (int i = 0; i < per_rank * ctx.env.world_size; ++i) {
+    tasks::Sample s = mixture.Next();
+    if (i / per_rank == ctx.env.rank) mine.push_back(std::move(s));
+  }
+  std::vector<at::Tensor> batches;
+  for (size_t i = 0; i < mine.size(); i += batch_size) {
+    std::vector<tasks::Sample> chunk(mine.begin() + i,
+                                     mine.begin() + std::min(mine.size(), i + batch_size));
+    batches.push_back(tasks::MakeBatch(chunk).inputs);
+  }
+  ctx.Progress(0.1, absl::StrCat("ranking on ", total, " calibration samples over ",
+                                 ctx.env.world_size, " ranks"));
+  auto importance = autocompress::RankImportance(*model, batches);
+  if (!importance.ok()) return importance.status();
+  absl::Status st = Combine(ctx.dist, *importance);
+  if (!st.ok()) return st;
+  ctx.Progress(0.6, "importance combined across ranks; permuting the parent");
+
+  Struct result;
+  auto& f = *result.mutable_fields();
+  f["calibration_samples"].set_number_value(per_rank * ctx.env.world_size);
+  f["world_size"].set_number_value(ctx.env.world_size);
+  // A fingerprint of the ranking (cheap to compare across runs and world sizes).
+  double hidden_sum = 0;
+  for (double h : importance->hidden) hidden_sum += h;
+  f["hidden_importance_sum"].set_number_value(hidden_sum);
+  if (!ctx.is_rank0()) return result;
+
+  st = autocompress::PermuteModel(*model, *importance);
+  if (!st.ok()) return st;
+  const std::string out = ctx.work_dir + "/ranked-parent";
+  std::filesystem::create_directories(out);
+  st = model::SaveHybridLM(*model, out);
+  if (!st.ok()) return st;
+  for (const char* name : {"config.json", "model.safetensors"}) {
+    auto art = ctx.job->UploadArtifactFile(std::string("ranked_") +
+                                               (std::string(name) == "config.json" ? "config"
+                                                                                   : "weights"),
+                                           name, out + "/" + name);
+    if (!art.ok()) return art.status();
+    f[std::string(name) == "config.json" ? "ranked_config_digest" : "ranked_weights_digest"]
+        .set_string_value(art->digest());
+  }
+  ctx.Progress(1.0, "ranked parent uploaded");
+  return result;
+}
+
+}  // namespace
+
+void RegisterRankJob() { RegisterWorkerHandler("rank", RunRank); }
+
+}  // namespace tailor::worker
