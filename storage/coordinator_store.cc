@@ -43,6 +43,23 @@ absl::StatusOr<std::vector<T>> CollectProtos(Statement& stmt, absl::string_view 
   return out;
 }
 
+// The first row's serialized T, or nullopt when the query returns no row.
+template <typename T>
+absl::StatusOr<std::optional<T>> FirstProto(Statement& stmt, absl::string_view what) {
+  TAILOR_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return std::optional<T>();
+  TAILOR_ASSIGN_OR_RETURN(T msg, ParseBlob<T>(stmt.ColumnBlob(0), what));
+  return std::make_optional(std::move(msg));
+}
+
+// Like FirstProto, but a missing row is NOT_FOUND "<what> '<id>' not found".
+template <typename T>
+absl::StatusOr<T> RequiredProto(Statement& stmt, absl::string_view what, const std::string& id) {
+  TAILOR_ASSIGN_OR_RETURN(std::optional<T> msg, FirstProto<T>(stmt, what));
+  if (!msg.has_value()) return absl::NotFoundError(absl::StrCat(what, " '", id, "' not found"));
+  return *std::move(msg);
+}
+
 v1::Campaign StrippedCampaign(const v1::Campaign& c) {
   v1::Campaign copy = c;
   copy.clear_jobs();
@@ -130,9 +147,7 @@ absl::StatusOr<v1::Campaign> CoordinatorStore::GetCampaign(const std::string& id
   TAILOR_ASSIGN_OR_RETURN(Statement s,
                           db_->Prepare("SELECT contract FROM campaigns WHERE id = ?"));
   s.Bind(1, id);
-  TAILOR_ASSIGN_OR_RETURN(bool row, s.Step());
-  if (!row) return absl::NotFoundError(absl::StrCat("campaign '", id, "' not found"));
-  return ParseBlob<v1::Campaign>(s.ColumnBlob(0), "campaign");
+  return RequiredProto<v1::Campaign>(s, "campaign", id);
 }
 
 absl::StatusOr<std::vector<v1::Campaign>> CoordinatorStore::ListCampaigns(
@@ -207,9 +222,7 @@ absl::StatusOr<std::vector<v1::Job>> CoordinatorStore::JobsOfCampaign(
 absl::StatusOr<v1::Job> CoordinatorStore::GetJob(const std::string& job_id) {
   TAILOR_ASSIGN_OR_RETURN(Statement s, db_->Prepare("SELECT proto FROM jobs WHERE id = ?"));
   s.Bind(1, job_id);
-  TAILOR_ASSIGN_OR_RETURN(bool row, s.Step());
-  if (!row) return absl::NotFoundError(absl::StrCat("job '", job_id, "' not found"));
-  return ParseBlob<v1::Job>(s.ColumnBlob(0), "job");
+  return RequiredProto<v1::Job>(s, "job", job_id);
 }
 
 absl::StatusOr<std::vector<v1::Job>> CoordinatorStore::LoadJobsOfNonFinalCampaigns() {
@@ -372,10 +385,7 @@ absl::StatusOr<std::optional<v1::Agent>> CoordinatorStore::FindAgentByName(
     const std::string& name) {
   TAILOR_ASSIGN_OR_RETURN(Statement s, db_->Prepare("SELECT info FROM agents WHERE name = ?"));
   s.Bind(1, name);
-  TAILOR_ASSIGN_OR_RETURN(bool row, s.Step());
-  if (!row) return std::optional<v1::Agent>();
-  TAILOR_ASSIGN_OR_RETURN(v1::Agent a, ParseBlob<v1::Agent>(s.ColumnBlob(0), "agent"));
-  return std::make_optional(std::move(a));
+  return FirstProto<v1::Agent>(s, "agent");
 }
 
 absl::StatusOr<std::vector<v1::Agent>> CoordinatorStore::ListAgents() {
@@ -404,20 +414,14 @@ absl::StatusOr<std::optional<v1::CostTable>> CoordinatorStore::FindCostTable(
       Statement s, db_->Prepare("SELECT proto FROM cost_tables WHERE fingerprint = ? "
                                 "ORDER BY created_at DESC, id DESC LIMIT 1"));
   s.Bind(1, fingerprint);
-  TAILOR_ASSIGN_OR_RETURN(bool row, s.Step());
-  if (!row) return std::optional<v1::CostTable>();
-  TAILOR_ASSIGN_OR_RETURN(v1::CostTable t,
-                          ParseBlob<v1::CostTable>(s.ColumnBlob(0), "cost table"));
-  return std::make_optional(std::move(t));
+  return FirstProto<v1::CostTable>(s, "cost table");
 }
 
 absl::StatusOr<v1::CostTable> CoordinatorStore::GetCostTable(const std::string& id) {
   TAILOR_ASSIGN_OR_RETURN(Statement s,
                           db_->Prepare("SELECT proto FROM cost_tables WHERE id = ?"));
   s.Bind(1, id);
-  TAILOR_ASSIGN_OR_RETURN(bool row, s.Step());
-  if (!row) return absl::NotFoundError(absl::StrCat("cost table '", id, "' not found"));
-  return ParseBlob<v1::CostTable>(s.ColumnBlob(0), "cost table");
+  return RequiredProto<v1::CostTable>(s, "cost table", id);
 }
 
 absl::StatusOr<std::vector<v1::CostTable>> CoordinatorStore::ListCostTables(
