@@ -6,9 +6,23 @@
 
 namespace tailor::profiler {
 
-// Registers every job kind the profiler agent runs. A new kind (profile, verify) is one
-// RegisterHandler line here; the runtime advertises the kinds in AgentInfo.job_kinds.
-void RegisterProfilerHandlers(AgentRuntime& runtime, const DeviceDescription& device);
+struct HandlerOptions {
+  // Also run `profile` and `verify` (the built-in engine). Needs a build with LibTorch, and
+  // the agent's --engine/--engine-version must be the built-in engine's; otherwise they are
+  // not offered (logged), so such jobs wait for an agent that has the engine.
+  bool ml_jobs = false;
+  // Measurement effort (0 = the job's default). Fewer rounds trade accuracy for time; the
+  // profile job still validates, so a cheap table shows its larger error in `costs list`.
+  int profile_rounds = 0;
+  int profile_validation_architectures = 0;
+  int verify_repetitions = 0;
+  int verify_task_samples = 0;
+};
+
+// Registers every job kind the profiler agent runs. A new kind is one RegisterHandler line
+// here; the runtime advertises the kinds in AgentInfo.job_kinds.
+void RegisterProfilerHandlers(AgentRuntime& runtime, const DeviceDescription& device,
+                              const HandlerOptions& options = {});
 
 }  // namespace tailor::profiler
 

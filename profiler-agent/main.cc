@@ -1,5 +1,5 @@
 // tailor-profiler-agent: registers one target device with the coordinator and runs the jobs
-// that need exactly that device kind (probe now; profile and verify later).
+// that need exactly that device kind (probe; profile and verify in builds with LibTorch).
 //
 // Exit codes: 0 after a clean stop (SIGTERM/SIGINT), 1 on a local runtime failure, 2 on usage
 // errors (bad flags, or cuda:N in a build without CUDA). The coordinator being down is never a
@@ -18,6 +18,7 @@
 #include "common/agent_runtime.h"
 #include "common/grpc_util.h"
 #include "common/logging.h"
+#include "compression/engine/workload.h"
 #include "profiler-agent/device.h"
 #include "profiler-agent/handlers.h"
 
@@ -27,11 +28,15 @@ struct Flags {
   std::string coordinator;
   std::string device = "cpu";
   std::string name;
-  std::string engine = "tailor-builtin";
-  std::string engine_version = "1";
+  std::string engine = tailor::engine::kEngineName;
+  std::string engine_version = tailor::engine::kEngineVersion;
   std::string work_dir = "tailor-agent-work";
   std::string log_level = "info";
   std::string token;
+  int profile_rounds = 0;
+  int profile_validation = 0;
+  int verify_repetitions = 0;
+  int verify_task_samples = 0;
   std::string ca_cert;
   int max_jobs = 1;
   double stop_grace_s = 30;
@@ -68,6 +73,18 @@ int main(int argc, char** argv) {
                  "seconds running jobs may finish after SIGTERM before they are cancelled")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--profile-rounds", flags.profile_rounds,
+                 "profile: timed rounds per configuration (0 = default)")
+      ->check(CLI::Range(0, 1000));
+  app.add_option("--profile-validation", flags.profile_validation,
+                 "profile: held-out architectures measured end to end (0 = default)")
+      ->check(CLI::Range(0, 1000));
+  app.add_option("--verify-repetitions", flags.verify_repetitions,
+                 "verify: measured requests (0 = default 15)")
+      ->check(CLI::Range(0, 10000));
+  app.add_option("--verify-task-samples", flags.verify_task_samples,
+                 "verify: evaluation samples per task suite (0 = default 64)")
+      ->check(CLI::Range(0, 100000));
   // CLI11 reports parse errors by exception; this is the library boundary where we turn them
   // into the documented exit code 2.
   try {
@@ -111,7 +128,13 @@ int main(int argc, char** argv) {
   options.max_concurrent_jobs = flags.max_jobs;
   options.stop_grace = absl::Seconds(flags.stop_grace_s);
   tailor::AgentRuntime runtime(options);
-  tailor::profiler::RegisterProfilerHandlers(runtime, *device);
+  tailor::profiler::HandlerOptions handler_options;
+  handler_options.ml_jobs = true;
+  handler_options.profile_rounds = flags.profile_rounds;
+  handler_options.profile_validation_architectures = flags.profile_validation;
+  handler_options.verify_repetitions = flags.verify_repetitions;
+  handler_options.verify_task_samples = flags.verify_task_samples;
+  tailor::profiler::RegisterProfilerHandlers(runtime, *device, handler_options);
   spdlog::info("agent {} serving {} ({}, {} MiB) for coordinator {}", options.info.name(),
                device->device, device->device_kind, device->memory_mib, options.coordinator);
 

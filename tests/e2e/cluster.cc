@@ -50,14 +50,14 @@ void Cluster::KillCoordinator() {
   if (coordinator_) coordinator_->Kill();
 }
 
-Process* Cluster::StartAgent(const std::string& name) {
+Process* Cluster::StartAgent(const std::string& name, const std::vector<std::string>& extra_args) {
   std::filesystem::create_directories(dir_ + "/work-" + name);
-  auto p = std::make_unique<Process>(
-      std::vector<std::string>{BinDir() + "/tailor-profiler-agent", "--coordinator",
-                               absl::StrCat("127.0.0.1:", port_), "--device", "cpu", "--name",
-                               name, "--work-dir", dir_ + "/work-" + name, "--log-level",
-                               "debug"},
-      absl::StrCat(dir_, "/agent-", name, ".log"));
+  std::vector<std::string> argv = {BinDir() + "/tailor-profiler-agent", "--coordinator",
+                                   absl::StrCat("127.0.0.1:", port_), "--device", "cpu", "--name",
+                                   name, "--work-dir", dir_ + "/work-" + name, "--log-level",
+                                   "debug"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  auto p = std::make_unique<Process>(argv, absl::StrCat(dir_, "/agent-", name, ".log"));
   Process* raw = p.get();
   agents_[name] = std::move(p);
   return raw;

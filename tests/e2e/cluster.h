@@ -25,7 +25,7 @@ class Cluster {
   // Starts (or restarts, on the same port and data dir) the coordinator; true when serving.
   bool StartCoordinator();
   void KillCoordinator();  // SIGKILL
-  Process* StartAgent(const std::string& name);
+  Process* StartAgent(const std::string& name, const std::vector<std::string>& extra_args = {});
   void KillAgent(const std::string& name);
 
   // Runs the tailor CLI against this cluster.

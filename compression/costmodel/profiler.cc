@@ -1,0 +1,533 @@
+#include "compression/costmodel/profiler.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compression/costmodel/cost_model.h"
+#include "compression/costmodel/interaction.h"
+#include "compression/costmodel/memory_model.h"
+
+namespace tailor::costmodel {
+
+using model::LayerKind;
+using model::LayerSpec;
+
+namespace {
+
+using engine::Median;
+
+// The grid of one layer class: axes (hidden excluded), how to build a layer from a node,
+// and the parent's layer positions of that class (where its nodes are profiled).
+struct ClassGrid {
+  std::vector<std::set<int64_t>> axes;
+  std::function<LayerSpec(const std::vector<int64_t>&)> make;
+  std::vector<int> positions;
+};
+
+void AddAxes(std::map<std::string, ClassGrid>& classes, const std::string& key, int position,
+             const std::vector<std::vector<int64_t>>& axes,
+             std::function<LayerSpec(const std::vector<int64_t>&)> make) {
+  ClassGrid& g = classes[key];
+  if (g.axes.empty()) {
+    g.axes.resize(axes.size());
+    g.make = std::move(make);
+  }
+  g.positions.push_back(position);
+  // Parent layers of one class may differ (e.g. in KV groups): the union of their points
+  // keeps the class's grid complete.
+  for (size_t a = 0; a < axes.size(); ++a) g.axes[a].insert(axes[a].begin(), axes[a].end());
+}
+
+void AddLayerClasses(const LayerSpec& p, int position, const SearchSpace& space, int max_points,
+                     std::map<std::string, ClassGrid>& classes) {
+  if (!p.present()) return;
+  const int steps = space.options().width_steps;
+  auto pts = [max_points](const std::vector<int64_t>& v) { return SelectAxisPoints(v, max_points); };
+  switch (p.kind) {
+    case LayerKind::kAttention: {
+      const model::AttentionSpec a = p.attention;
+      AddAxes(classes, absl::StrCat("attention|", a.head_dim), position,
+              {pts(StepChoices(a.kv_heads, steps)), pts(StepChoices(a.heads / a.kv_heads, steps))},
+              [d = a.head_dim](const std::vector<int64_t>& x) {
+                return LayerSpec::Attention(x[0] * x[1], x[0], d);
+              });
+      break;
+    }
+    case LayerKind::kMamba: {
+      const model::MambaSpec m = p.mamba;
+      std::vector<int64_t> heads;
+      for (int64_t c : space.mamba_head_choices()) {
+        const int64_t h = std::min(c, m.heads);
+        if (heads.empty() || heads.back() != h) heads.push_back(h);
+      }
+      AddAxes(classes,
+              absl::StrCat("mamba|", m.head_dim, ",", m.state, ",", m.conv_kernel, ",", m.chunk),
+              position, {pts(heads)}, [m](const std::vector<int64_t>& x) {
+                return LayerSpec::Mamba(x[0], m.head_dim, m.state, m.conv_kernel, m.chunk);
+              });
+      break;
+    }
+    case LayerKind::kMoe: {
+      const model::MoeSpec m = p.moe;
+      // "No shared expert" is its own regime (the shared path is skipped), so 0 is a node
+      // of its own and never an end of an interpolation segment with real widths.
+      std::vector<int64_t> shared = {0};
+      for (int64_t s : pts(StepChoices(m.shared_ffn, steps))) shared.push_back(s);
+      std::map<int64_t, std::vector<int64_t>> experts_by_top_k;
+      for (int64_t e : StepChoices(m.experts, steps)) {
+        experts_by_top_k[std::min(m.top_k, e)].push_back(e);
+      }
+      for (const auto& [k, experts] : experts_by_top_k) {
+        AddAxes(classes, absl::StrCat("moe|routed|", k), position,
+                {pts(experts), pts(StepChoices(m.expert_ffn, steps)), shared},
+                [k = k](const std::vector<int64_t>& x) {
+                  return LayerSpec::Moe(x[0], k, x[1], x[2]);
+                });
+      }
+      if (m.shared_ffn > 0) {
+        AddAxes(classes, "moe|shared", position, {pts(StepChoices(m.shared_ffn, steps))},
+                [](const std::vector<int64_t>& x) { return LayerSpec::Moe(0, 0, 0, x[0]); });
+      }
+      break;
+    }
+    case LayerKind::kMlp:
+      AddAxes(classes, "mlp", position, {pts(StepChoices(p.mlp.ffn, steps))},
+              [](const std::vector<int64_t>& x) { return LayerSpec::Mlp(x[0]); });
+      break;
+  }
+}
+
+// Every node of the product of `axes`, in lexicographic order.
+void ForEachNode(const std::vector<std::set<int64_t>>& axes,
+                 const std::function<void(const std::vector<int64_t>&)>& fn) {
+  std::vector<std::vector<int64_t>> v;
+  for (const auto& a : axes) v.emplace_back(a.begin(), a.end());
+  std::vector<size_t> idx(v.size(), 0);
+  while (true) {
+    std::vector<int64_t> x;
+    for (size_t a = 0; a < v.size(); ++a) x.push_back(v[a][idx[a]]);
+    fn(x);
+    size_t a = v.size();
+    while (a > 0) {
+      --a;
+      if (++idx[a] < v[a].size()) break;
+      idx[a] = 0;
+      if (a == 0) return;
+    }
+    if (v.empty()) return;
+  }
+}
+
+// One served model and its requests across rounds (profiled: split at layer boundaries).
+struct Unit {
+  model::HybridConfig config;
+  uint64_t seed = 0;  // of its dummy weights
+  bool profiling = false;  // builds the table; otherwise a held-out architecture
+  std::string description;
+  std::vector<engine::RequestResult> results;
+  int64_t peak_bytes = 0;
+};
+
+double MeasuredMiB(const Unit& u) { return ToMiB(u.peak_bytes); }
+
+// Sum over steps of the median over samples of each step: a preemption inflates one step
+// of one sample, which the per-step median ignores (a per-request sum would keep it).
+double SumOfStepMedians(const std::vector<std::vector<double>>& steps, size_t first,
+                        size_t last) {
+  double total = 0;
+  for (size_t s = first; s < std::min(last, steps.size()); ++s) total += Median(steps[s]);
+  return total;
+}
+
+absl::StatusOr<Unit> MakeUnit(const model::HybridConfig& config, uint64_t seed,
+                              const engine::EngineOptions& options) {
+  TAILOR_RETURN_IF_ERROR(model::ValidateHybridConfig(config));
+  Unit u;
+  u.config = config;
+  u.seed = seed;
+  return u;
+}
+
+// One visit of a model in a round: `warm` unrecorded requests first, because a deployed
+// engine serves one model back to back, with its weights and code warm in the caches; the
+// previous visit left them cold (every other model ran since). Then the measured requests.
+// The engine lives only for the visit, like a deployment that serves one model: with every
+// model of the job alive at once, the allocator's state (dozens of models' tensors in one
+// heap) made Mamba layers ~30% slower than the same model served alone.
+absl::Status Visit(Unit& u, const engine::Workload& w, const engine::EngineOptions& options,
+                   int warm, int measured, bool record) {
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM lm, model::CreateHybridLM(u.config, u.seed));
+  TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> engine,
+                          engine::Engine::Create(std::move(lm), options));
+  engine::ServeOptions serve;
+  serve.profile_layers = true;
+  for (int i = 0; i < warm + measured; ++i) {
+    TAILOR_ASSIGN_OR_RETURN(engine::RequestResult r, engine->Serve(w, serve));
+    if (!record || i < warm) continue;
+    u.peak_bytes = std::max(u.peak_bytes, r.peak_bytes);
+    r.tokens = at::Tensor();
+    u.results.push_back(std::move(r));
+  }
+  return absl::OkStatus();
+}
+
+// The table from the samples so far, validated against the held-out units.
+absl::StatusOr<ProfileResult> BuildResult(const std::vector<Unit>& units,
+                                          const model::HybridConfig& parent,
+                                          const ProfileOptions& options) {
+  const engine::Workload& w = options.workload;
+  const int64_t bytes = engine::PrecisionBytes(options.engine.precision);
+  ProfileResult result;
+  CostTableData& t = result.table;
+  t.device_kind = options.device_kind;
+  t.precision = options.engine.precision;
+  t.workload = w;
+  t.vocab = parent.vocab;
+  t.memory.element_bytes = bytes;
+
+  // One robust time per (model, layer, phase): per-step medians over rounds, summed.
+  struct Layer {
+    std::string kind;
+    LayerSpec spec;
+    int64_t hidden = 0;
+    int64_t workspace = 0;
+  };
+  std::map<std::string, Layer> layers;  // by LayerKey
+  std::array<std::vector<InteractionSample>, 2> samples;  // [phase]
+  KindCounts reference{};
+  std::map<int64_t, bool> fixed_hidden;
+  int models = 0;
+  std::vector<double> eps;
+  auto phase_times = [](const std::vector<std::vector<double>>& steps) {
+    return std::array<double, 2>{SumOfStepMedians(steps, 0, 1),
+                                 SumOfStepMedians(steps, 1, steps.size())};
+  };
+  auto by_step = [](const std::vector<engine::RequestResult>& results, int layer) {
+    std::vector<std::vector<double>> steps;
+    for (const engine::RequestResult& r : results) {
+      const std::vector<double>& v = layer < 0 ? r.fixed_step_ms : r.layers[layer].step_ms;
+      steps.resize(v.size());
+      for (size_t s = 0; s < v.size(); ++s) steps[s].push_back(v[s]);
+    }
+    return steps;
+  };
+  for (const Unit& u : units) {
+    if (!u.profiling || u.results.empty()) continue;
+    const int64_t h = u.config.hidden;
+    const KindCounts counts = PresentCounts(u.config);
+    fixed_hidden[h] = true;
+    for (int k = 0; k < kKinds; ++k) reference[k] += counts[k];
+    ++models;
+    const std::array<double, 2> fixed = phase_times(by_step(u.results, -1));
+    for (int ph = 0; ph < 2; ++ph) {
+      samples[ph].push_back({kFixedRow, absl::StrCat(kFixedKind, ":", h), counts, fixed[ph]});
+    }
+    int64_t max_workspace = 0;
+    for (size_t j = 0; j < u.config.layers.size(); ++j) {
+      const LayerSpec& spec = u.config.layers[j];
+      if (!spec.present()) continue;
+      const std::string key = LayerKey(spec, h);
+      Layer& l = layers[key];
+      l.kind = std::string(model::LayerKindName(spec.kind));
+      l.spec = spec;
+      l.hidden = h;
+      for (const engine::RequestResult& r : u.results) {
+        l.workspace = std::max({l.workspace, r.layers[j].prefill_workspace_bytes,
+                                r.layers[j].decode_workspace_bytes});
+        max_workspace = std::max({max_workspace, r.layers[j].prefill_workspace_bytes,
+                                  r.layers[j].decode_workspace_bytes});
+      }
+      const std::array<double, 2> t = phase_times(by_step(u.results, static_cast<int>(j)));
+      for (int ph = 0; ph < 2; ++ph) {
+        samples[ph].push_back({static_cast<int>(spec.kind), key, counts, t[ph]});
+      }
+    }
+    const int64_t modelled = WeightBytes(u.config, bytes) + CacheBytes(u.config, w, bytes) +
+                             RuntimeBytes(h, w, bytes) + max_workspace;
+    eps.push_back(MeasuredMiB(u) - ToMiB(modelled));
+  }
+  for (double& r : reference) r /= std::max(1, models);
+  std::array<InteractionFit, 2> fit;
+  for (int ph = 0; ph < 2; ++ph) {
+    fit[ph] = FitInteraction(samples[ph], reference, options.interaction_ridge,
+                             options.fit_interaction ? 8 : 0);
+  }
+  t.interaction.reference = reference;
+  t.interaction.prefill = fit[0].gamma;
+  t.interaction.decode = fit[1].gamma;
+  for (const auto& [key, l] : layers) {
+    std::map<std::string, double> params = LayerParams(l.spec, l.hidden);
+    params[kWorkspaceParam] = ToMiB(l.workspace);
+    const double static_mib =
+        ToMiB(LayerWeightBytes(l.spec, l.hidden, bytes) + LayerCacheBytes(l.spec, w, bytes));
+    t.entries.push_back({l.kind, key, kPrefill, fit[0].base[key], static_mib, params});
+    t.entries.push_back({l.kind, key, kDecode, fit[1].base[key], static_mib, params});
+  }
+  for (const auto& [h, unused] : fixed_hidden) {
+    const std::string key = absl::StrCat(kFixedKind, ":", h);
+    const std::map<std::string, double> params = {{"hidden", static_cast<double>(h)},
+                                                  {kWorkspaceParam, 0.0}};
+    const double mib = ToMiB(FixedParameterCount(parent.vocab, h) * bytes);
+    const std::string config = absl::StrCat("hidden=", h);
+    t.entries.push_back({kFixedKind, config, kPrefill, fit[0].base[key], mib, params});
+    t.entries.push_back({kFixedKind, config, kDecode, fit[1].base[key], mib, params});
+  }
+  // Readable order for `tailor costs show`: fixed costs first, then by kind, hidden width,
+  // configuration, and prefill before decode.
+  auto rank = [](const CostEntryData& e) {
+    return std::make_tuple(e.layer_kind == kFixedKind ? 0 : 1, e.layer_kind,
+                           e.params.count("hidden") ? e.params.at("hidden") : 0.0, e.config,
+                           e.phase == kPrefill ? 0 : 1);
+  };
+  std::sort(t.entries.begin(), t.entries.end(),
+            [&](const CostEntryData& a, const CostEntryData& b) { return rank(a) < rank(b); });
+  t.memory.eps_mib = Median(eps);
+  for (double e : eps) {
+    t.memory.eps_spread_mib = std::max(t.memory.eps_spread_mib, std::abs(e - t.memory.eps_mib));
+  }
+
+  TAILOR_ASSIGN_OR_RETURN(CostModel model, CostModel::FromData(t));
+  for (const Unit& u : units) {
+    ArchitectureMeasurement m;
+    m.description = u.description;
+    m.config = u.config;
+    m.seed = u.seed;
+    m.parameters = u.config.ParameterCount();
+    m.flops = RequestFlops(u.config, w);
+    m.measured_latency_ms = engine::RobustLatencyOf(u.results).latency_ms();
+    m.measured_memory_mib = MeasuredMiB(u);
+    if (u.profiling) {
+      result.profiling_models.push_back(std::move(m));
+      continue;
+    }
+    TAILOR_ASSIGN_OR_RETURN(Prediction p, model.Predict(u.config));
+    m.predicted_latency_ms = p.latency_ms;
+    m.predicted_memory_mib = p.memory_mib;
+    result.validation.push_back(std::move(m));
+  }
+  t.validation = Summarize(result.validation);
+  model::HybridConfig p = parent;
+  p.max_seq = std::max(p.max_seq, w.cache_positions());
+  if (absl::StatusOr<double> t0 = model.FixedCost(p); t0.ok()) t.t0_ms = *t0;
+  if (absl::StatusOr<Prediction> pp = model.Predict(p); pp.ok()) {
+    t.memory.parent_w_mib = pp->memory.weights_mib;
+    t.memory.parent_c_mib = pp->memory.cache_mib;
+    t.memory.parent_p_mib = pp->memory.workspace_mib;
+    t.memory.parent_r_mib = pp->memory.runtime_mib;
+    t.memory.parent_total_mib = pp->memory.total_mib;
+  }
+  return result;
+}
+
+}  // namespace
+
+std::vector<int64_t> SelectAxisPoints(const std::vector<int64_t>& values, int max_points) {
+  if (static_cast<int>(values.size()) <= max_points || max_points < 2) {
+    return max_points < 1 || values.empty() ? std::vector<int64_t>{} : values;
+  }
+  std::vector<int64_t> out;
+  const double step = static_cast<double>(values.size() - 1) / (max_points - 1);
+  for (int i = 0; i < max_points; ++i) {
+    const int64_t v = values[static_cast<size_t>(std::llround(i * step))];
+    if (out.empty() || out.back() != v) out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<ProfilePoint> ProfileGrid(const SearchSpace& space, const ProfileOptions& options) {
+  std::map<std::string, ClassGrid> classes;
+  const std::vector<LayerSpec>& layers = space.parent().layers;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    AddLayerClasses(layers[i], static_cast<int>(i), space, options.max_points_per_axis, classes);
+  }
+  std::vector<ProfilePoint> out;
+  for (int64_t h : SelectAxisPoints(space.hidden_choices(), options.max_hidden_points)) {
+    for (const auto& [key, g] : classes) {
+      // Nodes are dealt to the class's positions in turn, so layers of one kind share the
+      // class's nodes instead of each repeating all of them.
+      size_t n = 0;
+      ForEachNode(g.axes, [&](const std::vector<int64_t>& x) {
+        out.push_back({g.make(x), h, g.positions[n++ % g.positions.size()]});
+      });
+    }
+  }
+  return out;
+}
+
+double RequestFlops(const model::HybridConfig& c, const engine::Workload& w) {
+  const double b = static_cast<double>(w.batch_size);
+  const double prefill_tokens = b * w.input_tokens;
+  const double decode_tokens = b * (w.output_tokens - 1);
+  double per_token = 0;  // weights touched per token in the layers (top_k experts only)
+  double attention = 0;  // score + value products per (token, context position)
+  for (const LayerSpec& l : c.layers) {
+    model::HybridConfig one{0, c.hidden, 1};
+    one.layers = {l};
+    per_token += static_cast<double>(one.ActiveParameterCount() - c.hidden);
+    if (l.kind == LayerKind::kAttention && l.present()) {
+      attention += 4.0 * static_cast<double>(l.attention.heads * l.attention.head_dim);
+    }
+  }
+  // Context length summed over the timed tokens: prompt token i sees prefix + i + 1
+  // positions, decode step j sees prefix + input + j + 1.
+  const double p = static_cast<double>(w.cached_prefix_tokens);
+  const double n = static_cast<double>(w.input_tokens);
+  const double d = static_cast<double>(w.output_tokens - 1);
+  const double context = b * (n * p + n * (n + 1) / 2 + d * (p + n) + d * (d + 1) / 2);
+  const double head = 2.0 * static_cast<double>(c.vocab * c.hidden) * (b + decode_tokens);
+  return 2.0 * per_token * (prefill_tokens + decode_tokens) + attention * context + head;
+}
+
+ValidationSummary Summarize(const std::vector<ArchitectureMeasurement>& rows) {
+  ValidationSummary s;
+  s.architectures = static_cast<int>(rows.size());
+  if (rows.empty()) return s;
+  int within5 = 0, within10 = 0;
+  for (const ArchitectureMeasurement& r : rows) {
+    const double lat = std::abs(r.predicted_latency_ms - r.measured_latency_ms) /
+                       std::max(1e-9, r.measured_latency_ms);
+    const double mem = std::abs(r.predicted_memory_mib - r.measured_memory_mib) /
+                       std::max(1e-9, r.measured_memory_mib);
+    s.latency_mape += lat;
+    s.memory_mape += mem;
+    s.latency_max_error = std::max(s.latency_max_error, lat);
+    s.memory_max_error = std::max(s.memory_max_error, mem);
+    within5 += lat <= 0.05 ? 1 : 0;
+    within10 += lat <= 0.10 ? 1 : 0;
+  }
+  const double n = static_cast<double>(rows.size());
+  s.latency_mape /= n;
+  s.memory_mape /= n;
+  s.latency_within_5 = within5 / n;
+  s.latency_within_10 = within10 / n;
+  return s;
+}
+
+absl::StatusOr<ProfileResult> ProfileCostTable(const model::HybridConfig& parent,
+                                               const ProfileOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  TAILOR_RETURN_IF_ERROR(engine::ValidateWorkload(options.workload));
+  if (options.rounds < 1 || options.warmup_rounds < 0 || options.validation_architectures < 0 ||
+      options.max_points_per_axis < 2 || options.max_hidden_points < 1 ||
+      options.occurrences < 1 || options.warm_requests_per_visit < 0 ||
+      options.measured_requests_per_visit < 1) {
+    return absl::InvalidArgumentError(
+        "profile options: rounds >= 1, warmup_rounds >= 0, validation_architectures >= 0, "
+        "max_points_per_axis >= 2, max_hidden_points >= 1, occurrences >= 1, "
+        "warm_requests_per_visit >= 0, measured_requests_per_visit >= 1");
+  }
+  TAILOR_ASSIGN_OR_RETURN(SearchSpace space, SearchSpace::FromParent(parent, options.space));
+  const engine::Workload& w = options.workload;
+  const int64_t positions = std::max(parent.max_seq, w.cache_positions());
+  std::mt19937_64 rng(options.seed);
+  auto report = [&](double fraction, const std::string& message,
+                    const std::map<std::string, double>& metrics) -> absl::Status {
+    if (options.progress && !options.progress(fraction, message, metrics)) {
+      return absl::CancelledError("profiling cancelled");
+    }
+    return absl::OkStatus();
+  };
+
+  // Profiling models: the parent's layer sequence at one hidden width. Each position takes
+  // the next grid node dealt to it, or is removed with the search space's odds (so models
+  // look like the random architectures they must predict and contexts vary, which the
+  // interaction fit needs), until every node ran `occurrences` times.
+  std::vector<ProfilePoint> grid = ProfileGrid(space, options);
+  std::map<int64_t, std::vector<std::vector<LayerSpec>>> by_hidden;  // [hidden][position]
+  for (const ProfilePoint& p : grid) {
+    std::vector<std::vector<LayerSpec>>& slots = by_hidden[p.hidden];
+    slots.resize(parent.layers.size());
+    slots[p.position].push_back(p.spec);
+  }
+  std::vector<double> keep(parent.layers.size());
+  for (size_t i = 0; i < keep.size(); ++i) {
+    const double n = static_cast<double>(space.layer_options(static_cast<int>(i)).size());
+    keep[i] = options.random_removal ? (n - 1) / n : 1.0;
+  }
+  std::vector<Unit> units;
+  uint64_t seed = options.seed * 1000003;
+  TAILOR_RETURN_IF_ERROR(report(0.0, absl::StrCat("building ", grid.size(),
+                                                  " layer configurations into models"),
+                                {{"configurations", static_cast<double>(grid.size())}}));
+  std::uniform_real_distribution<double> coin(0.0, 1.0);
+  for (auto& [h, slots] : by_hidden) {
+    std::vector<size_t> taken(slots.size(), 0);
+    for (std::vector<LayerSpec>& s : slots) std::shuffle(s.begin(), s.end(), rng);
+    auto done = [&] {
+      for (size_t i = 0; i < slots.size(); ++i) {
+        if (taken[i] < options.occurrences * slots[i].size()) return false;
+      }
+      return true;
+    };
+    for (int guard = 0; !done() && guard < 100000; ++guard) {
+      model::HybridConfig c{parent.vocab, h, positions, parent.rope_theta, parent.norm_eps};
+      bool any = false;
+      for (size_t i = 0; i < slots.size(); ++i) {
+        const bool present = !slots[i].empty() && coin(rng) < keep[i];
+        c.layers.push_back(present ? slots[i][taken[i]++ % slots[i].size()]
+                                   : space.LayerSpecFor(static_cast<int>(i), 0, 0));
+        any |= present;
+      }
+      if (!any) continue;
+      TAILOR_ASSIGN_OR_RETURN(Unit u, MakeUnit(c, ++seed, options.engine));
+      u.profiling = true;
+      u.description = absl::StrCat("profiling model ", units.size() + 1, " (hidden ", h, ")");
+      units.push_back(std::move(u));
+    }
+  }
+  // Held-out architectures: distinct random draws from the search space.
+  std::vector<Architecture> drawn;
+  for (int tries = 0; static_cast<int>(drawn.size()) < options.validation_architectures &&
+                      tries < 100 * (options.validation_architectures + 1);
+       ++tries) {
+    Architecture a = space.Sample(rng);
+    if (std::find(drawn.begin(), drawn.end(), a) != drawn.end()) continue;
+    TAILOR_ASSIGN_OR_RETURN(model::HybridConfig c, space.Materialize(a));
+    c.max_seq = positions;
+    TAILOR_ASSIGN_OR_RETURN(Unit u, MakeUnit(c, ++seed, options.engine));
+    u.description = space.Describe(a);
+    units.push_back(std::move(u));
+    drawn.push_back(std::move(a));
+  }
+
+  std::vector<size_t> order(units.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const int total_rounds = options.warmup_rounds + options.rounds;
+  std::map<std::string, double> metrics;
+  for (int round = 0; round < total_rounds; ++round) {
+    const bool record = round >= options.warmup_rounds;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t i : order) {
+      TAILOR_RETURN_IF_ERROR(Visit(units[i], w, options.engine, options.warm_requests_per_visit,
+                                   options.measured_requests_per_visit, record));
+    }
+    const int measured = round - options.warmup_rounds + 1;
+    metrics = {{"round", static_cast<double>(round + 1)},
+               {"models", static_cast<double>(units.size())}};
+    if (measured >= 1 && options.validation_architectures > 0) {
+      // The validation so far, so a watcher sees the table converge.
+      TAILOR_ASSIGN_OR_RETURN(ProfileResult partial, BuildResult(units, parent, options));
+      metrics["latency_mape"] = partial.table.validation.latency_mape;
+      metrics["memory_mape"] = partial.table.validation.memory_mape;
+    }
+    TAILOR_RETURN_IF_ERROR(report(0.95 * (round + 1) / total_rounds,
+                                  absl::StrCat(record ? "round " : "warm-up round ", round + 1,
+                                               " of ", total_rounds, ": served ", units.size(),
+                                               " models"),
+                                  metrics));
+  }
+  TAILOR_ASSIGN_OR_RETURN(ProfileResult result, BuildResult(units, parent, options));
+  result.profiled_configs = static_cast<int>(grid.size());
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return result;
+}
+
+}  // namespace tailor::costmodel

@@ -1,0 +1,121 @@
+#ifndef TAILOR_COMPRESSION_COSTMODEL_PROFILER_H_
+#define TAILOR_COMPRESSION_COSTMODEL_PROFILER_H_
+
+// Step 1 of hardware-guided compression: profile a cost table in the built-in engine under
+// the contract, then validate it on held-out architectures measured end to end in the same
+// run (docs/costmodel.md).
+//
+//  1. Profile grid: for every layer class of the parent, a tensor grid of configurations
+//     drawn from the search space (at most max_points_per_axis values per width axis, always
+//     both ends, plus 0 where 0 is its own regime such as "no shared expert"), at up to
+//     max_hidden_points hidden widths.
+//  2. Short dummy-weight models with the parent's layer sequence at one hidden width: each
+//     position takes the next grid node dealt to it or is removed with the search space's
+//     odds, until every node ran `occurrences` times. The models look like the random
+//     candidates they must predict, and contexts vary (the interaction fit needs that).
+//  3. Held-out architectures: random heterogeneous architectures from the search space.
+//  4. Rounds: every model (profiling and held-out) is visited once per round, in a shuffled
+//     order so drift in the host's load hits all of them alike; a visit serves an unrecorded
+//     request that warms the model's caches (as back-to-back serving would), then a recorded
+//     one with the timeline split at step and layer boundaries.
+//  5. Table: a robust time per (model, layer, phase) = per-step medians over rounds,
+//     summed; base times per configuration and the interaction coefficients fitted on them
+//     (interaction.h); T0 per hidden width the same way from the time outside the layers;
+//     workspaces measured per layer; eps = median of measured minus modelled memory over
+//     the profiling models.
+//  6. Validation: the cost model from that table predicts every held-out architecture;
+//     errors against their measurement (the same robust statistic over the whole request,
+//     engine::RobustLatencyOf) are stored with the table.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compression/costmodel/cost_table.h"
+#include "compression/costmodel/search_space.h"
+#include "compression/engine/engine.h"
+#include "compression/model/config.h"
+
+namespace tailor::costmodel {
+
+// Called between units of work; return false to cancel (the profiler then returns
+// CANCELLED). Fraction in [0, 1).
+using ProgressFn = std::function<bool(double fraction, const std::string& message,
+                                      const std::map<std::string, double>& metrics)>;
+
+struct ProfileOptions {
+  engine::EngineOptions engine;
+  engine::Workload workload;
+  std::string device_kind = "cpu";
+  SearchSpaceOptions space;
+  int max_points_per_axis = 2;
+  int max_hidden_points = 4;
+  // Every grid node is timed in this many profiling models (>= 2 lets the interaction fit
+  // see it in different contexts).
+  int occurrences = 2;
+  // Remove positions with the search space's odds (contexts like real candidates').
+  bool random_removal = true;
+  bool fit_interaction = true;
+  double interaction_ridge = 0.5;
+  int warmup_rounds = 1;
+  int rounds = 9;
+  // Per visit of a model in a round: unrecorded requests that warm its caches (a deployed
+  // engine serves one model back to back), then recorded ones.
+  int warm_requests_per_visit = 1;
+  int measured_requests_per_visit = 1;
+  int validation_architectures = 8;
+  uint64_t seed = 1;
+  ProgressFn progress;
+};
+
+// One whole model served end to end.
+struct ArchitectureMeasurement {
+  std::string description;
+  model::HybridConfig config;
+  uint64_t seed = 0;  // of its dummy weights (CreateHybridLM)
+  int64_t parameters = 0;
+  double flops = 0;  // RequestFlops under the workload
+  double measured_latency_ms = 0;
+  double measured_memory_mib = 0;
+  double predicted_latency_ms = 0;  // held-out architectures only
+  double predicted_memory_mib = 0;
+};
+
+struct ProfileResult {
+  CostTableData table;
+  std::vector<ArchitectureMeasurement> validation;        // held out
+  std::vector<ArchitectureMeasurement> profiling_models;  // what the table was built from
+  int profiled_configs = 0;
+  double seconds = 0;
+};
+
+absl::StatusOr<ProfileResult> ProfileCostTable(const model::HybridConfig& parent,
+                                               const ProfileOptions& options);
+
+// --- pieces, exposed for tests and benches ---------------------------------------------
+
+// At most `max_points` of the ascending `values`, evenly spread by index, both ends kept.
+std::vector<int64_t> SelectAxisPoints(const std::vector<int64_t>& values, int max_points);
+
+struct ProfilePoint {
+  model::LayerSpec spec;
+  int64_t hidden = 0;
+  int position = 0;  // the parent layer whose place it takes in a profiling model
+};
+// Every configuration the profiler measures (each a node of its class's full grid).
+std::vector<ProfilePoint> ProfileGrid(const SearchSpace& space, const ProfileOptions& options);
+
+// Multiply-adds x 2 of one request: every layer's active weights per token processed, the
+// attention score and value products over the context, and the LM head for each position
+// whose logits are needed (the last prompt position and every decode step).
+double RequestFlops(const model::HybridConfig& config, const engine::Workload& workload);
+
+// Errors of predicted against measured over held-out architectures.
+ValidationSummary Summarize(const std::vector<ArchitectureMeasurement>& rows);
+
+}  // namespace tailor::costmodel
+
+#endif  // TAILOR_COMPRESSION_COSTMODEL_PROFILER_H_

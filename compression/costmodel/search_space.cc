@@ -1,0 +1,252 @@
+#include "compression/costmodel/search_space.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+
+namespace tailor::costmodel {
+
+using model::LayerKind;
+using model::LayerSpec;
+
+std::vector<int64_t> StepChoices(int64_t n, int steps) {
+  std::vector<int64_t> out;
+  if (n <= 0 || steps <= 0) return out;
+  for (int k = 1; k <= steps; ++k) {
+    const int64_t v = std::max<int64_t>(
+        1, static_cast<int64_t>(std::llround(static_cast<double>(n) * k / steps)));
+    if (out.empty() || out.back() != v) out.push_back(v);
+  }
+  return out;
+}
+
+namespace {
+
+std::vector<LayerOption> AttentionOptions(const LayerSpec& p, int steps) {
+  std::vector<LayerOption> out = {{LayerSpec::Attention(0, 0, 0), "removed"}};
+  if (!p.present()) return out;
+  const int64_t groups = p.attention.heads / p.attention.kv_heads;
+  for (int64_t kv : StepChoices(p.attention.kv_heads, steps)) {
+    for (int64_t g : StepChoices(groups, steps)) {
+      out.push_back({LayerSpec::Attention(kv * g, kv, p.attention.head_dim),
+                     absl::StrCat("heads=", kv * g, ",kv=", kv)});
+    }
+  }
+  return out;
+}
+
+std::vector<LayerOption> MambaOptions(const LayerSpec& p) {
+  std::vector<LayerOption> out = {{LayerSpec::Mamba(0, 0, 0, 0, 0), "removed"}};
+  if (p.present()) out.push_back({p, "keep"});
+  return out;
+}
+
+std::vector<LayerOption> MoeOptions(const LayerSpec& p, int steps) {
+  const model::MoeSpec& m = p.moe;
+  std::vector<int64_t> shared = {0};
+  for (int64_t s : StepChoices(m.shared_ffn, steps)) shared.push_back(s);
+  std::vector<LayerOption> out;
+  // Routed part dropped: removed (shared 0) or a dense MLP through the shared expert.
+  for (int64_t s : shared) {
+    out.push_back({LayerSpec::Moe(0, 0, 0, s),
+                   s == 0 ? std::string("removed") : absl::StrCat("shared_ffn=", s)});
+  }
+  for (int64_t e : StepChoices(m.experts, steps)) {
+    for (int64_t f : StepChoices(m.expert_ffn, steps)) {
+      for (int64_t s : shared) {
+        out.push_back({LayerSpec::Moe(e, std::min(m.top_k, e), f, s),
+                       absl::StrCat("experts=", e, ",expert_ffn=", f, ",shared_ffn=", s)});
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<LayerOption> MlpOptions(const LayerSpec& p, int steps) {
+  std::vector<LayerOption> out = {{LayerSpec::Mlp(0), "removed"}};
+  for (int64_t f : StepChoices(p.mlp.ffn, steps)) {
+    out.push_back({LayerSpec::Mlp(f), absl::StrCat("ffn=", f)});
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<SearchSpace> SearchSpace::FromParent(const model::HybridConfig& parent,
+                                                    const SearchSpaceOptions& options) {
+  TAILOR_RETURN_IF_ERROR(model::ValidateHybridConfig(parent));
+  if (options.hidden_steps < 1 || options.width_steps < 1 || options.hidden_multiple < 1) {
+    return absl::InvalidArgumentError(
+        "search space: hidden_steps, width_steps and hidden_multiple must be >= 1");
+  }
+  SearchSpace s;
+  s.parent_ = parent;
+  s.options_ = options;
+  for (int k = 1; k <= options.hidden_steps; ++k) {
+    int64_t h = parent.hidden * k / options.hidden_steps;
+    h = std::max(options.hidden_multiple, h / options.hidden_multiple * options.hidden_multiple);
+    h = std::min(h, parent.hidden);
+    if (k == options.hidden_steps) h = parent.hidden;
+    if (s.hidden_.empty() || s.hidden_.back() < h) s.hidden_.push_back(h);
+  }
+  int64_t max_mamba = 0;
+  for (const LayerSpec& l : parent.layers) {
+    if (l.kind == LayerKind::kMamba) max_mamba = std::max(max_mamba, l.mamba.heads);
+  }
+  s.mamba_heads_ = max_mamba > 0 ? StepChoices(max_mamba, options.width_steps)
+                                 : std::vector<int64_t>{0};
+  for (const LayerSpec& l : parent.layers) {
+    switch (l.kind) {
+      case LayerKind::kAttention:
+        s.options_by_layer_.push_back(AttentionOptions(l, options.width_steps));
+        break;
+      case LayerKind::kMamba:
+        s.options_by_layer_.push_back(MambaOptions(l));
+        break;
+      case LayerKind::kMoe:
+        s.options_by_layer_.push_back(MoeOptions(l, options.width_steps));
+        break;
+      case LayerKind::kMlp:
+        s.options_by_layer_.push_back(MlpOptions(l, options.width_steps));
+        break;
+    }
+  }
+  return s;
+}
+
+LayerSpec SearchSpace::LayerSpecFor(int layer, int option, int mamba_heads_index) const {
+  LayerSpec spec = options_by_layer_[layer][option].spec;
+  if (spec.kind == LayerKind::kMamba && spec.present()) {
+    spec.mamba.heads = std::min(spec.mamba.heads, mamba_heads_[mamba_heads_index]);
+  }
+  return spec;
+}
+
+Architecture SearchSpace::ParentArchitecture() const {
+  Architecture a;
+  a.hidden = static_cast<int>(hidden_.size()) - 1;
+  a.mamba_heads = static_cast<int>(mamba_heads_.size()) - 1;
+  for (int i = 0; i < num_layers(); ++i) {
+    const std::vector<LayerOption>& opts = options_by_layer_[i];
+    int pick = static_cast<int>(opts.size()) - 1;
+    for (int o = 0; o < static_cast<int>(opts.size()); ++o) {
+      if (opts[o].spec == parent_.layers[i]) pick = o;
+    }
+    a.layers.push_back(pick);
+  }
+  return a;
+}
+
+absl::Status SearchSpace::Validate(const Architecture& a) const {
+  if (a.hidden < 0 || a.hidden >= static_cast<int>(hidden_.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("architecture.hidden: index ", a.hidden, " not in [0, ", hidden_.size(), ")"));
+  }
+  if (a.mamba_heads < 0 || a.mamba_heads >= static_cast<int>(mamba_heads_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("architecture.mamba_heads: index ",
+                                                   a.mamba_heads, " not in [0, ",
+                                                   mamba_heads_.size(), ")"));
+  }
+  if (static_cast<int>(a.layers.size()) != num_layers()) {
+    return absl::InvalidArgumentError(absl::StrCat("architecture.layers: ", a.layers.size(),
+                                                   " entries for ", num_layers(), " layers"));
+  }
+  for (int i = 0; i < num_layers(); ++i) {
+    const int n = static_cast<int>(options_by_layer_[i].size());
+    if (a.layers[i] < 0 || a.layers[i] >= n) {
+      return absl::InvalidArgumentError(absl::StrCat("architecture.layers[", i, "]: index ",
+                                                     a.layers[i], " not in [0, ", n, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<model::HybridConfig> SearchSpace::Materialize(const Architecture& a) const {
+  TAILOR_RETURN_IF_ERROR(Validate(a));
+  model::HybridConfig c = parent_;
+  c.hidden = hidden_[a.hidden];
+  for (int i = 0; i < num_layers(); ++i) c.layers[i] = LayerSpecFor(i, a.layers[i], a.mamba_heads);
+  TAILOR_RETURN_IF_ERROR(model::ValidateHybridConfig(c));
+  return c;
+}
+
+Architecture SearchSpace::Sample(std::mt19937_64& rng) const {
+  auto pick = [&rng](size_t n) {
+    return static_cast<int>(std::uniform_int_distribution<size_t>(0, n - 1)(rng));
+  };
+  Architecture a;
+  a.hidden = pick(hidden_.size());
+  a.mamba_heads = pick(mamba_heads_.size());
+  for (int i = 0; i < num_layers(); ++i) a.layers.push_back(pick(options_by_layer_[i].size()));
+  return a;
+}
+
+double SearchSpace::Log10Size() const {
+  double s = std::log10(static_cast<double>(hidden_.size())) +
+             std::log10(static_cast<double>(mamba_heads_.size()));
+  for (const auto& opts : options_by_layer_) s += std::log10(static_cast<double>(opts.size()));
+  return s;
+}
+
+std::string SearchSpace::Describe(const Architecture& a) const {
+  std::vector<std::string> parts = {
+      absl::StrCat("hidden=", hidden_[a.hidden], " mamba_heads=", mamba_heads_[a.mamba_heads])};
+  for (int i = 0; i < num_layers(); ++i) {
+    parts.push_back(absl::StrCat(model::LayerKindName(parent_.layers[i].kind), " ",
+                                 options_by_layer_[i][a.layers[i]].label));
+  }
+  return absl::StrJoin(parts, " | ");
+}
+
+std::string LayerKey(const LayerSpec& l, int64_t hidden) {
+  if (!l.present()) return "removed";
+  switch (l.kind) {
+    case LayerKind::kAttention:
+      return absl::StrCat("hidden=", hidden, ",heads=", l.attention.heads,
+                          ",kv=", l.attention.kv_heads, ",head_dim=", l.attention.head_dim);
+    case LayerKind::kMamba:
+      return absl::StrCat("hidden=", hidden, ",heads=", l.mamba.heads,
+                          ",head_dim=", l.mamba.head_dim, ",state=", l.mamba.state,
+                          ",conv=", l.mamba.conv_kernel, ",chunk=", l.mamba.chunk);
+    case LayerKind::kMoe:
+      return absl::StrCat("hidden=", hidden, ",experts=", l.moe.experts, ",top_k=", l.moe.top_k,
+                          ",expert_ffn=", l.moe.expert_ffn, ",shared_ffn=", l.moe.shared_ffn);
+    case LayerKind::kMlp:
+      return absl::StrCat("hidden=", hidden, ",ffn=", l.mlp.ffn);
+  }
+  return "removed";
+}
+
+std::map<std::string, double> LayerParams(const LayerSpec& l, int64_t hidden) {
+  std::map<std::string, double> p = {{"hidden", static_cast<double>(hidden)}};
+  auto d = [](int64_t v) { return static_cast<double>(v); };
+  switch (l.kind) {
+    case LayerKind::kAttention:
+      p["heads"] = d(l.attention.heads);
+      p["kv"] = d(l.attention.kv_heads);
+      p["head_dim"] = d(l.attention.head_dim);
+      break;
+    case LayerKind::kMamba:
+      p["heads"] = d(l.mamba.heads);
+      p["head_dim"] = d(l.mamba.head_dim);
+      p["state"] = d(l.mamba.state);
+      p["conv"] = d(l.mamba.conv_kernel);
+      p["chunk"] = d(l.mamba.chunk);
+      break;
+    case LayerKind::kMoe:
+      p["experts"] = d(l.moe.experts);
+      p["top_k"] = d(l.moe.top_k);
+      p["expert_ffn"] = d(l.moe.expert_ffn);
+      p["shared_ffn"] = d(l.moe.shared_ffn);
+      break;
+    case LayerKind::kMlp:
+      p["ffn"] = d(l.mlp.ffn);
+      break;
+  }
+  return p;
+}
+
+}  // namespace tailor::costmodel

@@ -1,0 +1,118 @@
+#ifndef TAILOR_COMPRESSION_COSTMODEL_SEARCH_SPACE_H_
+#define TAILOR_COMPRESSION_COSTMODEL_SEARCH_SPACE_H_
+
+// The architecture search space carved out of a parent (spec section 1, "Search space"),
+// shared by the profiler (which configurations to measure), the cost model (per-choice
+// costs) and the architecture search.
+//
+// Global choices: the hidden width (a prefix of the parent's ranked residual channels) and
+// the number of Mamba heads (the same in every kept Mamba layer, at most the layer's own).
+// Per-layer choices, each including "removed" (all widths 0: the layer is the identity):
+//   attention: KV groups kept x query heads kept per group (heads within GQA groups)
+//   mamba:     keep / remove (the head count is the global choice)
+//   moe:       routed experts (top_k = min(parent top_k, experts)), routed-expert FFN width,
+//              shared-expert FFN width; routed 0 with shared > 0 is a dense MLP
+//   mlp:       FFN width
+// Every width is a prefix of the parent's ranked axis, so any architecture is sliced from
+// one ranked parent (SliceHybridLM) and masked in the supernet (PrefixMask).
+//
+// No LibTorch here.
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "compression/model/config.h"
+
+namespace tailor::costmodel {
+
+struct SearchSpaceOptions {
+  // Global hidden widths: parent * k / hidden_steps for k = 1..hidden_steps, rounded down to
+  // a multiple of hidden_multiple (at least hidden_multiple).
+  int hidden_steps = 4;
+  int64_t hidden_multiple = 8;
+  // Every other width (FFN, expert FFN, shared FFN, experts, KV groups, query heads per
+  // group, Mamba heads): parent * k / width_steps for k = 1..width_steps, rounded to the
+  // nearest integer >= 1, duplicates dropped.
+  int width_steps = 4;
+};
+
+// One option of one layer. For Mamba the spec's head count is the parent's; the global
+// Mamba-heads choice replaces it (see SearchSpace::LayerSpecFor).
+struct LayerOption {
+  model::LayerSpec spec;
+  std::string label;  // e.g. "removed", "heads=2,kv=1", "experts=2,expert_ffn=64,shared_ffn=0"
+};
+
+// An architecture as indices into the space's choices.
+struct Architecture {
+  int hidden = 0;           // index into hidden_choices()
+  int mamba_heads = 0;      // index into mamba_head_choices() (0 when there is no Mamba layer)
+  std::vector<int> layers;  // per layer, an index into layer_options(i)
+
+  bool operator==(const Architecture& o) const {
+    return hidden == o.hidden && mamba_heads == o.mamba_heads && layers == o.layers;
+  }
+};
+
+class SearchSpace {
+ public:
+  // INVALID_ARGUMENT when the parent config is invalid or options are out of range.
+  static absl::StatusOr<SearchSpace> FromParent(const model::HybridConfig& parent,
+                                                const SearchSpaceOptions& options = {});
+
+  const model::HybridConfig& parent() const { return parent_; }
+  const SearchSpaceOptions& options() const { return options_; }
+  // Ascending; the last is the parent's.
+  const std::vector<int64_t>& hidden_choices() const { return hidden_; }
+  // Ascending; the last is the widest Mamba layer's head count. {0} without Mamba layers.
+  const std::vector<int64_t>& mamba_head_choices() const { return mamba_heads_; }
+  int num_layers() const { return static_cast<int>(options_by_layer_.size()); }
+  // Option 0 is "removed" for every layer; the last is the parent's own layer.
+  const std::vector<LayerOption>& layer_options(int layer) const {
+    return options_by_layer_[layer];
+  }
+
+  // The layer's spec for an option under a global Mamba-heads choice.
+  model::LayerSpec LayerSpecFor(int layer, int option, int mamba_heads_index) const;
+
+  Architecture ParentArchitecture() const;
+  // INVALID_ARGUMENT naming the index that is out of range.
+  absl::Status Validate(const Architecture& arch) const;
+  // The child config (same vocab, max_seq, layer count and kinds as the parent).
+  absl::StatusOr<model::HybridConfig> Materialize(const Architecture& arch) const;
+  // Uniform over every choice (global and per layer), so a draw is usually heterogeneous.
+  Architecture Sample(std::mt19937_64& rng) const;
+  // log10 of the number of architectures.
+  double Log10Size() const;
+  // One line: "hidden=96 mamba_heads=3 | attention heads=2,kv=1 | mamba keep | ...".
+  std::string Describe(const Architecture& arch) const;
+
+ private:
+  model::HybridConfig parent_;
+  SearchSpaceOptions options_;
+  std::vector<int64_t> hidden_;
+  std::vector<int64_t> mamba_heads_;
+  std::vector<std::vector<LayerOption>> options_by_layer_;
+};
+
+// n * k / steps for k = 1..steps, rounded to nearest, >= 1, ascending, unique. {} for n <= 0.
+std::vector<int64_t> StepChoices(int64_t n, int steps);
+
+// The canonical cost-table key of a layer at a hidden width (CostEntry.config), e.g.
+//   attention  "hidden=128,heads=4,kv=2,head_dim=32"
+//   mamba      "hidden=128,heads=4,head_dim=32,state=16,conv=4,chunk=16"
+//   moe        "hidden=128,experts=4,top_k=2,expert_ffn=128,shared_ffn=128"
+//   mlp        "hidden=128,ffn=256"
+// An absent layer is "removed".
+std::string LayerKey(const model::LayerSpec& spec, int64_t hidden);
+// The numeric knobs of the key (CostEntry.params), same names.
+std::map<std::string, double> LayerParams(const model::LayerSpec& spec, int64_t hidden);
+
+}  // namespace tailor::costmodel
+
+#endif  // TAILOR_COMPRESSION_COSTMODEL_SEARCH_SPACE_H_

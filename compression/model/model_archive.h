@@ -1,0 +1,37 @@
+#ifndef TAILOR_COMPRESSION_MODEL_MODEL_ARCHIVE_H_
+#define TAILOR_COMPRESSION_MODEL_MODEL_ARCHIVE_H_
+
+// The model artifact: one file, an uncompressed POSIX ustar archive holding exactly
+// config.json and model.safetensors (in that order). One file so a model is one
+// content-addressed blob; tar so `tar xf` opens it anywhere; uncompressed because
+// safetensors weights barely compress and a reader can stream them straight to disk.
+//
+// Packing is deterministic (mode 0644, uid/gid 0, mtime 0, no user names), so the same
+// model gives the same bytes and the same digest. Unpacking accepts only those two regular
+// files, each once, with valid header checksums and complete data; anything else (other
+// names, paths, links, truncation) is rejected before a partial model can be used.
+//
+// No LibTorch here.
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace tailor::model {
+
+inline constexpr char kModelConfigFile[] = "config.json";
+inline constexpr char kModelWeightsFile[] = "model.safetensors";
+
+// DIR/config.json + DIR/model.safetensors -> `path` (written to a temp file, then renamed).
+// NOT_FOUND when a file is missing.
+absl::Status PackModelArchive(const std::string& dir, const std::string& path);
+
+// `path` -> DIR/config.json + DIR/model.safetensors (DIR is created). INVALID_ARGUMENT for
+// entries that do not belong in a model archive, DATA_LOSS for a corrupt or truncated one.
+// The contents are not validated here: load the model (ReadHybridConfig, LoadSafetensors)
+// for that.
+absl::Status UnpackModelArchive(const std::string& path, const std::string& dir);
+
+}  // namespace tailor::model
+
+#endif  // TAILOR_COMPRESSION_MODEL_MODEL_ARCHIVE_H_

@@ -1,0 +1,342 @@
+#include "profiler-agent/ml_jobs.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "compression/costmodel/cost_table_proto.h"
+#include "compression/engine/engine.h"
+#include "compression/model/config.h"
+#include "compression/model/model_archive.h"
+#include "compression/tasks/suites.h"
+#include "compression/tasks/tokenizer.h"
+#include "compression/tasks/training.h"
+
+namespace tailor::profiler {
+
+namespace {
+
+using google::protobuf::Struct;
+using google::protobuf::Value;
+
+Value Num(double v) {
+  Value out;
+  out.set_number_value(v);
+  return out;
+}
+
+Value Str(const std::string& v) {
+  Value out;
+  out.set_string_value(v);
+  return out;
+}
+
+absl::StatusOr<std::string> Json(const Struct& s) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  if (auto st = google::protobuf::util::MessageToJsonString(s, &json, options); !st.ok()) {
+    return absl::InternalError(absl::StrCat("result to JSON: ", st.ToString()));
+  }
+  return json;
+}
+
+uint64_t SeedOf(const v1::DeploymentContract& c) { return c.has_seed() ? c.seed() : 1; }
+
+// Codes that mean "this model is unusable", not "try again".
+bool IsBadModel(absl::StatusCode code) {
+  return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kDataLoss ||
+         code == absl::StatusCode::kNotFound || code == absl::StatusCode::kOutOfRange ||
+         code == absl::StatusCode::kFailedPrecondition;
+}
+
+absl::Status BadModel(absl::string_view what, const absl::Status& st) {
+  return absl::InvalidArgumentError(absl::StrCat(what, " failed validation: ", st.message()));
+}
+
+// Downloads a model artifact (the tar of model_archive.h) and unpacks it below the job's
+// work dir; returns the model dir.
+absl::StatusOr<std::string> FetchModel(JobContext& ctx, const std::string& digest,
+                                       const std::string& name) {
+  const std::string tar = absl::StrCat(ctx.work_dir(), "/", name, ".tar");
+  TAILOR_RETURN_IF_ERROR(ctx.DownloadArtifact(digest, tar));
+  const std::string dir = absl::StrCat(ctx.work_dir(), "/", name);
+  if (absl::Status st = model::UnpackModelArchive(tar, dir); !st.ok()) {
+    return BadModel(absl::StrCat("model artifact ", digest), st);
+  }
+  return dir;
+}
+
+absl::StatusOr<std::string> ParentDir(JobContext& ctx) {
+  const v1::ModelRef& p = ctx.contract().parent();
+  if (!p.path().empty()) return p.path();
+  if (!p.artifact_digest().empty()) return FetchModel(ctx, p.artifact_digest(), "parent");
+  return absl::InvalidArgumentError(
+      "parent: the contract names no model (set parent.path or parent.artifact_digest)");
+}
+
+// The model to verify: a dependency's `model_digest` (the job that produced the model),
+// else the contract's parent. Returns the dir and where it came from.
+absl::StatusOr<std::pair<std::string, std::string>> ModelDir(JobContext& ctx) {
+  std::vector<std::string> kinds = {"distill", "entropy_select", "select", "solve",
+                                    "evaluate_candidates"};
+  for (const auto& [kind, result] : ctx.inputs()) {
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
+  }
+  for (const std::string& kind : kinds) {
+    const auto it = ctx.inputs().find(kind);
+    if (it == ctx.inputs().end()) continue;
+    const auto f = it->second.fields().find("model_digest");
+    if (f == it->second.fields().end() || !f->second.has_string_value()) continue;
+    const std::string digest = f->second.string_value();
+    TAILOR_ASSIGN_OR_RETURN(std::string dir, FetchModel(ctx, digest, "model"));
+    return std::make_pair(dir, absl::StrCat(kind, " model_digest ", digest));
+  }
+  TAILOR_ASSIGN_OR_RETURN(std::string dir, ParentDir(ctx));
+  return std::make_pair(dir, absl::StrCat("parent ", dir));
+}
+
+MlProgressFn ProgressOf(JobContext& ctx) {
+  return [&ctx](double fraction, const std::string& message,
+                const std::map<std::string, double>& metrics) {
+    return ctx.ReportProgress(fraction, message, 0, 0, metrics).ok() && !ctx.Cancelled();
+  };
+}
+
+// Exact-match accuracy over the 8 task suites (and the parameter count) of a loaded model.
+absl::StatusOr<Struct> TaskQuality(engine::Engine& eng, uint64_t seed, int samples) {
+  Struct out;
+  auto& quality = *out.mutable_fields();
+  quality["parameters"] = Num(static_cast<double>(eng.config().ParameterCount()));
+  if (eng.config().vocab < tasks::kVocabSize) {
+    quality["skipped"] = Str(absl::StrCat("vocab ", eng.config().vocab,
+                                          " is smaller than the task tokenizer's ",
+                                          tasks::kVocabSize));
+    return out;
+  }
+  auto& per_task = *quality["per_task"].mutable_struct_value()->mutable_fields();
+  double sum = 0;
+  int n = 0;
+  for (const std::unique_ptr<tasks::TaskSuite>& suite : tasks::AllSuites()) {
+    TAILOR_ASSIGN_OR_RETURN(tasks::EvalResult r,
+                            tasks::Evaluate(eng.model(), *suite, samples, seed));
+    per_task[r.task] = Num(r.accuracy());
+    sum += r.accuracy();
+    ++n;
+  }
+  quality["task_accuracy"] = Num(n > 0 ? sum / n : 0.0);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<engine::EngineOptions> EngineOptionsFor(const v1::DeploymentContract& contract,
+                                                       const MlJobConfig& config) {
+  const v1::Target& t = contract.target();
+  const std::string name = t.engine().empty() ? engine::kEngineName : t.engine();
+  const std::string version =
+      t.engine_version().empty() ? engine::kEngineVersion : t.engine_version();
+  if (name != engine::kEngineName || version != engine::kEngineVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "target.engine: this agent serves ", engine::kEngineName, " ", engine::kEngineVersion,
+        ", the contract asks for ", name, " ", version));
+  }
+  engine::EngineOptions options;
+  options.device = config.device;
+  const bool cpu = config.device == "cpu";
+  if (t.precision() == v1::PRECISION_UNSPECIFIED) {
+    options.precision = cpu ? engine::Precision::kFp32 : engine::Precision::kBf16;
+  } else {
+    TAILOR_ASSIGN_OR_RETURN(options.precision, costmodel::PrecisionFromProto(t.precision()));
+  }
+  if (cpu && options.precision == engine::Precision::kFp16) {
+    return absl::InvalidArgumentError(
+        "target.precision: FP16 is served on CUDA only; use FP32 or BF16 on cpu");
+  }
+  return options;
+}
+
+absl::StatusOr<ProfileJobOutput> RunProfile(const v1::DeploymentContract& contract,
+                                            const std::string& parent_dir,
+                                            const MlJobConfig& config,
+                                            const MlProgressFn& progress) {
+  TAILOR_ASSIGN_OR_RETURN(engine::EngineOptions engine_options,
+                          EngineOptionsFor(contract, config));
+  absl::StatusOr<model::HybridConfig> parent =
+      model::ReadHybridConfig(parent_dir + "/config.json");
+  if (!parent.ok()) {
+    return IsBadModel(parent.status().code()) ? BadModel("parent model", parent.status())
+                                              : parent.status();
+  }
+  costmodel::ProfileOptions o;
+  o.engine = engine_options;
+  o.workload = costmodel::WorkloadFromProto(contract.workload());
+  o.device_kind = config.device_kind;
+  o.seed = SeedOf(contract);
+  if (config.profile_rounds > 0) o.rounds = config.profile_rounds;
+  if (config.profile_validation_architectures > 0) {
+    o.validation_architectures = config.profile_validation_architectures;
+  }
+  o.progress = progress;
+  ProfileJobOutput out;
+  TAILOR_ASSIGN_OR_RETURN(out.result, costmodel::ProfileCostTable(*parent, o));
+  out.table = costmodel::ToProto(out.result.table);
+  return out;
+}
+
+absl::StatusOr<Struct> RunVerify(const v1::DeploymentContract& contract,
+                                 const std::string& model_dir, const MlJobConfig& config,
+                                 const MlProgressFn& progress) {
+  auto report = [&](double f, const std::string& message) -> absl::Status {
+    if (progress && !progress(f, message, {})) return absl::CancelledError("verify cancelled");
+    return absl::OkStatus();
+  };
+  TAILOR_ASSIGN_OR_RETURN(engine::EngineOptions options, EngineOptionsFor(contract, config));
+  const engine::Workload w = costmodel::WorkloadFromProto(contract.workload());
+  TAILOR_RETURN_IF_ERROR(engine::ValidateWorkload(w));
+  TAILOR_RETURN_IF_ERROR(report(0.05, absl::StrCat("loading ", model_dir)));
+  absl::StatusOr<std::unique_ptr<engine::Engine>> e =
+      engine::Engine::Load(model_dir, options, w.cache_positions());
+  if (!e.ok()) {
+    return IsBadModel(e.status().code()) ? BadModel("model", e.status()) : e.status();
+  }
+  engine::Engine& eng = **e;
+  TAILOR_RETURN_IF_ERROR(report(0.1, "serving the contract's request batch"));
+  engine::MeasureOptions mo;
+  mo.repetitions = config.verify_repetitions;
+  mo.seed = SeedOf(contract);
+  TAILOR_ASSIGN_OR_RETURN(engine::Measurement m, eng.Measure(w, mo));
+
+  Struct result;
+  auto& f = *result.mutable_fields();
+  auto& measured = *f["measured"].mutable_struct_value()->mutable_fields();
+  const double memory_mib = static_cast<double>(m.peak_bytes) / (1 << 20);
+  const double weight_mib = static_cast<double>(m.weight_bytes) / (1 << 20);
+  measured["latency_ms"] = Num(m.latency_ms);
+  measured["throughput_tokens_per_s"] = Num(m.throughput_tokens_per_s);
+  measured["memory_mib"] = Num(memory_mib);
+  measured["weight_memory_mib"] = Num(weight_mib);
+  measured["cache_mib"] = Num(static_cast<double>(m.cache_bytes) / (1 << 20));
+  measured["prefill_ms"] = Num(m.prefill_ms);
+  measured["decode_ms"] = Num(m.decode_ms);
+  measured["median_request_ms"] = Num(m.median_request_ms);
+  measured["cpu_ms"] = Num(m.cpu_ms);
+  measured["repetitions"] = Num(m.repetitions);
+
+  // Quality on the task suites, served at the contract's precision.
+  TAILOR_RETURN_IF_ERROR(report(0.6, "evaluating the task suites"));
+  TAILOR_ASSIGN_OR_RETURN(*f["quality"].mutable_struct_value(),
+                          TaskQuality(eng, SeedOf(contract), config.verify_task_samples));
+  const v1::Budget& b = contract.budget();
+  auto& budgets = *f["budgets"].mutable_list_value();
+  auto add = [&](const char* resource, double budget, double value, bool floor) {
+    Struct s;
+    auto& sf = *s.mutable_fields();
+    sf["resource"] = Str(resource);
+    sf["budget"] = Num(budget);
+    sf["measured"] = Num(value);
+    sf["met"].set_bool_value(floor ? value >= budget : value <= budget);
+    *budgets.add_values()->mutable_struct_value() = std::move(s);
+  };
+  if (b.has_latency_ms_max()) add("latency_ms", b.latency_ms_max(), m.latency_ms, false);
+  if (b.has_throughput_tokens_per_s_min()) {
+    add("throughput_tokens_per_s", b.throughput_tokens_per_s_min(), m.throughput_tokens_per_s,
+        true);
+  }
+  if (b.has_memory_mib_max()) add("memory_mib", b.memory_mib_max(), memory_mib, false);
+  if (b.has_weight_memory_mib_max()) {
+    add("weight_memory_mib", b.weight_memory_mib_max(), weight_mib, false);
+  }
+  auto& eng_info = *f["engine"].mutable_struct_value()->mutable_fields();
+  eng_info["name"] = Str(engine::kEngineName);
+  eng_info["version"] = Str(engine::kEngineVersion);
+  eng_info["device"] = Str(options.device);
+  eng_info["precision"] = Str(std::string(engine::PrecisionName(options.precision)));
+  return result;
+}
+
+JobHandler MakeProfileHandler(MlJobConfig config) {
+  return [config](JobContext& ctx) -> absl::StatusOr<Struct> {
+    TAILOR_ASSIGN_OR_RETURN(std::string parent_dir, ParentDir(ctx));
+    TAILOR_ASSIGN_OR_RETURN(ProfileJobOutput out,
+                            RunProfile(ctx.contract(), parent_dir, config, ProgressOf(ctx)));
+    if (ctx.Cancelled()) return absl::CancelledError("profile cancelled");
+    TAILOR_ASSIGN_OR_RETURN(v1::CostTable stored, ctx.PutCostTable(out.table));
+
+    // The held-out architectures, predicted against measured, as an artifact.
+    Struct validation;
+    auto& rows = *(*validation.mutable_fields())["architectures"].mutable_list_value();
+    for (const costmodel::ArchitectureMeasurement& a : out.result.validation) {
+      auto& r = *rows.add_values()->mutable_struct_value()->mutable_fields();
+      r["architecture"] = Str(a.description);
+      r["parameters"] = Num(static_cast<double>(a.parameters));
+      r["measured_latency_ms"] = Num(a.measured_latency_ms);
+      r["predicted_latency_ms"] = Num(a.predicted_latency_ms);
+      r["measured_memory_mib"] = Num(a.measured_memory_mib);
+      r["predicted_memory_mib"] = Num(a.predicted_memory_mib);
+    }
+    TAILOR_ASSIGN_OR_RETURN(std::string json, Json(validation));
+    TAILOR_RETURN_IF_ERROR(
+        ctx.UploadArtifactBytes("cost_validation", "cost_validation.json", json).status());
+
+    const costmodel::ValidationSummary& v = out.result.table.validation;
+    TAILOR_RETURN_IF_ERROR(ctx.ReportProgress(
+        1.0, absl::StrCat("cost table ", stored.id(), " stored"), 0, 0,
+        {{"latency_mape", v.latency_mape}, {"memory_mape", v.memory_mape}}, /*final=*/true));
+    Struct result;
+    auto& f = *result.mutable_fields();
+    f["cost_table_id"] = Str(stored.id());
+    f["latency_mape"] = Num(v.latency_mape);
+    f["latency_max_error"] = Num(v.latency_max_error);
+    f["memory_mape"] = Num(v.memory_mape);
+    f["validated_architectures"] = Num(v.architectures);
+    f["entries"] = Num(out.table.entries_size());
+    f["t0_ms"] = Num(out.table.t0_ms());
+    f["profile_seconds"] = Num(out.result.seconds);
+    spdlog::info("cost table {}: {} entries, latency MAPE {:.2f}% (max {:.2f}%), memory MAPE "
+                 "{:.2f}% over {} held-out architectures",
+                 stored.id(), out.table.entries_size(), 100 * v.latency_mape,
+                 100 * v.latency_max_error, 100 * v.memory_mape, v.architectures);
+    return result;
+  };
+}
+
+JobHandler MakeVerifyHandler(MlJobConfig config) {
+  return [config](JobContext& ctx) -> absl::StatusOr<Struct> {
+    TAILOR_ASSIGN_OR_RETURN(auto model, ModelDir(ctx));
+    TAILOR_ASSIGN_OR_RETURN(Struct result,
+                            RunVerify(ctx.contract(), model.first, config, ProgressOf(ctx)));
+    (*result.mutable_fields())["model_source"] = Str(model.second);
+    // The main verify of a campaign also scores the parent under the same engine settings,
+    // so the report compares parent, student and baseline measured the same way.
+    if (ctx.job().key() == "verify" && model.second.rfind("parent ", 0) != 0) {
+      TAILOR_ASSIGN_OR_RETURN(std::string parent_dir, ParentDir(ctx));
+      TAILOR_ASSIGN_OR_RETURN(engine::EngineOptions options,
+                              EngineOptionsFor(ctx.contract(), config));
+      absl::StatusOr<std::unique_ptr<engine::Engine>> parent =
+          engine::Engine::Load(parent_dir, options);
+      if (!parent.ok()) return BadModel("parent model", parent.status());
+      ctx.ReportProgress(0.9, "evaluating the parent on the task suites").IgnoreError();
+      TAILOR_ASSIGN_OR_RETURN(
+          *(*result.mutable_fields())["parent_quality"].mutable_struct_value(),
+          TaskQuality(**parent, SeedOf(ctx.contract()), config.verify_task_samples));
+    }
+    TAILOR_ASSIGN_OR_RETURN(std::string json, Json(result));
+    TAILOR_RETURN_IF_ERROR(ctx.UploadArtifactBytes("verify", "verify.json", json).status());
+    const auto& measured = result.fields().at("measured").struct_value().fields();
+    TAILOR_RETURN_IF_ERROR(ctx.ReportProgress(
+        1.0, "verified", 0, 0,
+        {{"latency_ms", measured.at("latency_ms").number_value()},
+         {"memory_mib", measured.at("memory_mib").number_value()}},
+        /*final=*/true));
+    return result;
+  };
+}
+
+}  // namespace tailor::profiler

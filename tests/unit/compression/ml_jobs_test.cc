@@ -1,0 +1,157 @@
+// The profiler agent's profile and verify jobs without a coordinator (RunProfile,
+// RunVerify): result shapes, budgets, engine/precision checks and bad models. No timing
+// assertions.
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "compression/model/hybrid_lm.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "profiler-agent/ml_jobs.h"
+#include "tests/testing/status_matchers.h"
+
+namespace tailor::profiler {
+namespace {
+
+using ::tailor::testing::StatusIs;
+using ::testing::HasSubstr;
+using model::LayerSpec;
+namespace fs = std::filesystem;
+
+model::HybridConfig Small() {
+  model::HybridConfig c;
+  c.vocab = 64;  // the task tokenizer's vocabulary, so quality is evaluated
+  c.hidden = 32;
+  c.max_seq = 32;
+  c.layers = {LayerSpec::Attention(2, 1, 16), LayerSpec::Mamba(2, 8, 4, 4, 4),
+              LayerSpec::Moe(2, 1, 16, 16), LayerSpec::Mlp(32)};
+  return c;
+}
+
+std::string SaveSmall(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/ml_jobs_" + name;
+  fs::remove_all(dir);
+  absl::StatusOr<model::HybridLM> m = model::CreateHybridLM(Small(), 1);
+  EXPECT_TRUE(m.ok());
+  EXPECT_TRUE(model::SaveHybridLM(*m, dir).ok());
+  return dir;
+}
+
+v1::DeploymentContract Contract() {
+  v1::DeploymentContract c;
+  c.set_method(v1::AUTOCOMPRESS);
+  c.mutable_target()->set_device_kind("cpu");
+  c.mutable_target()->set_engine("tailor-builtin");
+  c.mutable_target()->set_engine_version("1");
+  c.mutable_target()->set_precision(v1::FP32);
+  c.mutable_workload()->set_batch_size(1);
+  c.mutable_workload()->set_input_tokens(40);  // past the model's max_seq: raised to fit
+  c.mutable_workload()->set_output_tokens(4);
+  c.mutable_workload()->set_cached_prefix_tokens(0);
+  c.mutable_budget()->set_latency_ms_max(1e6);
+  c.mutable_budget()->set_memory_mib_max(0.001);
+  return c;
+}
+
+MlJobConfig Fast() {
+  MlJobConfig c;
+  c.verify_repetitions = 2;
+  c.verify_task_samples = 2;
+  c.profile_rounds = 1;
+  c.profile_validation_architectures = 2;
+  return c;
+}
+
+TEST(MlJobsTest, EngineOptionsFromTheContract) {
+  v1::DeploymentContract c = Contract();
+  absl::StatusOr<engine::EngineOptions> o = EngineOptionsFor(c, Fast());
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->precision, engine::Precision::kFp32);
+  c.mutable_target()->clear_precision();
+  c.mutable_target()->clear_engine();
+  c.mutable_target()->clear_engine_version();
+  ASSERT_TRUE(EngineOptionsFor(c, Fast()).ok());  // defaults: built-in engine, FP32 on cpu
+  c.mutable_target()->set_precision(v1::BF16);
+  EXPECT_EQ(EngineOptionsFor(c, Fast())->precision, engine::Precision::kBf16);
+  c.mutable_target()->set_precision(v1::FP16);
+  EXPECT_THAT(EngineOptionsFor(c, Fast()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("CUDA only")));
+  c.mutable_target()->set_precision(v1::INT4);
+  EXPECT_THAT(EngineOptionsFor(c, Fast()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("INT4")));
+  c = Contract();
+  c.mutable_target()->set_engine_version("2");
+  EXPECT_THAT(EngineOptionsFor(c, Fast()).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("serves tailor-builtin 1, the contract asks for "
+                                 "tailor-builtin 2")));
+}
+
+TEST(MlJobsTest, VerifyMeasuresEvaluatesAndChecksBudgets) {
+  const std::string dir = SaveSmall("verify");
+  absl::StatusOr<google::protobuf::Struct> r = RunVerify(Contract(), dir, Fast(), nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto& f = r->fields();
+  const auto& measured = f.at("measured").struct_value().fields();
+  for (const char* key : {"latency_ms", "throughput_tokens_per_s", "memory_mib",
+                          "weight_memory_mib", "prefill_ms", "decode_ms"}) {
+    ASSERT_TRUE(measured.contains(key)) << key;
+    EXPECT_GT(measured.at(key).number_value(), 0) << key;
+  }
+  EXPECT_NEAR(measured.at("weight_memory_mib").number_value(),
+              Small().ParameterCount() * 4.0 / (1 << 20), 1e-12);
+  const auto& quality = f.at("quality").struct_value().fields();
+  EXPECT_EQ(quality.at("parameters").number_value(), Small().ParameterCount());
+  EXPECT_EQ(quality.at("per_task").struct_value().fields_size(), 8);
+  EXPECT_TRUE(quality.contains("task_accuracy"));
+  const auto& budgets = f.at("budgets").list_value();
+  ASSERT_EQ(budgets.values_size(), 2);
+  const auto& latency = budgets.values(0).struct_value().fields();
+  EXPECT_EQ(latency.at("resource").string_value(), "latency_ms");
+  EXPECT_TRUE(latency.at("met").bool_value());
+  const auto& memory = budgets.values(1).struct_value().fields();
+  EXPECT_EQ(memory.at("resource").string_value(), "memory_mib");
+  EXPECT_FALSE(memory.at("met").bool_value());
+  EXPECT_EQ(f.at("engine").struct_value().fields().at("precision").string_value(), "FP32");
+}
+
+TEST(MlJobsTest, VerifyRejectsInvalidModels) {
+  const std::string dir = SaveSmall("bad");
+  {
+    std::FILE* f = std::fopen((dir + "/config.json").c_str(), "w");
+    std::fputs("{\"vocab\": 64, \"hidden\": -3}", f);
+    std::fclose(f);
+  }
+  EXPECT_THAT(RunVerify(Contract(), dir, Fast(), nullptr).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("model failed validation")));
+  EXPECT_THAT(RunVerify(Contract(), dir + "/nowhere", Fast(), nullptr).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("model failed validation")));
+}
+
+TEST(MlJobsTest, ProfileBuildsAValidatedTable) {
+  const std::string dir = SaveSmall("profile");
+  v1::DeploymentContract c = Contract();
+  c.mutable_workload()->set_input_tokens(8);
+  double last = -1;
+  absl::StatusOr<ProfileJobOutput> out = RunProfile(
+      c, dir, Fast(),
+      [&](double f, const std::string&, const std::map<std::string, double>&) {
+        last = f;
+        return true;
+      });
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_GT(out->table.entries_size(), 0);
+  EXPECT_EQ(out->table.validated_architectures(), 2);
+  EXPECT_EQ(out->table.engine(), "tailor-builtin");
+  EXPECT_EQ(out->table.precision(), v1::FP32);
+  EXPECT_EQ(out->table.workload().input_tokens(), 8);
+  EXPECT_TRUE(out->table.memory_model().fields().contains("eps_mib"));
+  EXPECT_GT(last, 0);
+  EXPECT_THAT(RunProfile(c, dir + "/nowhere", Fast(), nullptr).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("parent model")));
+}
+
+}  // namespace
+}  // namespace tailor::profiler
