@@ -1,5 +1,7 @@
 // Human views of campaigns, jobs, events and reports.
+#include <cmath>
 #include <map>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -34,6 +36,46 @@ std::string AgentCell(const v1::Job& job) {
 std::string BudgetCell(const v1::BudgetResult& b) {
   const bool floor = b.resource().find("throughput") != std::string::npos;
   return absl::StrCat(floor ? ">= " : "<= ", FormatNumber(b.budget()));
+}
+
+// A number field of a details struct, if present.
+const google::protobuf::Value* DetailField(const v1::CampaignReport& r, const std::string& job,
+                                           const std::string& field) {
+  auto j = r.details().fields().find(job);
+  if (j == r.details().fields().end() || !j->second.has_struct_value()) return nullptr;
+  auto f = j->second.struct_value().fields().find(field);
+  return f == j->second.struct_value().fields().end() ? nullptr : &f->second;
+}
+
+// The uniform baseline's budgets: its own verify job's measurements against the contract,
+// with the baseline selection's prediction, in the same layout as the student's.
+std::vector<v1::BudgetResult> BaselineBudgets(const v1::CampaignReport& r) {
+  std::vector<v1::BudgetResult> out;
+  const google::protobuf::Value* list = DetailField(r, "verify_baseline", "budgets");
+  if (list == nullptr || !list->has_list_value()) return out;
+  const google::protobuf::Value* predicted = DetailField(r, "baseline_uniform", "predicted");
+  for (const auto& v : list->list_value().values()) {
+    if (!v.has_struct_value()) continue;
+    const auto& f = v.struct_value().fields();
+    auto num = [&](const std::string& k) {
+      auto it = f.find(k);
+      return it == f.end() ? 0.0 : it->second.number_value();
+    };
+    v1::BudgetResult b;
+    b.set_resource(f.contains("resource") ? f.at("resource").string_value() : "");
+    b.set_budget(num("budget"));
+    b.set_measured(num("measured"));
+    b.set_has_measured(f.contains("measured"));
+    b.set_met(f.contains("met") && f.at("met").bool_value());
+    double p = NAN;
+    if (predicted != nullptr && predicted->has_struct_value()) {
+      auto it = predicted->struct_value().fields().find(b.resource());
+      if (it != predicted->struct_value().fields().end()) p = it->second.number_value();
+    }
+    b.set_predicted(p);
+    out.push_back(std::move(b));
+  }
+  return out;
 }
 
 }  // namespace
@@ -149,19 +191,23 @@ std::string RenderCampaignList(const std::vector<v1::Campaign>& campaigns,
 std::string RenderReport(const v1::CampaignReport& r, const RenderOptions& options) {
   std::string out = absl::StrCat("campaign ", r.campaign_id(), ": ",
                                  CampaignStateName(r.state()), "\n");
-  if (r.budgets_size() > 0) {
+  auto render_budgets = [&](const std::string& title, const std::vector<v1::BudgetResult>& rows) {
+    if (rows.empty()) return;
     Table budgets({{"RESOURCE"},
                    {"BUDGET", Align::kRight},
                    {"PREDICTED", Align::kRight},
                    {"MEASURED", Align::kRight},
                    {"MET"}});
-    for (const v1::BudgetResult& b : r.budgets()) {
+    for (const v1::BudgetResult& b : rows) {
       budgets.AddRow({b.resource(), BudgetCell(b), FormatNumber(b.predicted()),
                       b.has_measured() ? FormatNumber(b.measured()) : "-",
                       b.met() ? "✓" : "✗"});
     }
-    absl::StrAppend(&out, "\n", budgets.Render(options.width));
-  }
+    absl::StrAppend(&out, "\n", title, "\n", budgets.Render(options.width));
+  };
+  render_budgets("budgets (student)",
+                 std::vector<v1::BudgetResult>(r.budgets().begin(), r.budgets().end()));
+  render_budgets("budgets (uniform baseline)", BaselineBudgets(r));
   if (r.quality_size() > 0) {
     Table quality({{"MODEL"},
                    {"KD LOSS", Align::kRight},
@@ -172,6 +218,16 @@ std::string RenderReport(const v1::CampaignReport& r, const RenderOptions& optio
                       FormatCount(q.parameters())});
     }
     absl::StrAppend(&out, "\n", quality.Render(options.width));
+  }
+  const auto& arch = r.architecture().fields();
+  if (arch.contains("description")) {
+    absl::StrAppend(&out, "\narchitecture: ", arch.at("description").string_value(), "\n");
+    if (arch.contains("layers")) {
+      int i = 0;
+      for (const auto& layer : arch.at("layers").list_value().values()) {
+        absl::StrAppend(&out, "  layer ", i++, ": ", layer.string_value(), "\n");
+      }
+    }
   }
   absl::StrAppend(&out, "\n",
                   RenderFields({{"search tokens", FormatCount(r.search_tokens())},

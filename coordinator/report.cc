@@ -91,20 +91,40 @@ v1::CampaignReport BuildReport(const v1::Campaign& campaign, const std::vector<v
     add_budget("weight_memory_mib", b.weight_memory_mib_max(), false);
   }
 
-  for (const char* key : {"verify", "verify_baseline"}) {
-    const Struct* r = result_of(key);
+  // Quality: task accuracy from the verify jobs (measured on the target), KD loss from the
+  // distillation that produced each model (it holds the teacher; verify does not).
+  struct QualitySource {
+    const char* verify;
+    const char* distill;
+    const char* model;
+  };
+  for (const QualitySource& src : {QualitySource{"verify", "distill", "student"},
+                                   QualitySource{"verify_baseline", "distill_baseline",
+                                                 "baseline"}}) {
+    const Struct* r = result_of(src.verify);
     if (r == nullptr) continue;
     if (const Struct* parent = SubStruct(*r, "parent_quality");
-        parent != nullptr && std::string(key) == "verify") {
+        parent != nullptr && std::string(src.verify) == "verify") {
       *report.add_quality() = Quality("parent", *parent);
     }
     if (const Struct* q = SubStruct(*r, "quality")) {
-      *report.add_quality() = Quality(std::string(key) == "verify" ? "student" : "baseline", *q);
+      v1::QualityResult quality = Quality(src.model, *q);
+      if (!Number(q, "kd_loss").has_value()) {
+        quality.set_kd_loss(Number(result_of(src.distill), "kd_loss").value_or(0));
+      }
+      *report.add_quality() = std::move(quality);
     }
   }
   if (chooser != nullptr) {
     if (const Struct* arch = SubStruct(*chooser, "architecture")) {
       *report.mutable_architecture() = *arch;
+    } else if (const Value* line = Field(*chooser, "architecture");
+               line != nullptr && line->has_string_value()) {
+      // Search jobs report a one-line description plus one string per layer.
+      auto& f = *report.mutable_architecture()->mutable_fields();
+      f["description"] = *line;
+      if (const Value* layers = Field(*chooser, "layers")) f["layers"] = *layers;
+      if (const Value* params = Field(*chooser, "parameters")) f["parameters"] = *params;
     }
     report.set_search_tokens(static_cast<int64_t>(Number(chooser, "search_tokens").value_or(0)));
   }

@@ -83,6 +83,9 @@ absl::Status LocalLauncher::Launch(const v1::AcquireJobResponse& a) {
         absl::StrCat("TAILOR_COORDINATOR=", options_.coordinator),
         absl::StrCat("TAILOR_LEASE_ID=", a.lease().id()),
         absl::StrCat("TAILOR_WORK_DIR=", work_dir),
+        // Survives attempts: a retried search or distillation resumes from its checkpoints.
+        absl::StrCat("TAILOR_CHECKPOINT_DIR=", options_.data_dir, "/work/", a.job().id(),
+                     "/checkpoints"),
         absl::StrCat("TAILOR_LAUNCHER=local"),
         absl::StrCat("RANK=", rank),
         absl::StrCat("LOCAL_RANK=", rank),

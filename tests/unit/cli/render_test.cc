@@ -190,10 +190,45 @@ v1::CampaignReport SampleReport() {
   return r;
 }
 
+TEST(RenderReportTest, ArchitectureAndUniformBaseline) {
+  v1::CampaignReport r;
+  r.set_campaign_id("cmp-2");
+  r.set_state(v1::CAMPAIGN_SUCCEEDED);
+  auto& arch = *r.mutable_architecture()->mutable_fields();
+  arch["description"].set_string_value("hidden=96");
+  auto* layers = arch["layers"].mutable_list_value();
+  layers->add_values()->set_string_value("attention heads=2,kv=2");
+  layers->add_values()->set_string_value("removed");
+  google::protobuf::Struct budget;
+  (*budget.mutable_fields())["resource"].set_string_value("latency_ms");
+  (*budget.mutable_fields())["budget"].set_number_value(40);
+  (*budget.mutable_fields())["measured"].set_number_value(36.5);
+  (*budget.mutable_fields())["met"].set_bool_value(true);
+  auto& details = *r.mutable_details()->mutable_fields();
+  *details["verify_baseline"].mutable_struct_value()->mutable_fields()->operator[]("budgets")
+       .mutable_list_value()->add_values()->mutable_struct_value() = budget;
+  (*details["baseline_uniform"].mutable_struct_value()->mutable_fields())["predicted"]
+      .mutable_struct_value()->mutable_fields()->operator[]("latency_ms").set_number_value(35);
+  EXPECT_EQ(RenderReport(r, Options()),
+            "campaign cmp-2: SUCCEEDED\n"
+            "\n"
+            "budgets (uniform baseline)\n"
+            "RESOURCE    BUDGET  PREDICTED  MEASURED  MET\n"
+            "latency_ms   <= 40         35      36.5  ✓\n"
+            "\n"
+            "architecture: hidden=96\n"
+            "  layer 0: attention heads=2,kv=2\n"
+            "  layer 1: removed\n"
+            "\n"
+            "search tokens    0\n"
+            "recovery tokens  0\n");
+}
+
 TEST(RenderReportTest, BudgetsQualityTokensArtifacts) {
   EXPECT_EQ(RenderReport(SampleReport(), Options()),
             "campaign cmp-1: SUCCEEDED\n"
             "\n"
+            "budgets (student)\n"
             "RESOURCE                  BUDGET  PREDICTED  MEASURED  MET\n"
             "latency_ms                 <= 40       38.2      39.1  ✓\n"
             "throughput_tokens_per_s  >= 1000       1200         -  ✓\n"

@@ -1,0 +1,87 @@
+// BuildReport: budgets from the chooser's prediction and verify's measurement, quality rows
+// merged from verify (accuracy) and distill (KD loss), the architecture in either form.
+#include "coordinator/report.h"
+
+#include <google/protobuf/text_format.h>
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace tailor::coordinator {
+namespace {
+
+v1::Job JobWith(const std::string& key, const std::string& result_json) {
+  v1::Job j;
+  j.set_key(key);
+  j.set_state(v1::JOB_SUCCEEDED);
+  EXPECT_TRUE(
+      google::protobuf::util::JsonStringToMessage(result_json, j.mutable_result()).ok())
+      << result_json;
+  return j;
+}
+
+v1::Campaign Campaign() {
+  v1::Campaign c;
+  c.set_id("c1");
+  c.set_state(v1::CAMPAIGN_SUCCEEDED);
+  c.mutable_contract()->mutable_budget()->set_latency_ms_max(40);
+  c.mutable_contract()->mutable_budget()->set_memory_mib_max(64);
+  return c;
+}
+
+TEST(ReportTest, AutocompressBudgetsQualityAndArchitecture) {
+  std::vector<v1::Job> jobs = {
+      JobWith("search", R"({"predicted": {"latency_ms": 38.5, "memory_mib": 3.25},
+                            "architecture": "hidden=96 | attention heads=2",
+                            "layers": ["attention heads=2", "mlp ffn=128"],
+                            "parameters": 51234, "search_tokens": 1024000})"),
+      JobWith("distill", R"({"kd_loss": 0.125, "recovery_tokens": 2000000,
+                             "model_digest": "ab"})"),
+      JobWith("verify", R"({"measured": {"latency_ms": 41.0, "memory_mib": 3.5},
+                            "quality": {"task_accuracy": 0.5, "parameters": 51234},
+                            "parent_quality": {"task_accuracy": 0.625, "parameters": 90000}})"),
+      JobWith("distill_baseline", R"({"kd_loss": 0.25})"),
+      JobWith("verify_baseline", R"({"quality": {"task_accuracy": 0.375,
+                                                 "parameters": 40000}})"),
+  };
+  v1::CampaignReport r = BuildReport(Campaign(), jobs, {});
+  ASSERT_EQ(r.budgets_size(), 2);
+  EXPECT_EQ(r.budgets(0).resource(), "latency_ms");
+  EXPECT_DOUBLE_EQ(r.budgets(0).predicted(), 38.5);
+  EXPECT_DOUBLE_EQ(r.budgets(0).measured(), 41.0);
+  EXPECT_FALSE(r.budgets(0).met());  // measured over the ceiling: not met whatever predicted
+  EXPECT_EQ(r.budgets(1).resource(), "memory_mib");
+  EXPECT_TRUE(r.budgets(1).met());
+
+  ASSERT_EQ(r.quality_size(), 3);
+  EXPECT_EQ(r.quality(0).model(), "parent");
+  EXPECT_DOUBLE_EQ(r.quality(0).task_accuracy(), 0.625);
+  EXPECT_DOUBLE_EQ(r.quality(0).kd_loss(), 0.0);
+  EXPECT_EQ(r.quality(1).model(), "student");
+  EXPECT_DOUBLE_EQ(r.quality(1).kd_loss(), 0.125);
+  EXPECT_DOUBLE_EQ(r.quality(1).task_accuracy(), 0.5);
+  EXPECT_EQ(r.quality(2).model(), "baseline");
+  EXPECT_DOUBLE_EQ(r.quality(2).kd_loss(), 0.25);
+  EXPECT_EQ(r.quality(2).parameters(), 40000);
+
+  EXPECT_EQ(r.architecture().fields().at("description").string_value(),
+            "hidden=96 | attention heads=2");
+  EXPECT_EQ(r.architecture().fields().at("layers").list_value().values_size(), 2);
+  EXPECT_EQ(r.search_tokens(), 1024000);
+  EXPECT_EQ(r.recovery_tokens(), 2000000);
+  EXPECT_TRUE(r.details().fields().contains("verify_baseline"));
+}
+
+TEST(ReportTest, MissingMeasurementIsNotMet) {
+  std::vector<v1::Job> jobs = {JobWith("search", R"({"predicted": {"latency_ms": 10}})")};
+  v1::CampaignReport r = BuildReport(Campaign(), jobs, {});
+  ASSERT_EQ(r.budgets_size(), 2);
+  EXPECT_FALSE(r.budgets(0).has_measured());
+  EXPECT_FALSE(r.budgets(0).met());
+  EXPECT_TRUE(std::isnan(r.budgets(1).predicted()));
+  EXPECT_EQ(r.quality_size(), 0);
+}
+
+}  // namespace
+}  // namespace tailor::coordinator
