@@ -37,6 +37,11 @@ struct CoordinatorOptions {
   int64_t max_upload_bytes = int64_t{16} << 30;
   int64_t max_result_bytes = 1 << 20;
   std::string data_dir;  // logs live under data_dir/logs
+  // Agent jobs (measurements on the target: profile, verify, ...) and launcher jobs never run
+  // at the same time. For a single host where the local launcher's workers share the CPU with
+  // the profiler agent: a distillation running beside a verify job would inflate the latency
+  // it measures. Off for clusters, where the launcher's jobs run on other machines.
+  bool isolate_measurements = false;
 };
 
 // Starts launcher-placed jobs (multi-rank workers, Slurm). The coordinator leases the job to
@@ -138,6 +143,9 @@ class Coordinator {
     int64_t last_seq = 0;
     std::vector<std::string> job_ids;  // graph order
   };
+  // Whether a live lease is held by a launcher (true) or by an agent (false), for
+  // isolate_measurements.
+  bool AnyLeaseHeldLocked(bool by_launcher) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct LiveLease {
     std::string lease_id;
     std::string job_id;

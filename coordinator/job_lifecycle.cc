@@ -119,9 +119,19 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
   return resp;
 }
 
+bool Coordinator::AnyLeaseHeldLocked(bool by_launcher) const {
+  for (const auto& [id, lease] : leases_) {
+    if ((lease.holder.rfind("launcher:", 0) == 0) == by_launcher) return true;
+  }
+  return false;
+}
+
 std::optional<std::string> Coordinator::PickForAgentLocked(const std::string& agent_id) {
   const v1::Agent& agent = agents_.at(agent_id);
   if (agent.state() == v1::AGENT_DRAINED) return std::nullopt;
+  if (options_.isolate_measurements && AnyLeaseHeldLocked(/*by_launcher=*/true)) {
+    return std::nullopt;
+  }
   if (ActiveLeasesOfLocked(agent_id) >= std::max(1, agent.info().max_concurrent_jobs())) {
     return std::nullopt;
   }
@@ -252,6 +262,9 @@ void Coordinator::DispatchLocked(Effects& fx) {
     if (!resp.ok()) break;  // the database refused; leave the rest for the next tick
   }
   if (launcher_ == nullptr) return;
+  // Agents were served first, so a measurement that could start has started: launcher jobs
+  // wait for it to finish rather than disturb it.
+  if (options_.isolate_measurements && AnyLeaseHeldLocked(/*by_launcher=*/false)) return;
   for (const std::string& job_id : queue_.LauncherJobs(64)) {
     const std::string holder = absl::StrCat("launcher:", launcher_->name());
     absl::StatusOr<v1::AcquireJobResponse> resp = LeaseJobLocked(job_id, holder, fx);

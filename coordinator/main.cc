@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   double lease_ttl_s = 15, heartbeat_s = 2, backoff_base_s = 2;
   bool insecure = false;
+  std::string isolate = "auto";
   app.add_option("--data-dir", options.data_dir, "database, blobs and logs")->capture_default_str();
   app.add_option("--listen", options.listen, "gRPC address HOST:PORT")->capture_default_str();
   app.add_option("--http-port", http_port, "dashboard and /metrics port (0 = off)")
@@ -46,6 +47,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--worker-bin", options.worker_bin,
                  "tailor-worker for the local launcher (default: next to this binary)");
+  app.add_option("--isolate-measurements", isolate,
+                 "never run agent measurements beside launcher jobs: on, off, or auto (on with "
+                 "the local launcher, whose workers share this host's CPU with the agents)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   app.add_flag("--insecure", insecure, "allow plaintext on a non-loopback address");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -65,6 +71,8 @@ int main(int argc, char** argv) {
   options.core.backoff_base = absl::Seconds(backoff_base_s);
   (void)http_port;
   options.launcher = launcher;
+  options.core.isolate_measurements =
+      isolate == "on" || (isolate == "auto" && launcher == "local");
 
   auto server = tailor::coordinator::CoordinatorServer::Create(options, tailor::Clock::Real());
   if (!server.ok()) {

@@ -68,7 +68,7 @@ class CoordinatorTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  void Open() {
+  void Open(bool isolate_measurements = false) {
     core_.reset();
     store_.reset();
     auto store = storage::CoordinatorStore::Open((dir_ / "tailor.db").string());
@@ -81,6 +81,7 @@ class CoordinatorTest : public ::testing::Test {
     options.lease_ttl = absl::Seconds(15);
     options.backoff_base = absl::Seconds(2);
     options.backoff_max = absl::Seconds(5);
+    options.isolate_measurements = isolate_measurements;
     core_ = std::make_unique<Coordinator>(store_.get(), blobs_.get(), &clock_, options);
     ASSERT_THAT(core_->Recover(), IsOk());
   }
@@ -464,6 +465,39 @@ TEST_F(CoordinatorTest, AutocompressGraphRunsThroughLauncherAndAgents) {
   v1::Campaign c2 = Submit(contract, "r2");
   EXPECT_EQ(c2.jobs(0).kind(), "profile");
   EXPECT_NE(c2.jobs(0).state(), v1::JOB_SKIPPED) << "no cost table was stored yet";
+}
+
+// With isolation, the agent's measurements and the launcher's jobs never overlap: whichever
+// starts first holds the other back until it completes.
+TEST_F(CoordinatorTest, IsolatedMeasurementsNeverOverlapLauncherJobs) {
+  Open(/*isolate_measurements=*/true);
+  RecordingLauncher launcher;
+  core_->SetLauncher(&launcher);
+  const std::string agent = RegisterAgent("cpu-box");
+  // No agent is waiting at submission: the launcher starts rank, and profile waits for it.
+  v1::Campaign c = Submit(AutocompressContract(), "iso");
+  ASSERT_EQ(launcher.launched.size(), 1u);
+  EXPECT_EQ(launcher.launched[0].job().kind(), "rank");
+  EXPECT_FALSE(TryAcquire(agent).assigned());
+  ASSERT_THAT(Complete(launcher.launched[0].lease().id(), true), IsOk());
+  launcher.launched.clear();
+  v1::AcquireJobResponse profile = TryAcquire(agent);
+  ASSERT_TRUE(profile.assigned());
+  EXPECT_EQ(profile.job().kind(), "profile");
+
+  // While profile runs, a second campaign's rank is not launched beside it.
+  v1::DeploymentContract other = AutocompressContract();
+  other.mutable_workload()->set_batch_size(2);
+  v1::Campaign c2 = Submit(other, "iso-2");
+  core_->Tick();
+  EXPECT_TRUE(launcher.launched.empty());
+  ASSERT_THAT(Complete(profile.lease().id(), true), IsOk());
+  core_->Tick();
+  ASSERT_EQ(launcher.launched.size(), 2u);  // c's search waits for nothing more, c2's rank
+  EXPECT_EQ(launcher.launched[0].job().campaign_id() == c.id() ? "search" : "rank",
+            launcher.launched[0].job().kind());
+  EXPECT_TRUE(launcher.launched[0].job().campaign_id() == c2.id() ||
+              launcher.launched[1].job().campaign_id() == c2.id());
 }
 
 TEST_F(CoordinatorTest, ProfileSkippedWhenCostTableExists) {
