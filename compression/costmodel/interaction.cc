@@ -4,6 +4,8 @@
 #include <cmath>
 #include <set>
 
+#include "compression/engine/workload.h"
+
 namespace tailor::costmodel {
 
 namespace {
