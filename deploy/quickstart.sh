@@ -1,20 +1,32 @@
 #!/usr/bin/env bash
-# The main job end to end on this machine: installs deps, builds, starts a coordinator (SQLite
-# in ./tailor-data) and a local CPU profiler agent, submits a contract, follows it live and
-# prints the report. Everything started here is stopped on exit.
-#   deploy/quickstart.sh [CONTRACT]      default: examples/contracts/probe-cpu.textproto
+# The main job end to end on this machine: installs deps, builds, trains the demo parent if it
+# is absent, starts a coordinator (SQLite in ./tailor-data, local launcher for the multi-rank
+# workers) and a local CPU profiler agent, submits a contract, follows it live and prints the
+# report. Everything started here is stopped on exit.
+#   deploy/quickstart.sh [CONTRACT]      default: examples/contracts/npc-cpu.textproto
+# (AUTOCOMPRESS: profile -> rank -> search -> distill -> verify, with the uniform baseline).
+# examples/contracts/probe-cpu.textproto is a 2-second smoke test of the same setup.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-CONTRACT=${1:-examples/contracts/probe-cpu.textproto}
+CONTRACT=${1:-examples/contracts/npc-cpu.textproto}
 BUILD_DIR=${BUILD_DIR:-build}
 DATA_DIR=${TAILOR_DATA_DIR:-$ROOT/tailor-data}
 PORT=${TAILOR_PORT:-50051}
 
 bash deploy/install-deps.sh
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$BUILD_DIR" -j"$(nproc)" --target tailor-coordinator tailor tailor-profiler-agent
+cmake --build "$BUILD_DIR" -j"$(nproc)" --target tailor-coordinator tailor tailor-profiler-agent \
+  tailor-worker tailor-train-parent
 BIN=$ROOT/$BUILD_DIR/bin
+
+# The contracts name the parent by a path relative to the repository root; every process
+# below runs from here.
+PARENT=tailor-data/models/parent-small
+if [[ ! -f "$PARENT/model.safetensors" ]]; then
+  echo "== training the demo parent into $PARENT (a few minutes on 2 cores, once)"
+  "$BIN/tailor-train-parent" --out "$PARENT"
+fi
 
 mkdir -p "$DATA_DIR/logs"
 pids=()

@@ -4,7 +4,13 @@
 namespace tailor::worker {
 
 void RegisterRankJob();
+void RegisterDistillJob();
+void RegisterSearchJobs();
 
-void RegisterBuiltinHandlers() { RegisterRankJob(); }
+void RegisterBuiltinHandlers() {
+  RegisterRankJob();
+  RegisterDistillJob();
+  RegisterSearchJobs();
+}
 
 }  // namespace tailor::worker

@@ -3,6 +3,10 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <torch/torch.h>
+
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 
 namespace tailor::worker {
@@ -70,6 +74,45 @@ absl::Status Dist::Broadcast(at::Tensor& tensor, int root) {
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("broadcast failed: ", e.what()));
   }
+}
+
+absl::Status Dist::BroadcastBytes(std::string& bytes, int root) {
+  if (world_size_ == 1) return absl::OkStatus();
+  at::Tensor size = torch::tensor({static_cast<int64_t>(bytes.size())}, torch::kLong);
+  if (absl::Status st = Broadcast(size, root); !st.ok()) return st;
+  const int64_t n = size.item<int64_t>();
+  at::Tensor data = torch::empty({n}, torch::kUInt8);
+  if (rank_ == root && n > 0) std::memcpy(data.data_ptr(), bytes.data(), n);
+  if (n > 0) {
+    if (absl::Status st = Broadcast(data, root); !st.ok()) return st;
+  }
+  if (rank_ != root) bytes.assign(static_cast<const char*>(data.data_ptr()), n);
+  return absl::OkStatus();
+}
+
+absl::Status Dist::AverageGradients(const std::vector<at::Tensor>& params) {
+  if (world_size_ == 1) return absl::OkStatus();
+  std::vector<at::Tensor> grads;
+  for (const at::Tensor& p : params) {
+    if (!p.requires_grad()) continue;
+    if (!p.grad().defined()) {
+      at::Tensor& g = const_cast<at::Tensor&>(p).mutable_grad();
+      g = torch::zeros_like(p);
+    }
+    grads.push_back(p.grad());
+  }
+  if (grads.empty()) return absl::OkStatus();
+  std::vector<at::Tensor> flat_parts;
+  for (const at::Tensor& g : grads) flat_parts.push_back(g.reshape({-1}).to(torch::kFloat32));
+  at::Tensor flat = torch::cat(flat_parts);
+  if (absl::Status st = AllReduceMean(flat); !st.ok()) return st;
+  int64_t offset = 0;
+  for (at::Tensor& g : grads) {
+    const int64_t n = g.numel();
+    g.copy_(flat.narrow(0, offset, n).view_as(g));
+    offset += n;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Dist::Barrier() {

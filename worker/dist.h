@@ -4,6 +4,8 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -30,6 +32,12 @@ class Dist {
   // Mean over ranks, in place (gradient averaging).
   absl::Status AllReduceMean(at::Tensor& tensor);
   absl::Status Broadcast(at::Tensor& tensor, int root);
+  // Sends `bytes` from `root` to every rank (length first, then the payload as uint8), so a
+  // file only rank 0 can fetch (a model artifact, a cost table) reaches ranks on other hosts.
+  absl::Status BroadcastBytes(std::string& bytes, int root);
+  // Averages the gradients of `params` over ranks (parameters without a gradient get a zero
+  // one first, so every rank takes part in the same collectives). One flat all-reduce.
+  absl::Status AverageGradients(const std::vector<at::Tensor>& params);
   absl::Status Barrier();
 
  private:

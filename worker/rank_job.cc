@@ -1,16 +1,16 @@
 // The `rank` job of AUTOCOMPRESS: activation-importance ranking of the parent on calibration
 // data from the task streams, split across ranks, then the permuted ("ranked") parent saved as
-// artifacts by rank 0. Every candidate of the search is a prefix of the ranked parent.
+// artifact (a model archive) by rank 0. Every candidate of the search is a prefix of the ranked parent.
 #include <torch/torch.h>
 
 #include <cmath>
-#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "compression/autocompress/ranking.h"
 #include "compression/model/hybrid_lm.h"
 #include "compression/tasks/suites.h"
 #include "compression/tasks/training.h"
+#include "worker/job_io.h"
 #include "worker/worker_context.h"
 
 namespace tailor::worker {
@@ -108,19 +108,11 @@ absl::StatusOr<Struct> RunRank(WorkerContext& ctx) {
 
   st = autocompress::PermuteModel(*model, *importance);
   if (!st.ok()) return st;
-  const std::string out = ctx.work_dir + "/ranked-parent";
-  std::filesystem::create_directories(out);
-  st = model::SaveHybridLM(*model, out);
-  if (!st.ok()) return st;
-  for (const char* name : {"config.json", "model.safetensors"}) {
-    auto art = ctx.job->UploadArtifactFile(std::string("ranked_") +
-                                               (std::string(name) == "config.json" ? "config"
-                                                                                   : "weights"),
-                                           name, out + "/" + name);
-    if (!art.ok()) return art.status();
-    f[std::string(name) == "config.json" ? "ranked_config_digest" : "ranked_weights_digest"]
-        .set_string_value(art->digest());
-  }
+  // One model archive (config.json + safetensors): the teacher and the slicing source of every
+  // later job (search, baseline, distill).
+  auto art = UploadModel(ctx, *model, "ranked_parent", "ranked-parent");
+  if (!art.ok()) return art.status();
+  f["ranked_model_digest"].set_string_value(art->digest());
   ctx.Progress(1.0, "ranked parent uploaded");
   return result;
 }

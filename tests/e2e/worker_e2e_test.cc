@@ -54,7 +54,7 @@ TEST(WorkerE2E, TwoRankRankingMatchesOneRank) {
   ASSERT_EQ(job2["state"], "JOB_SUCCEEDED") << job2.dump();
   EXPECT_EQ(job2["result"]["world_size"], 2);
   EXPECT_EQ(job2["result"]["calibration_samples"], 32);
-  EXPECT_EQ(job2["result"]["ranked_weights_digest"].get<std::string>().size(), 64u);
+  EXPECT_EQ(job2["result"]["ranked_model_digest"].get<std::string>().size(), 64u);
 
   const std::string one = cluster.Submit(
       cluster.WriteFile("one.textproto", Contract("rank1", parent, 1)), "rank-one");
@@ -69,9 +69,9 @@ TEST(WorkerE2E, TwoRankRankingMatchesOneRank) {
   RunResult arts = cluster.Cli({"artifacts", "list", two, "--json"});
   ASSERT_EQ(arts.exit_code, 0);
   auto artifacts = nlohmann::json::parse(arts.out)["artifacts"];
-  ASSERT_EQ(artifacts.size(), 2u);
-  EXPECT_EQ(artifacts[0]["kind"], "ranked_config");
-  EXPECT_EQ(artifacts[1]["kind"], "ranked_weights");
+  ASSERT_EQ(artifacts.size(), 1u);
+  EXPECT_EQ(artifacts[0]["kind"], "ranked_parent");
+  EXPECT_EQ(artifacts[0]["name"], "ranked-parent.tar");
   // The rank-0 log of the attempt is served by `tailor logs`.
   RunResult logs = cluster.Cli({"logs", job2["id"]});
   EXPECT_EQ(logs.exit_code, 0) << logs.err;

@@ -1,0 +1,243 @@
+// bench_search_quality: AutoCompress against the uniform (Minitron-style) baseline, both run by
+// the real system — coordinator, CPU profiler agent, local launcher with 2-rank workers — on
+// the demo parent, for each contract in bench/search_quality/*.textproto. Every campaign trains
+// both students on the same recovery tokens, so the comparison isolates the search.
+//
+// Prints, per contract and model: each budget measured by the verify job (and the share of the
+// budget used), KD loss, average task accuracy, parameters, search and recovery tokens; then
+// the targets of issue #4 (100% of budgets met, KD loss >= 10% lower than the baseline's,
+// fewer search tokens). JSON to bench/out/search_quality.json.
+//
+//   bench_search_quality [--parent DIR] [--contract FILE]... [--json-out PATH] [--keep]
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "nlohmann/json.hpp"
+#include "tests/e2e/cluster.h"
+
+namespace tailor::bench {
+namespace {
+
+using nlohmann::json;
+
+struct Flags {
+  std::string parent = "tailor-data/models/parent-small";
+  std::vector<std::string> contracts;
+  std::string json_out = "bench/out/search_quality.json";
+};
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const json* JobOf(const json& campaign, const std::string& key) {
+  for (const auto& j : campaign["jobs"]) {
+    if (j["key"] == key) return &j;
+  }
+  return nullptr;
+}
+
+double Num(const json& j, const std::string& key, double fallback = NAN) {
+  if (!j.is_object() || !j.contains(key)) return fallback;
+  const json& v = j[key];
+  if (v.is_number()) return v.get<double>();
+  if (v.is_string()) return std::stod(v.get<std::string>());
+  return fallback;
+}
+
+// One model's row: measured budgets from its verify job, quality from verify + distill.
+json ModelRow(const json& campaign, const std::string& model, const std::string& chooser,
+              const std::string& distill, const std::string& verify) {
+  json row;
+  row["model"] = model;
+  const json* c = JobOf(campaign, chooser);
+  const json* d = JobOf(campaign, distill);
+  const json* v = JobOf(campaign, verify);
+  if (c == nullptr || d == nullptr || v == nullptr) {
+    row["error"] = "missing jobs";
+    return row;
+  }
+  const json& vr = (*v)["result"];
+  bool all_met = true;
+  json budgets = json::array();
+  for (const auto& b : vr["budgets"]) {
+    json out;
+    out["resource"] = b["resource"];
+    out["budget"] = b["budget"];
+    out["measured"] = b["measured"];
+    out["met"] = b["met"];
+    const bool floor = b["resource"] == "throughput_tokens_per_s";
+    const double used = floor ? Num(b, "budget") / Num(b, "measured")
+                              : Num(b, "measured") / Num(b, "budget");
+    out["share_of_budget"] = used;  // 1.0 = exactly at the budget; > 1 violates
+    all_met = all_met && b["met"].get<bool>();
+    budgets.push_back(out);
+  }
+  row["budgets"] = budgets;
+  row["all_met"] = all_met;
+  row["predicted"] = (*c)["result"]["predicted"];
+  row["kd_loss"] = Num((*d)["result"], "kd_loss");
+  row["kd_loss_before_recovery"] = Num((*d)["result"], "kd_loss_before");
+  row["task_accuracy"] = Num(vr["quality"], "task_accuracy");
+  row["parameters"] = Num(vr["quality"], "parameters");
+  row["search_tokens"] = Num((*c)["result"], "search_tokens", 0);
+  row["recovery_tokens"] = Num((*d)["result"], "recovery_tokens", 0);
+  row["architecture"] = (*c)["result"].value("architecture", json(""));
+  if (model == "autocompress" && vr.contains("parent_quality")) {
+    row["parent_task_accuracy"] = Num(vr["parent_quality"], "task_accuracy");
+    row["parent_parameters"] = Num(vr["parent_quality"], "parameters");
+  }
+  return row;
+}
+
+std::string BudgetCells(const json& row) {
+  std::string out;
+  for (const auto& b : row["budgets"]) {
+    absl::StrAppend(&out, out.empty() ? "" : "  ", b["resource"].get<std::string>(), " ",
+                    absl::StrFormat("%.2f/%.2f (%.0f%%)%s", Num(b, "measured"), Num(b, "budget"),
+                                    100 * Num(b, "share_of_budget"),
+                                    b["met"].get<bool>() ? "" : " MISSED"));
+  }
+  return out;
+}
+
+int Main(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--parent") {
+      f.parent = value();
+    } else if (a == "--contract") {
+      f.contracts.push_back(value());
+    } else if (a == "--json-out") {
+      f.json_out = value();
+    } else {
+      std::fprintf(stderr,
+                   "usage: bench_search_quality [--parent DIR] [--contract FILE]... "
+                   "[--json-out PATH]\n");
+      return 2;
+    }
+  }
+  if (f.contracts.empty()) {
+    for (const char* name : {"latency-memory.textproto", "throughput.textproto"}) {
+      f.contracts.push_back(absl::StrCat(TAILOR_SOURCE_DIR, "/bench/search_quality/", name));
+    }
+  }
+  const std::string parent = std::filesystem::absolute(f.parent).string();
+  if (!std::filesystem::exists(parent + "/model.safetensors")) {
+    std::fprintf(stderr, "training the demo parent into %s\n", parent.c_str());
+    e2e::RunResult r = e2e::Run({e2e::BinDir() + "/tailor-train-parent", "--out", parent},
+                                absl::Minutes(30));
+    if (r.exit_code != 0) {
+      std::fprintf(stderr, "tailor-train-parent failed:\n%s\n", r.err.c_str());
+      return 1;
+    }
+  }
+
+  json report;
+  report["parent"] = parent;
+  report["contracts"] = json::array();
+  e2e::Cluster cluster("bench-search-quality");
+  if (!cluster.StartCoordinator()) {
+    std::fprintf(stderr, "coordinator did not start (logs in %s)\n", cluster.dir().c_str());
+    return 1;
+  }
+  cluster.StartAgent("cpu0");
+  bool all_targets = true;
+  for (const std::string& path : f.contracts) {
+    const std::string text = absl::StrReplaceAll(ReadText(path), {{"PARENT", parent}});
+    const std::string name = std::filesystem::path(path).stem().string();
+    const absl::Time start = absl::Now();
+    const std::string id = cluster.Submit(cluster.WriteFile(name + ".textproto", text));
+    if (id.empty()) {
+      std::fprintf(stderr, "%s: submit failed\n", path.c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "%s: campaign %s\n", name.c_str(), id.c_str());
+    json campaign;
+    e2e::WaitFor(
+        [&] {
+          campaign = cluster.Status(id);
+          const std::string s = campaign.is_object() ? campaign.value("state", "") : "";
+          return s == "CAMPAIGN_SUCCEEDED" || s == "CAMPAIGN_FAILED" || s == "CAMPAIGN_CANCELLED";
+        },
+        absl::Minutes(90));
+    json entry;
+    entry["contract"] = name;
+    entry["campaign_id"] = id;
+    entry["state"] = campaign.value("state", "");
+    entry["wall_seconds"] = absl::ToDoubleSeconds(absl::Now() - start);
+    if (entry["state"] != "CAMPAIGN_SUCCEEDED") {
+      std::fprintf(stderr, "%s: campaign ended %s; logs in %s\n", name.c_str(),
+                   entry["state"].get<std::string>().c_str(), cluster.dir().c_str());
+      all_targets = false;
+      report["contracts"].push_back(entry);
+      continue;
+    }
+    json ac = ModelRow(campaign, "autocompress", "search", "distill", "verify");
+    json un = ModelRow(campaign, "uniform", "baseline_uniform", "distill_baseline",
+                       "verify_baseline");
+    entry["autocompress"] = ac;
+    entry["uniform"] = un;
+    const double kd_gain = 1.0 - Num(ac, "kd_loss") / Num(un, "kd_loss");
+    entry["kd_loss_reduction_vs_uniform"] = kd_gain;
+    entry["search_tokens_ratio"] = Num(ac, "search_tokens") / Num(un, "search_tokens");
+    entry["targets"] = {{"all_budgets_met", ac["all_met"].get<bool>()},
+                        {"kd_loss_10pct_better", kd_gain >= 0.10},
+                        {"equal_recovery_tokens", Num(ac, "recovery_tokens") ==
+                                                      Num(un, "recovery_tokens")}};
+    for (const auto& [k, v] : entry["targets"].items()) all_targets = all_targets && v.get<bool>();
+    report["contracts"].push_back(entry);
+
+    std::printf("\n== %s (campaign %s, %.0f s)\n", name.c_str(), id.c_str(),
+                entry["wall_seconds"].get<double>());
+    std::printf("%-13s %9s %9s %10s %12s %13s  %s\n", "model", "KD loss", "task acc",
+                "params", "search tok", "recovery tok", "measured / budget");
+    if (ac.contains("parent_task_accuracy")) {
+      std::printf("%-13s %9s %9.4f %10.0f %12s %13s\n", "parent", "0", Num(ac, "parent_task_accuracy"),
+                  Num(ac, "parent_parameters"), "-", "-");
+    }
+    for (const json* row : {&ac, &un}) {
+      std::printf("%-13s %9.4f %9.4f %10.0f %12.0f %13.0f  %s\n",
+                  (*row)["model"].get<std::string>().c_str(), Num(*row, "kd_loss"),
+                  Num(*row, "task_accuracy"), Num(*row, "parameters"), Num(*row, "search_tokens"),
+                  Num(*row, "recovery_tokens"), BudgetCells(*row).c_str());
+    }
+    std::printf("KD loss reduction vs uniform: %.1f%% (target >= 10%%); search tokens ratio "
+                "AutoCompress/uniform: %.2f\n",
+                100 * kd_gain, entry["search_tokens_ratio"].get<double>());
+    std::printf("architecture (AutoCompress): %s\n", ac["architecture"].dump().c_str());
+    std::printf("architecture (uniform):      %s\n", un["architecture"].dump().c_str());
+  }
+  report["all_targets_met"] = all_targets;
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(f.json_out).parent_path(), ec);
+  std::ofstream(f.json_out) << report.dump(2) << "\n";
+  std::printf("\nall targets met: %s; JSON written to %s\n", all_targets ? "yes" : "no",
+              f.json_out.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace tailor::bench
+
+int main(int argc, char** argv) { return tailor::bench::Main(argc, argv); }

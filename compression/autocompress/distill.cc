@@ -1,0 +1,393 @@
+#include "compression/autocompress/distill.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "compression/autocompress/search.h"
+#include "compression/model/config.h"
+#include "compression/tasks/suites.h"
+#include "compression/tasks/tokenizer.h"
+
+namespace tailor::autocompress {
+namespace {
+
+// Salts keep the training stream, the evaluation stream and the other jobs' streams (which
+// derive from the same contract seed) independent of each other.
+constexpr uint64_t kTrainSalt = 0x64697374696c6c31ULL;  // "distill1"
+constexpr uint64_t kEvalSalt = 0x64697374696c6c65ULL;   // "distille"
+constexpr char kCheckpointFile[] = "checkpoint.pt";
+constexpr char kMetaFile[] = "meta.txt";
+
+uint64_t MixSeed(uint64_t seed, uint64_t salt, uint64_t index) {
+  tasks::Rng rng(seed ^ salt ^ (index * 0x9E3779B97F4A7C15ULL));
+  rng.Next();  // one round so nearby indices do not give nearby states
+  return rng.Next();
+}
+
+// FNV-1a: the digests only tell runs apart (not a security boundary), and this library
+// must not depend on OpenSSL.
+std::string Digest(absl::string_view text) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return absl::StrFormat("%016x", h);
+}
+
+// Only what changes the trained weights: rank-local settings (rank, world size, evaluation,
+// checkpoint cadence) are left out so every rank computes the same digest and a resume on
+// another world size still matches.
+std::string OptionsDigest(const DistillOptions& o, const model::HybridConfig& teacher) {
+  return Digest(absl::StrFormat(
+      "tokens=%d;lr=%.17g;batch=%d;seq=%d;min_lr=%.17g;clip=%.17g;seed=%d;id=%s;teacher=%s",
+      o.tokens, o.learning_rate, o.batch_sequences, o.sequence_length, o.min_lr_ratio, o.grad_clip,
+      o.seed, o.identity, model::HybridConfigToJson(teacher)));
+}
+
+double LearningRate(const DistillOptions& o, int64_t step, int64_t steps) {
+  const double progress =
+      steps <= 1 ? 0.0 : static_cast<double>(step) / static_cast<double>(steps - 1);
+  const double cosine = 0.5 * (1.0 + std::cos(M_PI * progress));
+  return o.learning_rate * (o.min_lr_ratio + (1.0 - o.min_lr_ratio) * cosine);
+}
+
+// `count` rows of `length` tokens packed from `mixture`: samples are concatenated and run on
+// from one row into the next, so no position is padding.
+at::Tensor PackRows(tasks::TaskMixture& mixture, int64_t count, int64_t length) {
+  std::vector<int64_t> tokens;
+  tokens.reserve(count * length);
+  while (static_cast<int64_t>(tokens.size()) < count * length) {
+    const tasks::Sample s = mixture.Next();
+    for (tasks::Token t : s.tokens) {
+      if (static_cast<int64_t>(tokens.size()) == count * length) break;
+      tokens.push_back(t);
+    }
+  }
+  return torch::tensor(tokens, torch::kLong).view({count, length});
+}
+
+std::vector<const tasks::TaskSuite*> Pointers(
+    const std::vector<std::unique_ptr<tasks::TaskSuite>>& suites) {
+  std::vector<const tasks::TaskSuite*> out;
+  for (const auto& s : suites) out.push_back(s.get());
+  return out;
+}
+
+c10::Device DeviceOf(model::HybridLM& m) {
+  for (const auto& p : m->parameters()) return p.device();
+  return c10::Device(c10::kCPU);
+}
+
+// KL(teacher || student) on tokens [B, T], averaged over all tokens.
+absl::StatusOr<at::Tensor> KdLoss(model::HybridLM& teacher, model::HybridLM& student,
+                                  const at::Tensor& tokens) {
+  at::Tensor teacher_logits;
+  {
+    torch::NoGradGuard no_grad;
+    TAILOR_ASSIGN_OR_RETURN(model::ForwardOutput t, teacher->Forward(tokens.to(DeviceOf(teacher))));
+    teacher_logits = t.logits;
+  }
+  const c10::Device device = DeviceOf(student);
+  TAILOR_ASSIGN_OR_RETURN(model::ForwardOutput s, student->Forward(tokens.to(device)));
+  return ForwardKl(teacher_logits.to(device), s.logits);
+}
+
+struct Checkpoint {
+  int64_t step = 0;
+  double kd_loss_before = std::numeric_limits<double>::quiet_NaN();
+};
+
+absl::Status SaveCheckpoint(const std::string& dir, const std::string& config_digest,
+                            const std::string& options_digest, int64_t step, double kd_loss_before,
+                            model::HybridLM& student, const torch::optim::Adam& optimizer) {
+  torch::serialize::OutputArchive archive;
+  archive.write("config_digest", c10::IValue(config_digest));
+  archive.write("options_digest", c10::IValue(options_digest));
+  // The next step is also the data-stream position: batches are a function of (seed, step).
+  archive.write("step", c10::IValue(step));
+  archive.write("kd_loss_before", c10::IValue(kd_loss_before));
+  // Archive keys may not contain '.', so weights are stored by index with the names beside.
+  const model::TensorMap weights = student->StateDict();
+  std::vector<std::string> names;
+  for (const auto& [name, tensor] : weights) {
+    archive.write(absl::StrCat("w", names.size()), tensor.detach().to(torch::kCPU));
+    names.push_back(name);
+  }
+  archive.write("weight_names", c10::IValue(absl::StrJoin(names, "\n")));
+  torch::serialize::OutputArchive adam(archive.compilation_unit());
+  optimizer.save(adam);
+  archive.write("optimizer", adam);
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat(dir, ": cannot create: ", ec.message()));
+  TAILOR_RETURN_IF_ERROR(
+      model::WriteFileAtomically(absl::StrCat(dir, "/", kCheckpointFile), bytes.str()));
+  // For people only; the authoritative digests live inside the checkpoint, so a crash
+  // between these two writes cannot pair a stale meta file with a new checkpoint.
+  return model::WriteFileAtomically(
+      absl::StrCat(dir, "/", kMetaFile),
+      absl::StrCat("student_config_digest ", config_digest, "\noptions_digest ", options_digest,
+                   "\nstep ", step, "\n"));
+}
+
+// Restores the student and the optimizer from `bytes`. Returns nullopt (after logging why)
+// when the checkpoint belongs to another run; errors only for a matching but unreadable one.
+absl::StatusOr<std::optional<Checkpoint>> LoadCheckpoint(
+    const std::string& bytes, const std::string& where, const std::string& config_digest,
+    const std::string& options_digest, model::HybridLM& student, torch::optim::Adam& optimizer,
+    const std::function<void(const std::string&)>& log) {
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(bytes.data(), bytes.size());
+  } catch (const c10::Error& e) {
+    log(absl::StrCat("ignoring checkpoint ", where, ": unreadable (", e.what_without_backtrace(),
+                     ")"));
+    return std::nullopt;
+  }
+  c10::IValue config, options, step, before, names;
+  if (!archive.try_read("config_digest", config) || !archive.try_read("options_digest", options) ||
+      !archive.try_read("step", step) || !archive.try_read("kd_loss_before", before) ||
+      !archive.try_read("weight_names", names) || !config.isString() || !options.isString() ||
+      !step.isInt() || !before.isDouble() || !names.isString()) {
+    log(absl::StrCat("ignoring checkpoint ", where, ": not a distillation checkpoint"));
+    return std::nullopt;
+  }
+  if (config.toStringRef() != config_digest) {
+    log(absl::StrCat("ignoring checkpoint ", where, ": student config digest ",
+                     config.toStringRef(), " != ", config_digest, " (another student)"));
+    return std::nullopt;
+  }
+  if (options.toStringRef() != options_digest) {
+    log(absl::StrCat("ignoring checkpoint ", where, ": options digest ", options.toStringRef(),
+                     " != ", options_digest, " (other recovery settings, data or models)"));
+    return std::nullopt;
+  }
+  // Same run from here on: a checkpoint that does not load is corrupt, not foreign.
+  try {
+    model::TensorMap weights;
+    const std::vector<std::string> list = absl::StrSplit(names.toStringRef(), '\n');
+    for (size_t i = 0; i < list.size(); ++i) {
+      at::Tensor t;
+      archive.read(absl::StrCat("w", i), t);
+      weights[list[i]] = t;
+    }
+    TAILOR_RETURN_IF_ERROR(student->LoadStateDict(weights, where));
+    torch::serialize::InputArchive adam;
+    archive.read("optimizer", adam);
+    optimizer.load(adam);
+  } catch (const c10::Error& e) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint ", where, ": ", e.what_without_backtrace()));
+  }
+  Checkpoint c;
+  c.step = step.toInt();
+  c.kd_loss_before = before.toDouble();
+  return std::optional<Checkpoint>(c);
+}
+
+absl::Status Validate(model::HybridLM& teacher, model::HybridLM& student, const DistillOptions& o) {
+  const model::HybridConfig& t = teacher->config();
+  const model::HybridConfig& s = student->config();
+  if (t.vocab != s.vocab) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("distill: teacher vocab ", t.vocab, " != student vocab ", s.vocab));
+  }
+  if (s.vocab < tasks::kVocabSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "distill: vocab ", s.vocab, " is smaller than the task tokenizer's ", tasks::kVocabSize));
+  }
+  if (o.tokens < 0 || o.batch_sequences < 1 || o.sequence_length < 1 || !(o.learning_rate > 0) ||
+      o.min_lr_ratio < 0 || o.min_lr_ratio > 1 || o.grad_clip < 0 || o.eval_batches < 0) {
+    return absl::InvalidArgumentError(
+        "distill: need tokens >= 0, batch_sequences >= 1, sequence_length >= 1, lr > 0, "
+        "min_lr_ratio in [0, 1], grad_clip >= 0, eval_batches >= 0");
+  }
+  const int64_t max_seq = std::min(t.max_seq, s.max_seq);
+  if (o.sequence_length > max_seq) {
+    return absl::InvalidArgumentError(absl::StrCat("distill: sequence_length ", o.sequence_length,
+                                                   " exceeds max_seq ", max_seq,
+                                                   " of the teacher/student"));
+  }
+  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("distill: rank ", o.rank, " outside world size ", o.world_size));
+  }
+  if (o.batch_sequences < o.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("distill: batch_sequences ", o.batch_sequences,
+                                                   " < world size ", o.world_size,
+                                                   " (every rank needs at least one sequence)"));
+  }
+  if (o.world_size > 1 && !o.after_backward) {
+    return absl::InvalidArgumentError("distill: world_size > 1 needs an after_backward hook");
+  }
+  if (!o.checkpoint_dir.empty() && o.checkpoint_every_steps < 1) {
+    return absl::InvalidArgumentError("distill: checkpoint_every_steps must be >= 1");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int64_t DistillSteps(int64_t tokens, int64_t batch_sequences, int64_t sequence_length) {
+  if (tokens <= 0 || batch_sequences <= 0 || sequence_length <= 0) return 0;
+  return std::max<int64_t>(1, tokens / (batch_sequences * sequence_length));
+}
+
+at::Tensor DistillBatch(uint64_t seed, int64_t step, int64_t batch_sequences,
+                        int64_t sequence_length) {
+  const auto suites = tasks::AllSuites();
+  tasks::TaskMixture mixture(Pointers(suites), MixSeed(seed, kTrainSalt, step),
+                             tasks::Split::kTrain);
+  return PackRows(mixture, batch_sequences, sequence_length);
+}
+
+absl::StatusOr<double> HeldOutKdLoss(model::HybridLM& teacher, model::HybridLM& student,
+                                     uint64_t seed, int64_t batches, int64_t batch_sequences,
+                                     int64_t sequence_length) {
+  if (batches < 1) return absl::InvalidArgumentError("HeldOutKdLoss: batches must be >= 1");
+  try {
+    torch::NoGradGuard no_grad;
+    const bool was_training = student->is_training();
+    student->eval();
+    const auto suites = tasks::AllSuites();
+    tasks::TaskMixture mixture(Pointers(suites), MixSeed(seed, kEvalSalt, 0), tasks::Split::kEval);
+    double sum = 0;
+    for (int64_t b = 0; b < batches; ++b) {
+      const at::Tensor tokens = PackRows(mixture, batch_sequences, sequence_length);
+      TAILOR_ASSIGN_OR_RETURN(at::Tensor kd, KdLoss(teacher, student, tokens));
+      sum += kd.item<double>();
+    }
+    student->train(was_training);
+    return sum / static_cast<double>(batches);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("HeldOutKdLoss: ", e.what_without_backtrace()));
+  }
+}
+
+absl::StatusOr<DistillResult> Distill(model::HybridLM& teacher, model::HybridLM& student,
+                                      const DistillOptions& o, const DistillProgress& progress) {
+  TAILOR_RETURN_IF_ERROR(Validate(teacher, student, o));
+  const auto log = [&o](const std::string& line) {
+    if (o.log) {
+      o.log(line);
+    } else {
+      std::fprintf(stderr, "distill: %s\n", line.c_str());
+    }
+  };
+  DistillResult result;
+  result.steps = DistillSteps(o.tokens, o.batch_sequences, o.sequence_length);
+  const int64_t row_begin = o.rank * o.batch_sequences / o.world_size;
+  const int64_t row_end = (o.rank + 1) * o.batch_sequences / o.world_size;
+  // Scales this rank's mean so the mean over ranks is the global batch mean (rows have equal
+  // token counts), exact even for uneven splits.
+  const double share = static_cast<double>((row_end - row_begin) * o.world_size) /
+                       static_cast<double>(o.batch_sequences);
+  const std::string config_digest = Digest(model::HybridConfigToJson(student->config()));
+  const std::string options_digest = OptionsDigest(o, teacher->config());
+  const std::string checkpoint_path = absl::StrCat(o.checkpoint_dir, "/", kCheckpointFile);
+
+  try {
+    teacher->eval();
+    torch::optim::Adam optimizer(
+        student->parameters(),
+        torch::optim::AdamOptions(o.learning_rate).betas({0.9, 0.95}).weight_decay(0.0));
+
+    int64_t start = 0;
+    if (!o.checkpoint_dir.empty()) {
+      std::string bytes;
+      if (std::filesystem::exists(checkpoint_path)) {
+        absl::StatusOr<std::string> read = model::ReadFileToString(checkpoint_path);
+        if (read.ok()) {
+          bytes = *std::move(read);
+        } else {
+          log(absl::StrCat("ignoring checkpoint ", checkpoint_path, ": ", read.status().message()));
+        }
+      }
+      if (o.share_checkpoint) TAILOR_RETURN_IF_ERROR(o.share_checkpoint(bytes));
+      if (!bytes.empty()) {
+        TAILOR_ASSIGN_OR_RETURN(std::optional<Checkpoint> c,
+                                LoadCheckpoint(bytes, checkpoint_path, config_digest,
+                                               options_digest, student, optimizer, log));
+        if (c.has_value()) {
+          start = std::min(c->step, result.steps);
+          result.resumed_from_step = start;
+          result.kd_loss_before = c->kd_loss_before;
+          log(absl::StrCat("resumed from step ", start, " of ", result.steps, " (", checkpoint_path,
+                           ")"));
+        }
+      }
+    }
+    if (start == 0 && o.eval_batches > 0) {
+      TAILOR_ASSIGN_OR_RETURN(result.kd_loss_before,
+                              HeldOutKdLoss(teacher, student, o.seed, o.eval_batches,
+                                            o.batch_sequences, o.sequence_length));
+    }
+    const bool checkpointing = !o.checkpoint_dir.empty() && o.write_checkpoints;
+    auto save = [&](int64_t step) {
+      return SaveCheckpoint(o.checkpoint_dir, config_digest, options_digest, step,
+                            result.kd_loss_before, student, optimizer);
+    };
+
+    const std::vector<at::Tensor> params = student->parameters();
+    student->train();
+    result.steps_done = start;
+    for (int64_t step = start; step < result.steps; ++step) {
+      const double lr = LearningRate(o, step, result.steps);
+      for (auto& group : optimizer.param_groups()) {
+        static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
+      }
+      const at::Tensor batch = DistillBatch(o.seed, step, o.batch_sequences, o.sequence_length)
+                                   .slice(0, row_begin, row_end);
+      TAILOR_ASSIGN_OR_RETURN(at::Tensor kd, KdLoss(teacher, student, batch));
+      at::Tensor loss = kd * share;
+      optimizer.zero_grad();
+      loss.backward();
+      if (o.after_backward) TAILOR_RETURN_IF_ERROR(o.after_backward(params));
+      if (o.grad_clip > 0) torch::nn::utils::clip_grad_norm_(params, o.grad_clip);
+      optimizer.step();
+      result.steps_done = step + 1;
+
+      bool saved = false;
+      if (checkpointing && (result.steps_done % o.checkpoint_every_steps == 0 ||
+                            result.steps_done == result.steps)) {
+        TAILOR_RETURN_IF_ERROR(save(result.steps_done));
+        saved = true;
+      }
+      if (progress && !progress({result.steps_done, result.steps, loss.item<double>(), lr})) {
+        if (checkpointing && !saved) TAILOR_RETURN_IF_ERROR(save(result.steps_done));
+        result.stopped = true;
+        break;
+      }
+    }
+    student->eval();
+    result.tokens_trained = result.steps_done * o.batch_sequences * o.sequence_length;
+    if (!result.stopped && o.eval_batches > 0) {
+      TAILOR_ASSIGN_OR_RETURN(result.kd_loss_after,
+                              HeldOutKdLoss(teacher, student, o.seed, o.eval_batches,
+                                            o.batch_sequences, o.sequence_length));
+    }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("distill: ", e.what_without_backtrace()));
+  }
+  return result;
+}
+
+}  // namespace tailor::autocompress

@@ -1,0 +1,472 @@
+#include "compression/autocompress/uniform.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "compression/autocompress/extract.h"
+
+namespace tailor::autocompress {
+namespace {
+
+using model::HybridConfig;
+using model::LayerKind;
+using model::LayerSpec;
+
+std::string Num(double v) { return absl::StrFormat("%.6g", v); }
+
+// rho per set budget, named by its contract field (> 1 always means "violated").
+struct Rho {
+  const char* budget;
+  double rho;
+};
+std::vector<Rho> Rhos(const costmodel::Prediction& p, const Budgets& b) {
+  std::vector<Rho> out;
+  if (b.latency_ms) out.push_back({"latency_ms_max", p.latency_ms / *b.latency_ms});
+  if (b.memory_mib) out.push_back({"memory_mib_max", p.memory_mib / *b.memory_mib});
+  if (b.throughput) {
+    out.push_back({"throughput_tokens_per_s_min", p.throughput_tokens_per_s > 0
+                                                      ? *b.throughput / p.throughput_tokens_per_s
+                                                      : std::numeric_limits<double>::infinity()});
+  }
+  return out;
+}
+
+absl::StatusOr<costmodel::Prediction> PredictChild(const HybridConfig& parent,
+                                                   const SearchSpace& space,
+                                                   const costmodel::CostModel& model,
+                                                   const std::vector<int>& indices,
+                                                   HybridConfig* child_out = nullptr) {
+  TAILOR_ASSIGN_OR_RETURN(HybridConfig child, ChildConfig(parent, space, indices));
+  TAILOR_ASSIGN_OR_RETURN(costmodel::Prediction p, model.Predict(child));
+  if (child_out != nullptr) *child_out = std::move(child);
+  return p;
+}
+
+const char* KindName(AxisKind k) {
+  switch (k) {
+    case AxisKind::kHidden:
+      return "hidden";
+    case AxisKind::kMambaHeads:
+      return "mamba_heads";
+    case AxisKind::kAttentionHeads:
+      return "attention_heads_per_group";
+    case AxisKind::kExperts:
+      return "experts";
+    case AxisKind::kExpertFfn:
+      return "expert_ffn";
+    case AxisKind::kSharedFfn:
+      return "shared_ffn";
+    case AxisKind::kMlpFfn:
+      return "mlp_ffn";
+  }
+  return "?";
+}
+
+// The index of the non-zero width of `axis` closest to `target` (ties to the wider).
+int ClosestNonZero(const ChoiceAxis& axis, double target) {
+  int best = -1;
+  for (int j = 0; j < static_cast<int>(axis.widths.size()); ++j) {
+    if (axis.widths[j] == 0) continue;
+    if (best < 0 || std::abs(axis.widths[j] - target) <= std::abs(axis.widths[best] - target)) {
+      best = j;
+    }
+  }
+  return best;
+}
+
+double RangeSum(const std::vector<double>& v, int64_t lo, int64_t hi) {
+  double s = 0;
+  for (int64_t i = std::max<int64_t>(lo, 0); i < std::min<int64_t>(hi, v.size()); ++i) s += v[i];
+  return s;
+}
+
+double Total(const std::vector<double>& v) { return RangeSum(v, 0, v.size()); }
+
+// Share of axis a's importance lost by shrinking it from width `from` to `to` (see
+// RepairToBudgets). Falls back to the share of the width when no scores are available.
+double ImportanceLost(const HybridConfig& parent, const SearchSpace& space,
+                      const std::vector<int>& indices, int a, int64_t from, int64_t to,
+                      const Importance* imp) {
+  const ChoiceAxis& axis = space.axes[a];
+  const double width_share = static_cast<double>(from - to) /
+                             static_cast<double>(std::max<int64_t>(axis.widths.back(), 1));
+  if (imp == nullptr) return width_share;
+  double lost = 0, total = 0;
+  const LayerImportance* li = axis.layer >= 0 && axis.layer < static_cast<int>(imp->layers.size())
+                                  ? &imp->layers[axis.layer]
+                                  : nullptr;
+  switch (axis.kind) {
+    case AxisKind::kHidden:
+      lost = RangeSum(imp->hidden, to, from);
+      total = Total(imp->hidden);
+      break;
+    case AxisKind::kMambaHeads:
+      for (size_t l = 0; l < parent.layers.size() && l < imp->layers.size(); ++l) {
+        const LayerSpec& s = parent.layers[l];
+        if (s.kind != LayerKind::kMamba || s.mamba.heads == 0) continue;
+        const std::vector<double>& v = imp->layers[l].mamba_heads;
+        lost += RangeSum(v, std::min(to, s.mamba.heads), std::min(from, s.mamba.heads));
+        total += Total(v);
+      }
+      break;
+    case AxisKind::kAttentionHeads: {
+      if (li == nullptr) break;
+      const LayerSpec& s = parent.layers[axis.layer];
+      const int64_t g = s.attention.kv_heads > 0 ? s.attention.heads / s.attention.kv_heads : 1;
+      const std::vector<double>& v = li->attention_heads;
+      for (size_t h = 0; h < v.size(); ++h) {
+        const int64_t pos = static_cast<int64_t>(h) % g;  // rank inside its GQA group
+        if (pos >= to && pos < from) lost += v[h];
+        total += v[h];
+      }
+      break;
+    }
+    case AxisKind::kExperts:
+      if (li == nullptr) break;
+      lost = RangeSum(li->experts, to, from);
+      total = Total(li->experts);
+      break;
+    case AxisKind::kExpertFfn: {
+      if (li == nullptr) break;
+      // Only the experts currently kept lose FFN channels.
+      int64_t kept = parent.layers[axis.layer].moe.experts;
+      for (size_t b = 0; b < space.axes.size(); ++b) {
+        if (space.axes[b].layer == axis.layer && space.axes[b].kind == AxisKind::kExperts) {
+          kept = space.axes[b].widths[indices[b]];
+        }
+      }
+      for (size_t e = 0; e < li->expert_ffn.size(); ++e) {
+        if (static_cast<int64_t>(e) < kept) lost += RangeSum(li->expert_ffn[e], to, from);
+        total += Total(li->expert_ffn[e]);
+      }
+      break;
+    }
+    case AxisKind::kSharedFfn:
+      if (li == nullptr) break;
+      lost = RangeSum(li->shared_ffn, to, from);
+      total = Total(li->shared_ffn);
+      break;
+    case AxisKind::kMlpFfn:
+      if (li == nullptr) break;
+      lost = RangeSum(li->mlp_ffn, to, from);
+      total = Total(li->mlp_ffn);
+      break;
+  }
+  return total > 0 ? lost / total : width_share;
+}
+
+// The second phase of RepairToBudgets: one big shrink can overshoot, so shrunk axes are grown
+// back (never past the search's choice) while every budget stays met, most importance
+// regained per unit of rho added first.
+void GrowBack(const HybridConfig& parent, const SearchSpace& space,
+              const costmodel::CostModel& model, const Budgets& budgets,
+              const std::vector<int>& original, const Importance* importance,
+              std::vector<int>& indices, RepairResult& out) {
+  while (true) {
+    const std::vector<Rho> now = Rhos(out.predicted, budgets);
+    int best_axis = -1;
+    double best_ratio = 0;
+    costmodel::Prediction best_pred;
+    for (size_t a = 0; a < space.axes.size(); ++a) {
+      if (indices[a] >= original[a]) continue;
+      std::vector<int> cand = indices;
+      ++cand[a];
+      absl::StatusOr<costmodel::Prediction> p = PredictChild(parent, space, model, cand);
+      if (!p.ok() || !BudgetViolations(*p, budgets).empty()) continue;
+      const std::vector<Rho> next = Rhos(*p, budgets);
+      double added = 0;
+      for (size_t r = 0; r < now.size(); ++r) added += next[r].rho - now[r].rho;
+      const double gained =
+          ImportanceLost(parent, space, cand, static_cast<int>(a), space.axes[a].widths[cand[a]],
+                         space.axes[a].widths[indices[a]], importance);
+      // Growing for free (or cheaper) always wins.
+      const double ratio = added > 0 ? gained / added : std::numeric_limits<double>::infinity();
+      if (best_axis < 0 || ratio > best_ratio) {
+        best_axis = static_cast<int>(a);
+        best_ratio = ratio;
+        best_pred = *p;
+      }
+    }
+    if (best_axis < 0) return;
+    const ChoiceAxis& axis = space.axes[best_axis];
+    out.changes.push_back(absl::StrCat(axis.name, " ", axis.widths[indices[best_axis]], " -> ",
+                                       axis.widths[indices[best_axis] + 1], " (grown back)"));
+    ++indices[best_axis];
+    out.predicted = best_pred;
+  }
+}
+
+std::string LayerText(const LayerSpec& l) {
+  const std::string kind(model::LayerKindName(l.kind));
+  if (!l.present()) return absl::StrCat(kind, " removed");
+  switch (l.kind) {
+    case LayerKind::kAttention:
+      return absl::StrCat(kind, " heads=", l.attention.heads, ",kv=", l.attention.kv_heads,
+                          ",head_dim=", l.attention.head_dim);
+    case LayerKind::kMamba:
+      return absl::StrCat(kind, " heads=", l.mamba.heads, ",head_dim=", l.mamba.head_dim,
+                          ",state=", l.mamba.state);
+    case LayerKind::kMoe:
+      return absl::StrCat(kind, " experts=", l.moe.experts, ",top_k=", l.moe.top_k,
+                          ",expert_ffn=", l.moe.expert_ffn, ",shared_ffn=", l.moe.shared_ffn);
+    case LayerKind::kMlp:
+      return absl::StrCat(kind, " ffn=", l.mlp.ffn);
+  }
+  return kind;
+}
+
+}  // namespace
+
+std::vector<std::string> BudgetViolations(const costmodel::Prediction& p, const Budgets& b) {
+  std::vector<std::string> out;
+  if (b.latency_ms && p.latency_ms > *b.latency_ms) {
+    out.push_back(
+        absl::StrCat("latency_ms ", Num(p.latency_ms), " > latency_ms_max ", Num(*b.latency_ms)));
+  }
+  if (b.memory_mib && p.memory_mib > *b.memory_mib) {
+    out.push_back(
+        absl::StrCat("memory_mib ", Num(p.memory_mib), " > memory_mib_max ", Num(*b.memory_mib)));
+  }
+  if (b.throughput && p.throughput_tokens_per_s < *b.throughput) {
+    out.push_back(absl::StrCat("throughput_tokens_per_s ", Num(p.throughput_tokens_per_s),
+                               " < throughput_tokens_per_s_min ", Num(*b.throughput)));
+  }
+  return out;
+}
+
+absl::Status CheckBudgetsReachable(const HybridConfig& parent, const SearchSpace& space,
+                                   const costmodel::CostModel& model, const Budgets& budgets) {
+  const std::vector<int> cheapest(space.axes.size(), 0);
+  TAILOR_ASSIGN_OR_RETURN(costmodel::Prediction p, PredictChild(parent, space, model, cheapest));
+  const std::vector<std::string> v = BudgetViolations(p, budgets);
+  if (v.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "no architecture in the search space meets the budget: even the cheapest one (every "
+      "axis at its narrowest choice) is predicted at ",
+      absl::StrJoin(v, "; ")));
+}
+
+absl::StatusOr<UniformGrid> UniformCandidates(const HybridConfig& parent, const SearchSpace& space,
+                                              const costmodel::CostModel& model,
+                                              const Budgets& budgets) {
+  // Axes grouped by kind, in AxisKind order; levels = most non-zero widths of any axis.
+  struct Kind {
+    AxisKind kind;
+    std::vector<int> axes;
+    int levels = 0;
+  };
+  std::map<AxisKind, Kind> by_kind;
+  for (size_t a = 0; a < space.axes.size(); ++a) {
+    const ChoiceAxis& axis = space.axes[a];
+    Kind& k = by_kind[axis.kind];
+    k.kind = axis.kind;
+    k.axes.push_back(static_cast<int>(a));
+    const int nonzero = static_cast<int>(
+        std::count_if(axis.widths.begin(), axis.widths.end(), [](int64_t w) { return w > 0; }));
+    k.levels = std::max(k.levels, nonzero);
+  }
+  std::vector<Kind> kinds;
+  for (auto& [kind, k] : by_kind) {
+    if (k.levels == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("uniform grid: no non-zero ", KindName(kind), " width"));
+    }
+    kinds.push_back(std::move(k));
+  }
+
+  UniformGrid grid;
+  std::set<std::vector<int>> seen;
+  double best_latency = std::numeric_limits<double>::infinity();
+  double best_memory = std::numeric_limits<double>::infinity();
+  double best_throughput = 0;
+  std::vector<int> level(kinds.size(), 1);  // 1..levels per kind (mixed-radix counter)
+  while (true) {
+    std::vector<int> indices(space.axes.size(), 0);
+    std::vector<std::string> text;
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      const double f = static_cast<double>(level[k]) / kinds[k].levels;
+      for (int a : kinds[k].axes) {
+        const ChoiceAxis& axis = space.axes[a];
+        indices[a] = ClosestNonZero(axis, f * static_cast<double>(axis.widths.back()));
+      }
+      text.push_back(absl::StrCat(KindName(kinds[k].kind), "=", level[k], "/", kinds[k].levels));
+    }
+    if (seen.insert(indices).second) {
+      UniformCandidate c;
+      TAILOR_ASSIGN_OR_RETURN(c.predicted, PredictChild(parent, space, model, indices, &c.config));
+      c.indices = indices;
+      c.levels = absl::StrJoin(text, " ");
+      c.parameters = c.config.ParameterCount();
+      best_latency = std::min(best_latency, c.predicted.latency_ms);
+      best_memory = std::min(best_memory, c.predicted.memory_mib);
+      best_throughput = std::max(best_throughput, c.predicted.throughput_tokens_per_s);
+      ++grid.grid_size;
+      if (BudgetViolations(c.predicted, budgets).empty()) grid.fitting.push_back(std::move(c));
+    }
+    size_t k = 0;
+    while (k < kinds.size() && level[k] == kinds[k].levels) level[k++] = 1;
+    if (k == kinds.size()) break;
+    ++level[k];
+  }
+
+  if (grid.fitting.empty()) {
+    std::vector<std::string> unreachable, best;
+    auto note = [&](const std::optional<double>& b, const char* field, double value,
+                    const char* what, bool floor) {
+      if (!b) return;
+      const std::string line =
+          absl::StrCat(field, " ", Num(*b), " (", what, " predicted ", Num(value), ")");
+      best.push_back(line);
+      if (floor ? value < *b : value > *b) unreachable.push_back(line);
+    };
+    note(budgets.latency_ms, "latency_ms_max", best_latency, "smallest", false);
+    note(budgets.memory_mib, "memory_mib_max", best_memory, "smallest", false);
+    note(budgets.throughput, "throughput_tokens_per_s_min", best_throughput, "largest", true);
+    if (!unreachable.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("no uniform architecture of ", grid.grid_size,
+                       " meets the budget: ", absl::StrJoin(unreachable, "; ")));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no uniform architecture of ", grid.grid_size,
+        " meets all budgets together (each alone can be met): ", absl::StrJoin(best, "; ")));
+  }
+  std::stable_sort(grid.fitting.begin(), grid.fitting.end(),
+                   [](const UniformCandidate& a, const UniformCandidate& b) {
+                     if (a.parameters != b.parameters) return a.parameters > b.parameters;
+                     return a.predicted.latency_ms < b.predicted.latency_ms;
+                   });
+  return grid;
+}
+
+absl::StatusOr<UniformResult> SelectUniform(model::HybridLM& ranked_parent,
+                                            const SearchSpace& space,
+                                            const costmodel::CostModel& model,
+                                            const Budgets& budgets,
+                                            const std::vector<at::Tensor>& eval_batches,
+                                            const UniformOptions& options) {
+  if (options.keep < 1) return absl::InvalidArgumentError("SelectUniform: keep must be >= 1");
+  if (eval_batches.empty()) {
+    return absl::InvalidArgumentError("SelectUniform: no evaluation batches");
+  }
+  TAILOR_ASSIGN_OR_RETURN(UniformGrid grid,
+                          UniformCandidates(ranked_parent->config(), space, model, budgets));
+  UniformResult out;
+  out.grid_size = grid.grid_size;
+  out.fitting = static_cast<int64_t>(grid.fitting.size());
+  try {
+    torch::NoGradGuard no_grad;
+    std::vector<at::Tensor> teacher;
+    int64_t tokens_per_pass = 0;
+    for (const at::Tensor& b : eval_batches) {
+      TAILOR_ASSIGN_OR_RETURN(model::ForwardOutput t, ranked_parent->Forward(b));
+      teacher.push_back(t.logits);
+      tokens_per_pass += b.numel();
+    }
+    const size_t n = std::min<size_t>(options.keep, grid.fitting.size());
+    for (size_t i = 0; i < n; ++i) {
+      UniformCandidate c = std::move(grid.fitting[i]);
+      TAILOR_ASSIGN_OR_RETURN(Student s, ExtractStudent(ranked_parent, space, c.indices));
+      double sum = 0;
+      for (size_t b = 0; b < eval_batches.size(); ++b) {
+        TAILOR_ASSIGN_OR_RETURN(model::ForwardOutput o, s.model->Forward(eval_batches[b]));
+        sum += ForwardKl(teacher[b], o.logits).item<double>();
+      }
+      c.kd_loss = sum / static_cast<double>(eval_batches.size());
+      out.eval_tokens += tokens_per_pass;
+      out.scored.push_back(std::move(c));
+    }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("SelectUniform: ", e.what_without_backtrace()));
+  }
+  // Lowest loss; ties keep the larger (earlier) candidate.
+  size_t best = 0;
+  for (size_t i = 1; i < out.scored.size(); ++i) {
+    if (out.scored[i].kd_loss < out.scored[best].kd_loss) best = i;
+  }
+  out.best = out.scored[best];
+  return out;
+}
+
+absl::StatusOr<RepairResult> RepairToBudgets(const HybridConfig& parent, const SearchSpace& space,
+                                             const costmodel::CostModel& model,
+                                             const Budgets& budgets, std::vector<int> indices,
+                                             const Importance* importance) {
+  RepairResult out;
+  TAILOR_ASSIGN_OR_RETURN(out.predicted, PredictChild(parent, space, model, indices));
+  // Every shrink lowers some index, so this bounds the loop.
+  const int64_t max_moves = space.total_choices();
+  const std::vector<int> original = indices;
+  for (int64_t move = 0; move <= max_moves; ++move) {
+    if (BudgetViolations(out.predicted, budgets).empty()) {
+      if (out.repaired) GrowBack(parent, space, model, budgets, original, importance, indices, out);
+      out.indices = std::move(indices);
+      return out;
+    }
+    const std::vector<Rho> now = Rhos(out.predicted, budgets);
+    int best_axis = -1;
+    double best_ratio = 0, best_saved = 0;
+    costmodel::Prediction best_pred;
+    for (size_t a = 0; a < space.axes.size(); ++a) {
+      if (indices[a] == 0) continue;
+      std::vector<int> cand = indices;
+      --cand[a];
+      absl::StatusOr<costmodel::Prediction> p = PredictChild(parent, space, model, cand);
+      if (!p.ok()) continue;  // not a valid child (cannot happen for prefix widths)
+      const std::vector<Rho> next = Rhos(*p, budgets);
+      double saved = 0;
+      for (size_t r = 0; r < now.size(); ++r) {
+        if (now[r].rho > 1.0) saved += now[r].rho - next[r].rho;
+      }
+      if (!(saved > 0)) continue;
+      const double lost = ImportanceLost(parent, space, indices, static_cast<int>(a),
+                                         space.axes[a].widths[indices[a]],
+                                         space.axes[a].widths[cand[a]], importance);
+      const double ratio = lost / saved;
+      if (best_axis < 0 || ratio < best_ratio || (ratio == best_ratio && saved > best_saved)) {
+        best_axis = static_cast<int>(a);
+        best_ratio = ratio;
+        best_saved = saved;
+        best_pred = *p;
+      }
+    }
+    if (best_axis < 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("budget repair: no narrower choice lowers the excess any more (",
+                       absl::StrJoin(BudgetViolations(out.predicted, budgets), "; "), ")"));
+    }
+    const ChoiceAxis& axis = space.axes[best_axis];
+    out.changes.push_back(absl::StrCat(axis.name, " ", axis.widths[indices[best_axis]], " -> ",
+                                       axis.widths[indices[best_axis] - 1]));
+    --indices[best_axis];
+    out.predicted = best_pred;
+    out.repaired = true;
+  }
+  return absl::InternalError("budget repair did not terminate");
+}
+
+std::vector<std::string> DescribeLayers(const HybridConfig& config) {
+  std::vector<std::string> out;
+  for (const LayerSpec& l : config.layers) out.push_back(LayerText(l));
+  return out;
+}
+
+std::string DescribeArchitecture(const HybridConfig& config) {
+  std::string s = absl::StrCat("hidden=", config.hidden);
+  for (size_t i = 0; i < config.layers.size(); ++i) {
+    absl::StrAppend(&s, " | L", i, " ", LayerText(config.layers[i]));
+  }
+  return s;
+}
+
+}  // namespace tailor::autocompress

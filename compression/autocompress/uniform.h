@@ -1,0 +1,120 @@
+#ifndef TAILOR_COMPRESSION_AUTOCOMPRESS_UNIFORM_H_
+#define TAILOR_COMPRESSION_AUTOCOMPRESS_UNIFORM_H_
+
+// The Minitron-style uniform baseline (the campaign's `baseline_uniform` job) and the
+// hard-architecture budget checks both AutoCompress jobs share.
+//
+// Uniform baseline: one width LEVEL per axis kind (hidden, Mamba heads, attention heads per
+// group, experts, expert FFN, shared FFN, MLP FFN), applied to every layer. Kind k has n_k
+// levels, n_k = the most non-zero widths any of its axes has; level i keeps the fraction
+// i / n_k of each axis, i.e. on every axis of the kind the non-zero width closest to
+// full * i / n_k (ties to the wider), so every layer takes the same relative step. Width 0
+// (removing layers) is never used: a uniform baseline prunes width, not depth. The grid of
+// level combinations is enumerated, every candidate priced with CostModel::Predict, those
+// meeting every budget kept, the largest few (by parameter count) scored by the KD loss of
+// the sliced student against the ranked parent on held-out batches (no training), and the
+// lowest loss wins.
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "compression/autocompress/ranking.h"
+#include "compression/autocompress/search.h"
+#include "compression/autocompress/space.h"
+#include "compression/costmodel/cost_model.h"
+#include "compression/model/hybrid_lm.h"
+
+namespace tailor::autocompress {
+
+// "latency_ms 12.5 > latency_ms_max 10" per violated budget; empty when all are met.
+std::vector<std::string> BudgetViolations(const costmodel::Prediction& p, const Budgets& budgets);
+
+// FAILED_PRECONDITION when the cheapest architecture of the space (the narrowest global
+// widths, every per-layer axis at its first choice, i.e. removed where removal is allowed)
+// violates a budget: the cost model grows with every width (up to the small interaction
+// correction), so then no architecture of the space meets it. The message names the budget
+// and the cheapest predicted value.
+absl::Status CheckBudgetsReachable(const model::HybridConfig& parent, const SearchSpace& space,
+                                   const costmodel::CostModel& model, const Budgets& budgets);
+
+struct UniformCandidate {
+  std::vector<int> indices;  // one per axis of the space
+  std::string levels;        // "hidden=3/4 attention_heads=2/2 ...", for reports
+  model::HybridConfig config;
+  costmodel::Prediction predicted;
+  int64_t parameters = 0;
+  double kd_loss = 0.0;  // set by SelectUniform for scored candidates
+};
+
+struct UniformGrid {
+  int64_t grid_size = 0;                  // distinct uniform architectures
+  std::vector<UniformCandidate> fitting;  // meeting every budget: most parameters first
+};
+
+// FAILED_PRECONDITION when no uniform architecture meets every budget: names each budget no
+// candidate meets with the smallest (largest for throughput) predicted value, or, when each
+// is met by some candidate but none meets all, every budget with its best value.
+absl::StatusOr<UniformGrid> UniformCandidates(const model::HybridConfig& parent,
+                                              const SearchSpace& space,
+                                              const costmodel::CostModel& model,
+                                              const Budgets& budgets);
+
+struct UniformOptions {
+  int keep = 3;  // fitting candidates scored (the largest by parameter count)
+};
+
+struct UniformResult {
+  UniformCandidate best;                 // lowest KD loss among the scored
+  std::vector<UniformCandidate> scored;  // most parameters first, kd_loss set
+  int64_t grid_size = 0;
+  int64_t fitting = 0;
+  int64_t eval_tokens = 0;  // tokens run through the scored students
+};
+
+// `ranked_parent` is the teacher and the slicing source; `eval_batches` are token batches
+// [B, T] held out from training.
+absl::StatusOr<UniformResult> SelectUniform(model::HybridLM& ranked_parent,
+                                            const SearchSpace& space,
+                                            const costmodel::CostModel& model,
+                                            const Budgets& budgets,
+                                            const std::vector<at::Tensor>& eval_batches,
+                                            const UniformOptions& options = {});
+
+// Greedy repair of a hard architecture that violates a budget (the search's argmax can: the
+// penalty is on soft samples and has a dead zone only below the budget). Repeatedly takes
+// the one-step shrink (one axis to its next narrower choice) with the smallest importance
+// lost per unit of budget excess saved, until every budget is met:
+//   lost  = importance of the units the shrink removes / the axis's total importance
+//           (ranking scores of the ranked parent; without them, the fraction of the width)
+//   saved = sum over violated budgets of the drop in rho (cost / budget, budget / cost for
+//           the throughput floor)
+// Then, since one large shrink (say of the hidden width) can overshoot, shrunk axes are
+// grown back one step at a time (never past the given choice) while every budget stays met,
+// the most importance regained per unit of rho added first.
+// FAILED_PRECONDITION when no shrink lowers the excess any more.
+struct RepairResult {
+  std::vector<int> indices;
+  costmodel::Prediction predicted;
+  bool repaired = false;  // at least one shrink was needed
+  // In order: "layers[3].mlp_ffn 256 -> 192", "hidden 96 -> 128 (grown back)".
+  std::vector<std::string> changes;
+};
+absl::StatusOr<RepairResult> RepairToBudgets(const model::HybridConfig& parent,
+                                             const SearchSpace& space,
+                                             const costmodel::CostModel& model,
+                                             const Budgets& budgets, std::vector<int> indices,
+                                             const Importance* importance = nullptr);
+
+// One line for reports: "hidden=96 | L0 attention heads=4,kv=2 | L1 removed | ...".
+std::string DescribeArchitecture(const model::HybridConfig& config);
+// One string per layer, "attention heads=4,kv=2,head_dim=32" or "<kind> removed".
+std::vector<std::string> DescribeLayers(const model::HybridConfig& config);
+
+}  // namespace tailor::autocompress
+
+#endif  // TAILOR_COMPRESSION_AUTOCOMPRESS_UNIFORM_H_

@@ -1,0 +1,208 @@
+// The main job through real processes, shortened: a coordinator, a CPU profiler agent and
+// the local launcher's 2-rank tailor-worker jobs run profile -> rank -> search -> distill ->
+// verify with the uniform baseline beside it, on a barely trained parent. Then a second
+// campaign with the same target fingerprint reuses the cost table.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/cluster.h"
+
+namespace tailor::e2e {
+namespace {
+
+// Memory is what the engine allocates, deterministic for an architecture, so a ceiling
+// below the parent's (about 3.9 MiB for this workload) forces a smaller student whatever the
+// host's speed; the latency ceiling is loose for the same reason.
+std::string Contract(const std::string& name, const std::string& parent) {
+  return absl::StrCat(
+      "name: \"", name, "\"\nmethod: AUTOCOMPRESS\nparent { path: \"", parent, "\" }\n",
+      "target { device_kind: \"cpu\" precision: FP32 }\n",
+      "workload { batch_size: 1 input_tokens: 16 output_tokens: 8 cached_prefix_tokens: 0 }\n",
+      "budget { latency_ms_max: 5000 memory_mib_max: 3.0 }\n",
+      "ranking { calibration_samples: 32 }\n",
+      "search { steps: 6 sampled_architectures: 4 batch_sequences: 8 sequence_length: 32 }\n",
+      "recovery { tokens: 1536 batch_sequences: 8 sequence_length: 32 "
+      "checkpoint_every_steps: 2 }\n",
+      "compare_uniform_baseline: true\n",
+      "resources { search { ranks_per_node: 2 } distill { ranks_per_node: 2 } }\n");
+}
+
+nlohmann::json JobOf(const nlohmann::json& campaign, const std::string& key) {
+  for (const auto& j : campaign["jobs"]) {
+    if (j["key"] == key) return j;
+  }
+  return nullptr;
+}
+
+// Proto JSON writes int64 as a string.
+int64_t Int64Of(const nlohmann::json& v) {
+  return v.is_string() ? std::stoll(v.get<std::string>()) : v.get<int64_t>();
+}
+
+// A parent trained for two steps: enough to exercise every job, in seconds. "" on failure.
+std::string TrainTinyParent(Cluster& cluster) {
+  const std::string parent = cluster.dir() + "/parent";
+  RunResult train = Run({BinDir() + "/tailor-train-parent", "--out", parent, "--steps", "2",
+                         "--eval-samples", "1"},
+                        absl::Seconds(300));
+  EXPECT_EQ(train.exit_code, 0) << train.out << train.err;
+  return train.exit_code == 0 ? parent : "";
+}
+
+TEST(AutocompressE2E, ShortCampaignMeetsBudgetsAndReusesCostTable) {
+  Cluster cluster("autocompress");
+  const std::string parent = TrainTinyParent(cluster);
+  ASSERT_FALSE(parent.empty());
+  ASSERT_TRUE(cluster.StartCoordinator());
+  cluster.StartAgent("cpu0", {"--profile-rounds", "3", "--profile-validation", "8",
+                              "--verify-repetitions", "3", "--verify-task-samples", "4"});
+
+  const std::string id =
+      cluster.Submit(cluster.WriteFile("ac.textproto", Contract("ac", parent)), "ac-1");
+  ASSERT_FALSE(id.empty());
+  const bool done = cluster.WaitForState(id, "CAMPAIGN_SUCCEEDED", absl::Minutes(15));
+  nlohmann::json campaign = cluster.Status(id);
+  ASSERT_TRUE(done) << campaign.dump(2);
+
+  for (const char* key : {"profile", "rank", "search", "distill", "verify", "baseline_uniform",
+                          "distill_baseline", "verify_baseline"}) {
+    EXPECT_EQ(JobOf(campaign, key)["state"], "JOB_SUCCEEDED") << key;
+  }
+  const nlohmann::json search = JobOf(campaign, "search")["result"];
+  EXPECT_EQ(search["world_size"], 2);
+  EXPECT_EQ(search["search_tokens"].get<double>(), search["steps_run"].get<double>() * 8 * 32);
+  EXPECT_LE(search["predicted"]["memory_mib"].get<double>(), 3.0);
+  const nlohmann::json distill = JobOf(campaign, "distill")["result"];
+  EXPECT_EQ(distill["recovery_tokens"], 1536);
+  EXPECT_EQ(distill["world_size"], 2);
+  EXPECT_EQ(distill["model_digest"].get<std::string>().size(), 64u);
+  // The student and the baseline recover on the same number of tokens.
+  EXPECT_EQ(JobOf(campaign, "distill_baseline")["result"]["recovery_tokens"], 1536);
+
+  RunResult report = cluster.Cli({"report", id, "--json"});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  nlohmann::json r = nlohmann::json::parse(report.out);
+  ASSERT_EQ(r["budgets"].size(), 2u) << r.dump(2);
+  for (const auto& b : r["budgets"]) {
+    EXPECT_EQ(b["has_measured"], true) << b.dump();
+    EXPECT_EQ(b["met"], true) << b.dump();
+  }
+  ASSERT_EQ(r["quality"].size(), 3u) << r.dump(2);
+  EXPECT_EQ(r["quality"][0]["model"], "parent");
+  EXPECT_EQ(r["quality"][1]["model"], "student");
+  EXPECT_EQ(r["quality"][2]["model"], "baseline");
+  EXPECT_LT(Int64Of(r["quality"][1]["parameters"]), Int64Of(r["quality"][0]["parameters"]));
+  EXPECT_EQ(Int64Of(r["recovery_tokens"]), 1536);
+  RunResult human = cluster.Cli({"report", id});
+  EXPECT_THAT(human.out, ::testing::HasSubstr("budgets (uniform baseline)"));
+  EXPECT_THAT(human.out, ::testing::HasSubstr("architecture: "));
+
+  // The student downloads and is a model archive the engine loaded in verify.
+  const std::string digest = distill["model_digest"];
+  const std::string out = cluster.dir() + "/student.tar";
+  RunResult get = cluster.Cli({"artifacts", "get", digest, "-o", out});
+  EXPECT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_GT(std::filesystem::file_size(out), 1000u);
+
+  // The table is listed with its held-out validation error.
+  RunResult costs = cluster.Cli({"costs", "list", "--json"});
+  ASSERT_EQ(costs.exit_code, 0) << costs.err;
+  nlohmann::json tables = nlohmann::json::parse(costs.out)["tables"];
+  ASSERT_EQ(tables.size(), 1u) << costs.out;
+  EXPECT_GT(tables[0]["latency_mape"].get<double>(), 0.0);
+  EXPECT_GE(tables[0]["validated_architectures"].get<int>(), 8);
+  const std::string table_id = JobOf(campaign, "profile")["result"]["cost_table_id"];
+  EXPECT_EQ(tables[0]["id"], table_id);
+
+  // Same target fingerprint: profiling is skipped and names the table it reuses.
+  const std::string again =
+      cluster.Submit(cluster.WriteFile("ac2.textproto", Contract("ac2", parent)), "ac-2");
+  ASSERT_FALSE(again.empty());
+  nlohmann::json second = cluster.Status(again);
+  const nlohmann::json profile = JobOf(second, "profile");
+  EXPECT_EQ(profile["state"], "JOB_SKIPPED");
+  EXPECT_THAT(profile["skipped_reason"].get<std::string>(), ::testing::HasSubstr(table_id));
+  EXPECT_EQ(profile["result"]["cost_table_id"], table_id);
+  cluster.Cli({"cancel", again});
+}
+
+
+// The pid of the tailor-worker rank `rank` of job `job_id` (found by its environment, as an
+// operator would with ps), or 0.
+pid_t FindWorkerRank(const std::string& job_id, int rank) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmd(entry.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    if (cmdline.find("tailor-worker") == std::string::npos) continue;
+    std::ifstream env(entry.path() / "environ");
+    std::string environ((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+    std::stringstream vars(environ);
+    bool rank_ok = false;
+    bool job_ok = false;
+    for (std::string kv; std::getline(vars, kv, '\0');) {
+      rank_ok |= kv == absl::StrCat("RANK=", rank);
+      job_ok |= kv.rfind("TAILOR_WORK_DIR=", 0) == 0 && kv.find(job_id) != std::string::npos;
+    }
+    if (rank_ok && job_ok) return static_cast<pid_t>(std::stol(name));
+  }
+  return 0;
+}
+
+// A rank SIGKILLed mid-search fails the attempt (the survivor's collective times out or the
+// launcher sees the dead rank) and the retry resumes from the last checkpoint.
+TEST(AutocompressE2E, RankKilledMidSearchRetriesFromCheckpoint) {
+  Cluster cluster("autocompress-kill");
+  const std::string parent = TrainTinyParent(cluster);
+  ASSERT_FALSE(parent.empty());
+  ASSERT_TRUE(cluster.StartCoordinator());
+  cluster.StartAgent("cpu0", {"--profile-rounds", "2", "--profile-validation", "8"});
+  std::string contract = Contract("kill", parent);
+  // Long enough to be caught mid-run; checkpoints every 2 steps (recovery's interval).
+  const std::string short_search =
+      "search { steps: 6 sampled_architectures: 4 batch_sequences: 8 sequence_length: 32 }";
+  contract.replace(contract.find(short_search), short_search.size(),
+                   "search { steps: 400 sampled_architectures: 4 batch_sequences: 8 "
+                   "sequence_length: 32 extraction_threshold: 0.999 }");
+  const std::string id = cluster.Submit(cluster.WriteFile("kill.textproto", contract), "kill-1");
+  ASSERT_FALSE(id.empty());
+
+  std::string search_id;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        nlohmann::json j = JobOf(cluster.Status(id), "search");
+        // A launched job stays JOB_LEASED while its ranks run.
+        if (j.is_null() || (j["state"] != "JOB_LEASED" && j["state"] != "JOB_RUNNING")) {
+          return false;
+        }
+        search_id = j["id"];
+        return j["progress"].contains("step") && Int64Of(j["progress"]["step"]) >= 5;
+      },
+      absl::Minutes(8)));
+  const pid_t victim = FindWorkerRank(search_id, 1);
+  ASSERT_GT(victim, 0) << "no rank 1 of " << search_id;
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+
+  nlohmann::json search;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        search = JobOf(cluster.Status(id), "search");
+        return search["state"] == "JOB_SUCCEEDED" || search["state"] == "JOB_FAILED";
+      },
+      absl::Minutes(10)))
+      << search.dump(2);
+  EXPECT_EQ(search["state"], "JOB_SUCCEEDED") << search.dump(2);
+  EXPECT_EQ(search["attempt"], 2) << search.dump(2);
+  EXPECT_GE(search["result"]["resumed_from_step"].get<int>(), 2) << search.dump(2);
+  cluster.Cli({"cancel", id});
+}
+
+}  // namespace
+}  // namespace tailor::e2e

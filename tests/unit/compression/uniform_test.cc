@@ -1,0 +1,287 @@
+// The uniform baseline (uniform.h): the grid of one width level per axis kind, budget
+// filtering against a brute-force count, errors that name the unreachable budget and its
+// best predicted value, KD scoring of the largest candidates on a real (tiny) model, and the
+// greedy budget repair with and without importance scores.
+
+#include "compression/autocompress/uniform.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "compression/autocompress/extract.h"
+#include "compression/autocompress/search.h"
+#include "compression/autocompress/space.h"
+#include "compression/costmodel/cost_model.h"
+#include "compression/costmodel/search_space.h"
+#include "compression/model/config.h"
+#include "compression/model/hybrid_lm.h"
+#include "gtest/gtest.h"
+#include "tests/unit/compression/synthetic_cost_table.h"
+
+namespace tailor::autocompress {
+namespace {
+
+using costmodel::CostTableData;
+using model::HybridConfig;
+using model::LayerKind;
+using model::LayerSpec;
+
+using test_support::SyntheticTable;
+
+// hidden 4 levels, attention heads per group 2, experts 3 (>= top_k), expert/shared/MLP
+// FFN 4 each: 4 * 2 * 3 * 4 * 4 * 4 = 1536 distinct uniform architectures.
+HybridConfig Parent() {
+  HybridConfig c;
+  c.vocab = 20;
+  c.hidden = 16;
+  c.max_seq = 16;
+  c.layers = {LayerSpec::Attention(4, 2, 8), LayerSpec::Mlp(32), LayerSpec::Moe(4, 2, 16, 16),
+              LayerSpec::Attention(4, 2, 8)};
+  return c;
+}
+
+struct Fixture {
+  HybridConfig parent = Parent();
+  SearchSpace space;
+  std::optional<costmodel::CostModel> model;
+  UniformGrid all;  // no budgets: every uniform architecture
+
+  Fixture() {
+    space = *BuildSearchSpace(parent);
+    model.emplace(*costmodel::CostModel::FromData(SyntheticTable(parent)));
+    all = *UniformCandidates(parent, space, *model, Budgets{});
+  }
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+TEST(UniformTest, GridHasOneLevelPerKindAndTheParentFirst) {
+  Fixture f;
+  EXPECT_EQ(f.all.grid_size, 1536);
+  ASSERT_EQ(f.all.fitting.size(), 1536u);
+  // The parent (every axis at its widest) is the largest.
+  std::vector<int> widest;
+  for (const ChoiceAxis& a : f.space.axes) widest.push_back(a.widths.size() - 1);
+  EXPECT_EQ(f.all.fitting.front().indices, widest);
+  EXPECT_EQ(f.all.fitting.front().parameters, f.parent.ParameterCount());
+  for (size_t i = 1; i < f.all.fitting.size(); ++i) {
+    EXPECT_GE(f.all.fitting[i - 1].parameters, f.all.fitting[i].parameters);
+  }
+  // Uniform: both attention layers always take the same width, and nothing is removed.
+  for (const UniformCandidate& c : f.all.fitting) {
+    EXPECT_EQ(c.config.layers[0], c.config.layers[3]);
+    for (const LayerSpec& l : c.config.layers) EXPECT_TRUE(l.present());
+  }
+  // The narrowest level of each kind: hidden 4, one head per group, 2 experts (top_k), 4.
+  const UniformCandidate& smallest = f.all.fitting.back();
+  EXPECT_EQ(smallest.config.hidden, 4);
+  EXPECT_EQ(smallest.config.layers[0].attention.heads, 2);
+  EXPECT_EQ(smallest.config.layers[1].mlp.ffn, 8);
+  EXPECT_EQ(smallest.config.layers[2].moe.experts, 2);
+  EXPECT_EQ(smallest.config.layers[2].moe.expert_ffn, 4);
+  EXPECT_EQ(smallest.config.layers[2].moe.shared_ffn, 4);
+  EXPECT_NE(smallest.levels.find("hidden=1/4"), std::string::npos) << smallest.levels;
+}
+
+TEST(UniformTest, BudgetKeepsExactlyTheFittingCandidatesLargestFirst) {
+  Fixture f;
+  std::vector<double> memory;
+  for (const UniformCandidate& c : f.all.fitting) memory.push_back(c.predicted.memory_mib);
+  const double budget = Median(memory);
+  int64_t expected = 0, best_params = 0;
+  for (const UniformCandidate& c : f.all.fitting) {
+    if (c.predicted.memory_mib <= budget) {
+      ++expected;
+      best_params = std::max(best_params, c.parameters);
+    }
+  }
+  Budgets b;
+  b.memory_mib = budget;
+  absl::StatusOr<UniformGrid> g = UniformCandidates(f.parent, f.space, *f.model, b);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->grid_size, 1536);
+  EXPECT_EQ(static_cast<int64_t>(g->fitting.size()), expected);
+  EXPECT_LT(expected, 1536);
+  EXPECT_EQ(g->fitting.front().parameters, best_params);
+  for (const UniformCandidate& c : g->fitting) EXPECT_LE(c.predicted.memory_mib, budget);
+}
+
+TEST(UniformTest, ErrorsExactlyWhenNothingFitsAndNamesTheBudget) {
+  Fixture f;
+  double min_memory = 1e30, min_latency = 1e30, max_throughput = 0;
+  for (const UniformCandidate& c : f.all.fitting) {
+    min_memory = std::min(min_memory, c.predicted.memory_mib);
+    min_latency = std::min(min_latency, c.predicted.latency_ms);
+    max_throughput = std::max(max_throughput, c.predicted.throughput_tokens_per_s);
+  }
+  Budgets b;
+  b.memory_mib = min_memory;  // exactly the smallest: one candidate fits
+  absl::StatusOr<UniformGrid> g = UniformCandidates(f.parent, f.space, *f.model, b);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->fitting.size(), 1u);
+  EXPECT_EQ(g->fitting[0].indices, f.all.fitting.back().indices);
+
+  b.memory_mib = min_memory * (1 - 1e-9);
+  g = UniformCandidates(f.parent, f.space, *f.model, b);
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(g.status().message().find("memory_mib_max"), std::string::npos) << g.status();
+  EXPECT_NE(g.status().message().find(absl::StrFormat("smallest predicted %.6g", min_memory)),
+            std::string::npos)
+      << g.status();
+  EXPECT_EQ(g.status().message().find("latency"), std::string::npos) << g.status();
+
+  Budgets t;
+  t.throughput = max_throughput * 1.01;
+  g = UniformCandidates(f.parent, f.space, *f.model, t);
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(g.status().message().find("throughput_tokens_per_s_min"), std::string::npos);
+  EXPECT_NE(g.status().message().find(absl::StrFormat("largest predicted %.6g", max_throughput)),
+            std::string::npos)
+      << g.status();
+  t.throughput = max_throughput;
+  EXPECT_TRUE(UniformCandidates(f.parent, f.space, *f.model, t).ok());
+
+  // The whole space: the cheapest architecture removes layers, so it is cheaper still.
+  Budgets tight;
+  tight.memory_mib = min_memory;
+  EXPECT_TRUE(CheckBudgetsReachable(f.parent, f.space, *f.model, tight).ok());
+  absl::StatusOr<costmodel::Prediction> cheapest =
+      f.model->Predict(*ChildConfig(f.parent, f.space, std::vector<int>(f.space.axes.size(), 0)));
+  ASSERT_TRUE(cheapest.ok());
+  EXPECT_LT(cheapest->memory_mib, min_memory);
+  tight.memory_mib = cheapest->memory_mib * 0.999;
+  absl::Status st = CheckBudgetsReachable(f.parent, f.space, *f.model, tight);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("memory_mib_max"), std::string::npos) << st;
+}
+
+TEST(UniformTest, SelectScoresTheLargestFittingByKdLoss) {
+  Fixture f;
+  torch::manual_seed(0);
+  absl::StatusOr<model::HybridLM> parent = model::CreateHybridLM(f.parent, 3);
+  ASSERT_TRUE(parent.ok());
+  std::vector<at::Tensor> eval = {torch::randint(0, 20, {3, 8}, torch::kLong),
+                                  torch::randint(0, 20, {3, 8}, torch::kLong)};
+  std::vector<double> memory;
+  for (const UniformCandidate& c : f.all.fitting) memory.push_back(c.predicted.memory_mib);
+  Budgets b;
+  b.memory_mib = Median(memory);
+  absl::StatusOr<UniformGrid> g = UniformCandidates(f.parent, f.space, *f.model, b);
+  ASSERT_TRUE(g.ok());
+  absl::StatusOr<UniformResult> r = SelectUniform(*parent, f.space, *f.model, b, eval);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->scored.size(), 3u);
+  EXPECT_EQ(r->fitting, static_cast<int64_t>(g->fitting.size()));
+  EXPECT_EQ(r->eval_tokens, 3 * 2 * 3 * 8);
+  double best = 1e30;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(r->scored[i].indices, g->fitting[i].indices);  // the three largest, in order
+    // The score is the KD loss of the sliced student, recomputed here.
+    torch::NoGradGuard no_grad;
+    absl::StatusOr<Student> s = ExtractStudent(*parent, f.space, r->scored[i].indices);
+    ASSERT_TRUE(s.ok());
+    double kd = 0;
+    for (const at::Tensor& t : eval) {
+      kd += ForwardKl((*parent)->Forward(t)->logits, s->model->Forward(t)->logits).item<double>();
+    }
+    EXPECT_NEAR(r->scored[i].kd_loss, kd / 2, 1e-6);
+    EXPECT_GT(r->scored[i].kd_loss, 0.0);
+    best = std::min(best, r->scored[i].kd_loss);
+  }
+  EXPECT_EQ(r->best.kd_loss, best);
+  EXPECT_LE(r->best.predicted.memory_mib, *b.memory_mib);
+
+  UniformOptions one;
+  one.keep = 1;
+  r = SelectUniform(*parent, f.space, *f.model, b, eval, one);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->scored.size(), 1u);
+  EXPECT_EQ(r->best.indices, g->fitting[0].indices);
+}
+
+TEST(UniformTest, RepairShrinksUntilTheBudgetIsMetSparingImportantUnits) {
+  Fixture f;
+  std::vector<int> widest;
+  for (const ChoiceAxis& a : f.space.axes) widest.push_back(a.widths.size() - 1);
+  // The budget is what keeping only the important quarter of every layer axis costs (full
+  // hidden width): reachable without ever touching an important unit.
+  std::vector<int> quarter(widest.size(), 1);
+  quarter[0] = widest[0];
+  Budgets b;
+  b.memory_mib = f.model->Predict(*ChildConfig(f.parent, f.space, quarter))->memory_mib;
+
+  // Everything fits already: nothing changes.
+  Budgets loose;
+  loose.memory_mib = 1e9;
+  absl::StatusOr<RepairResult> r = RepairToBudgets(f.parent, f.space, *f.model, loose, widest);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->repaired);
+  EXPECT_EQ(r->indices, widest);
+
+  // Hidden channels all matter; every layer axis has a negligible tail past its first quarter.
+  Importance imp;
+  imp.hidden.assign(16, 1.0);
+  imp.layers.resize(4);
+  auto tail = [](int64_t n) {
+    std::vector<double> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = i < n / 4 ? 1.0 : 1e-9;
+    return v;
+  };
+  for (int l : {0, 3}) imp.layers[l].attention_heads = {1.0, 1e-9, 1.0, 1e-9};
+  imp.layers[1].mlp_ffn = tail(32);
+  imp.layers[2].experts = tail(4);
+  imp.layers[2].expert_ffn.assign(4, tail(16));
+  imp.layers[2].shared_ffn = tail(16);
+  r = RepairToBudgets(f.parent, f.space, *f.model, b, widest, &imp);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->repaired);
+  ASSERT_FALSE(r->changes.empty());
+  EXPECT_LE(r->predicted.memory_mib, *b.memory_mib);
+  absl::StatusOr<costmodel::Prediction> check =
+      f.model->Predict(*ChildConfig(f.parent, f.space, r->indices));
+  EXPECT_NEAR(check->memory_mib, r->predicted.memory_mib, 1e-12);
+  // Neither hidden channels nor whole layers (a layer's important units) were given up.
+  for (const std::string& c : r->changes) EXPECT_EQ(c.rfind("hidden", 0), std::string::npos) << c;
+  EXPECT_EQ(r->indices[0], widest[0]);
+  for (size_t a = 1; a < r->indices.size(); ++a) EXPECT_GE(r->indices[a], 1) << a;
+  // Maximal: growing any shrunk axis by one more step would break the budget.
+  int shrunk = 0;
+  for (size_t a = 0; a < widest.size(); ++a) {
+    if (r->indices[a] == widest[a]) continue;
+    ++shrunk;
+    std::vector<int> grown = r->indices;
+    ++grown[a];
+    EXPECT_GT(f.model->Predict(*ChildConfig(f.parent, f.space, grown))->memory_mib, *b.memory_mib)
+        << f.space.axes[a].name;
+  }
+  EXPECT_GT(shrunk, 0);
+
+  // Unreachable: the repair gives up with FAILED_PRECONDITION.
+  Budgets impossible;
+  impossible.memory_mib = 1e-9;
+  EXPECT_EQ(RepairToBudgets(f.parent, f.space, *f.model, impossible, widest).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(UniformTest, DescriptionsNameEveryLayer) {
+  HybridConfig c = Parent();
+  c.layers[1].mlp.ffn = 0;
+  EXPECT_EQ(DescribeArchitecture(c),
+            "hidden=16 | L0 attention heads=4,kv=2,head_dim=8 | L1 mlp removed | L2 moe "
+            "experts=4,top_k=2,expert_ffn=16,shared_ffn=16 | L3 attention heads=4,kv=2,head_dim=8");
+  EXPECT_EQ(DescribeLayers(c).size(), 4u);
+  EXPECT_EQ(DescribeLayers(c)[1], "mlp removed");
+}
+
+}  // namespace
+}  // namespace tailor::autocompress

@@ -1,0 +1,163 @@
+// The `distill` job (spec §1 Step 4, recovery): logit distillation of the extracted student
+// from the ranked parent, data-parallel over the job's ranks. Planned twice in AUTOCOMPRESS
+// with the same code and settings -- "distill" after "search" and "distill_baseline" after
+// "baseline_uniform" -- so both students get the same data, order and learning rate.
+// Rank 0 checkpoints under CheckpointDir/distill; a retried attempt resumes from there.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "compression/autocompress/distill.h"
+#include "compression/model/hybrid_lm.h"
+#include "spdlog/spdlog.h"
+#include "worker/job_io.h"
+#include "worker/worker_context.h"
+
+namespace tailor::worker {
+namespace {
+
+using google::protobuf::Struct;
+
+// Held-out evaluation batches (rank 0 only, before and after training).
+constexpr int64_t kEvalBatches = 8;
+// Progress fractions: fetching the models, training, evaluation and upload.
+constexpr double kTrainBegin = 0.05;
+constexpr double kTrainEnd = 0.95;
+
+// The dependency that names the student: "search" (AutoCompress student) or
+// "baseline_uniform" (the uniform baseline). Any other single dependency with the same result
+// fields is accepted too, so other methods can plan a distill job after their own step.
+absl::StatusOr<std::string> SourceJob(const WorkerContext& ctx) {
+  const auto& inputs = ctx.assignment.inputs();
+  for (const char* key : {"search", "baseline_uniform"}) {
+    if (inputs.contains(key)) return std::string(key);
+  }
+  if (inputs.size() == 1) return inputs.begin()->first;
+  return absl::FailedPreconditionError(absl::StrCat(
+      "distill needs exactly one input ('search' or 'baseline_uniform') with student_digest "
+      "and teacher_digest; got ",
+      inputs.size(), " inputs"));
+}
+
+absl::StatusOr<Struct> RunDistill(WorkerContext& ctx) {
+  TAILOR_ASSIGN_OR_RETURN(const std::string source, SourceJob(ctx));
+  TAILOR_ASSIGN_OR_RETURN(const std::string student_digest,
+                          InputString(ctx, source, "student_digest"));
+  TAILOR_ASSIGN_OR_RETURN(const std::string teacher_digest,
+                          InputString(ctx, source, "teacher_digest"));
+  ctx.Progress(0.0, absl::StrCat("fetching teacher and student (from '", source, "')"));
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM teacher, FetchModel(ctx, teacher_digest, "teacher"));
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM student,
+                          FetchModel(ctx, student_digest, "student-initial"));
+
+  const v1::RecoveryParams& rec = ctx.contract().recovery();
+  const int world = ctx.env.world_size;
+  autocompress::DistillOptions o;
+  o.tokens = rec.tokens();
+  o.learning_rate = rec.learning_rate();
+  o.batch_sequences = rec.batch_sequences();
+  // Rows longer than the models accept would only fail; shorter rows keep the token budget
+  // (more steps), so the run still trains `tokens` tokens.
+  o.sequence_length = std::min<int64_t>(
+      rec.sequence_length(), std::min(teacher->config().max_seq, student->config().max_seq));
+  o.seed = ctx.contract().seed();
+  o.eval_batches = ctx.is_rank0() ? kEvalBatches : 0;
+  o.rank = ctx.env.rank;
+  o.world_size = world;
+  if (world > 1) {
+    o.after_backward = [&ctx](const std::vector<at::Tensor>& params) {
+      return ctx.dist->AverageGradients(params);
+    };
+    // Only rank 0 writes checkpoints; everyone resumes from its bytes, so all ranks agree on
+    // the step even when they run on other hosts.
+    o.share_checkpoint = [&ctx](std::string& bytes) { return ctx.dist->BroadcastBytes(bytes, 0); };
+  }
+  o.checkpoint_dir = CheckpointDir(ctx) + "/distill";
+  o.checkpoint_every_steps = rec.checkpoint_every_steps();
+  o.write_checkpoints = ctx.is_rank0();
+  o.identity = absl::StrCat("teacher=", teacher_digest, ";student=", student_digest);
+  double fraction = kTrainBegin;
+  o.log = [&](const std::string& line) {
+    spdlog::info("distill: {}", line);
+    ctx.Progress(fraction, line);
+  };
+  const int64_t steps = autocompress::DistillSteps(o.tokens, o.batch_sequences, o.sequence_length);
+  ctx.Progress(fraction, absl::StrCat("distilling ", steps, " steps of ", o.batch_sequences, "x",
+                                      o.sequence_length, " tokens over ", world, " ranks",
+                                      o.sequence_length < rec.sequence_length()
+                                          ? absl::StrCat(" (sequence_length capped to max_seq ",
+                                                         o.sequence_length, ")")
+                                          : std::string()));
+
+  // Every rank joins one small all-reduce per step: the global KD loss for the report and
+  // rank 0's cancellation flag, so all ranks stop after the same step.
+  absl::Status collective = absl::OkStatus();
+  bool first_step = true;
+  auto on_step = [&](const autocompress::DistillStep& s) {
+    at::Tensor stats = torch::tensor({s.loss, ctx.Cancelled() ? 1.0 : 0.0}, torch::kFloat64);
+    if (world > 1) {
+      collective = ctx.dist->AllReduceSum(stats);
+      if (!collective.ok()) return false;
+    }
+    const double kd = stats[0].item<double>() / world;
+    const bool cancelled = stats[1].item<double>() > 0;
+    fraction = kTrainBegin + (kTrainEnd - kTrainBegin) * static_cast<double>(s.step) /
+                                 static_cast<double>(std::max<int64_t>(1, s.steps));
+    std::string message = absl::StrFormat("step %d/%d kd=%.4f", s.step, s.steps, kd);
+    if (first_step && s.step > 1) {
+      absl::StrAppend(&message, " (resumed from step ", s.step - 1, ")");
+    }
+    first_step = false;
+    ctx.Progress(fraction, message, s.step, s.steps,
+                 {{"kd_loss", kd},
+                  {"tokens", static_cast<double>(s.step * o.batch_sequences * o.sequence_length)},
+                  {"lr", s.lr}});
+    return !cancelled;
+  };
+  TAILOR_ASSIGN_OR_RETURN(autocompress::DistillResult r,
+                          autocompress::Distill(teacher, student, o, on_step));
+  TAILOR_RETURN_IF_ERROR(collective);
+  if (r.stopped) {
+    return absl::CancelledError(
+        absl::StrCat("distill cancelled after step ", r.steps_done, " of ", r.steps));
+  }
+
+  Struct result;
+  auto& f = *result.mutable_fields();
+  f["recovery_tokens"].set_number_value(static_cast<double>(r.tokens_trained));
+  f["steps"].set_number_value(static_cast<double>(r.steps));
+  f["world_size"].set_number_value(world);
+  f["resumed_from_step"].set_number_value(static_cast<double>(r.resumed_from_step));
+  if (!ctx.is_rank0()) return result;
+
+  ctx.Progress(kTrainEnd, "uploading the distilled student");
+  TAILOR_ASSIGN_OR_RETURN(v1::Artifact art, UploadModel(ctx, student, "student", "student"));
+  f["model_digest"].set_string_value(art.digest());
+  // Rank 0 always evaluates, but a Struct cannot carry NaN: leave a value out rather than
+  // break the result.
+  if (std::isfinite(r.kd_loss_after)) f["kd_loss"].set_number_value(r.kd_loss_after);
+  if (std::isfinite(r.kd_loss_before)) f["kd_loss_before"].set_number_value(r.kd_loss_before);
+  f["parameters"].set_number_value(static_cast<double>(student->config().ParameterCount()));
+  f["sequence_length"].set_number_value(static_cast<double>(o.sequence_length));
+  f["teacher_digest"].set_string_value(teacher_digest);
+  f["student_digest"].set_string_value(student_digest);
+  const auto& input = ctx.assignment.inputs().at(source).fields();
+  if (const auto it = input.find("architecture"); it != input.end()) {
+    f["architecture"] = it->second;
+  }
+  ctx.Progress(1.0, absl::StrFormat("distilled %d tokens: kd %.4f -> %.4f", r.tokens_trained,
+                                    r.kd_loss_before, r.kd_loss_after));
+  return result;
+}
+
+}  // namespace
+
+void RegisterDistillJob() { RegisterWorkerHandler("distill", RunDistill); }
+
+}  // namespace tailor::worker

@@ -1,0 +1,482 @@
+// The `search` and `baseline_uniform` jobs of AUTOCOMPRESS (spec §1 Steps 3-4).
+//
+// search: differentiable architecture search over the ranked parent's space, data-parallel
+// over the job's ranks (each rank holds a slice of every global batch; gradients averaged),
+// priced by the profiled cost table through a differentiable predictor. Rank 0 checkpoints
+// every kCheckpointEvery steps (or recovery.checkpoint_every_steps, if smaller) under
+// CheckpointDir/search; a retried attempt resumes there (the other ranks resume from rank 0's
+// checkpoint bytes, so they need no shared disk). The argmax architecture is priced with
+// CostModel::Predict; if it violates a budget it is repaired greedily (uniform.h), then the
+// student is sliced from the ranked parent and uploaded as "student_initial".
+//
+// baseline_uniform: the Minitron-style uniform baseline (uniform.h) on rank 0, scored on
+// held-out batches; same result fields, so the distill job and the report treat both alike.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "compression/autocompress/cost_predictor.h"
+#include "compression/autocompress/extract.h"
+#include "compression/autocompress/ranking.h"
+#include "compression/autocompress/search.h"
+#include "compression/autocompress/space.h"
+#include "compression/autocompress/uniform.h"
+#include "compression/costmodel/cost_model.h"
+#include "compression/costmodel/cost_table_proto.h"
+#include "compression/model/hybrid_lm.h"
+#include "compression/tasks/suites.h"
+#include "spdlog/spdlog.h"
+#include "worker/job_io.h"
+#include "worker/worker_context.h"
+
+namespace tailor::worker {
+namespace {
+
+using google::protobuf::Struct;
+using google::protobuf::Value;
+
+// Search checkpoint interval; the contract's recovery.checkpoint_every_steps, when smaller,
+// tightens it (a contract that asks for frequent checkpoints gets them in the search too).
+constexpr int64_t kCheckpointEvery = 25;
+// Batches for the repair's importance scores and for scoring uniform candidates.
+constexpr int64_t kImportanceBatches = 4;
+constexpr int64_t kUniformEvalBatches = 4;
+// Seed salts: search data, importance data and held-out data are separate streams.
+constexpr uint64_t kSearchSalt = 0x7365617263680000ULL;   // "search"
+constexpr uint64_t kRepairSalt = 0x7265706169720000ULL;   // "repair"
+constexpr uint64_t kUniformSalt = 0x756e69666f726d00ULL;  // "uniform"
+constexpr size_t kMaxMessage = 3000;                      // progress messages are <= 4096 B
+
+uint64_t Mix(uint64_t seed, uint64_t salt, int64_t step) {
+  uint64_t x = seed ^ salt ^ (static_cast<uint64_t>(step) * 0x9e3779b97f4a7c15ULL);
+  x ^= x >> 31;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  return x ^ (x >> 29);
+}
+
+// `rows` x `length` tokens of the task mixture, packed: samples run on from one row into the
+// next, so every position is a real token and the token count is exact. A pure function of
+// (seed, salt, step), so every rank builds the same global batch and a resumed search sees
+// the batches it would have seen.
+at::Tensor PackedBatch(uint64_t seed, uint64_t salt, int64_t step, int64_t rows, int64_t length,
+                       tasks::Split split) {
+  const auto suites = tasks::AllSuites();
+  std::vector<const tasks::TaskSuite*> ptrs;
+  for (const auto& s : suites) ptrs.push_back(s.get());
+  tasks::TaskMixture mixture(ptrs, Mix(seed, salt, step), split);
+  std::vector<int64_t> flat;
+  flat.reserve(rows * length);
+  while (static_cast<int64_t>(flat.size()) < rows * length) {
+    for (tasks::Token t : mixture.Next().tokens) {
+      if (static_cast<int64_t>(flat.size()) == rows * length) break;
+      flat.push_back(t);
+    }
+  }
+  return torch::tensor(flat, torch::kLong).reshape({rows, length});
+}
+
+// What both jobs start from (LoadInputs is a collective).
+struct Inputs {
+  std::string teacher_digest;
+  v1::CostTable table;
+  model::HybridLM teacher{nullptr};
+  autocompress::SearchSpace space;
+  autocompress::Budgets budgets;  // the planning budgets (PlanBudgets), not the contract's
+  Struct planning;                // how they were derived, for the result
+  std::optional<costmodel::CostModel> cost_model;
+};
+
+double DeadZone(const v1::DeploymentContract& c) {
+  return c.search().has_dead_zone() ? c.search().dead_zone() : 0.02;
+}
+
+// Largest planning margin: a table that validated worse than this is a poor table, and
+// planning further below the budget would only hide it (the error is in `costs list`).
+constexpr double kMaxPlanningMargin = 0.10;
+
+// The budgets the search and the baseline plan against. (1) A margin: the cost table's own
+// held-out error (MAPE, capped at kMaxPlanningMargin) is taken off each ceiling and added to
+// each floor, so a student predicted inside the dead zone still measures within the
+// contract's budget when the prediction errs by the table's typical error. (2) The lower side
+// of the dead zone is dropped for a resource the parent already stays clear of. Both
+// searches get the same planning budgets, so the comparison stays fair.
+absl::Status PlanBudgets(Inputs& in, const costmodel::CostModel& cost_model, double delta) {
+  const double lat_margin = std::clamp(in.table.latency_mape(), 0.0, kMaxPlanningMargin);
+  const double mem_margin = std::clamp(in.table.memory_mape(), 0.0, kMaxPlanningMargin);
+  autocompress::Budgets& b = in.budgets;
+  if (b.latency_ms) *b.latency_ms *= 1.0 - lat_margin;
+  if (b.memory_mib) *b.memory_mib *= 1.0 - mem_margin;
+  // Throughput is batch * output / latency: the latency error carries over.
+  if (b.throughput) *b.throughput *= 1.0 + lat_margin;
+  TAILOR_ASSIGN_OR_RETURN(costmodel::Prediction parent, cost_model.Predict(in.teacher->config()));
+  if (b.latency_ms) b.slack_latency = parent.latency_ms / *b.latency_ms >= 1.0 - delta;
+  if (b.memory_mib) b.slack_memory = parent.memory_mib / *b.memory_mib >= 1.0 - delta;
+  if (b.throughput) {
+    b.slack_throughput = *b.throughput / parent.throughput_tokens_per_s >= 1.0 - delta;
+  }
+  auto& f = *in.planning.mutable_fields();
+  f["latency_margin"].set_number_value(lat_margin);
+  f["memory_margin"].set_number_value(mem_margin);
+  auto& planned = *f["budgets"].mutable_struct_value()->mutable_fields();
+  auto* one_sided = f["ceiling_only"].mutable_list_value();
+  auto add = [&](const char* name, const std::optional<double>& v, bool slack) {
+    if (!v) return;
+    planned[name].set_number_value(*v);
+    if (!slack) one_sided->add_values()->set_string_value(name);
+  };
+  add("latency_ms", b.latency_ms, b.slack_latency);
+  add("memory_mib", b.memory_mib, b.slack_memory);
+  add("throughput_tokens_per_s", b.throughput, b.slack_throughput);
+  return absl::OkStatus();
+}
+
+// A bad table is the profile job's fault and will not improve on retry.
+absl::StatusOr<costmodel::CostModel> ModelOf(const v1::CostTable& table) {
+  absl::StatusOr<costmodel::CostModel> m = costmodel::CostModel::FromTable(table);
+  if (!m.ok() && absl::IsInternal(m.status())) {
+    return absl::FailedPreconditionError(m.status().message());
+  }
+  return m;
+}
+
+absl::StatusOr<Inputs> LoadInputs(WorkerContext& ctx) {
+  Inputs in;
+  TAILOR_ASSIGN_OR_RETURN(const std::string table_id, InputString(ctx, "profile", "cost_table_id"));
+  TAILOR_ASSIGN_OR_RETURN(in.teacher_digest, InputString(ctx, "rank", "ranked_model_digest"));
+  ctx.Progress(0.0, absl::StrCat("fetching cost table ", table_id, " and the ranked parent"));
+  TAILOR_ASSIGN_OR_RETURN(in.table, FetchCostTable(ctx, table_id));
+  TAILOR_ASSIGN_OR_RETURN(in.teacher, FetchModel(ctx, in.teacher_digest, "teacher"));
+  for (at::Tensor& p : in.teacher->parameters()) p.requires_grad_(false);  // frozen
+  TAILOR_ASSIGN_OR_RETURN(in.space, autocompress::BuildSearchSpace(in.teacher->config()));
+  const v1::Budget& b = ctx.contract().budget();
+  if (b.has_latency_ms_max()) in.budgets.latency_ms = b.latency_ms_max();
+  if (b.has_memory_mib_max()) in.budgets.memory_mib = b.memory_mib_max();
+  if (b.has_throughput_tokens_per_s_min()) {
+    in.budgets.throughput = b.throughput_tokens_per_s_min();
+  }
+  TAILOR_ASSIGN_OR_RETURN(costmodel::CostModel cost_model, ModelOf(in.table));
+  in.cost_model.emplace(std::move(cost_model));
+  TAILOR_RETURN_IF_ERROR(PlanBudgets(in, *in.cost_model, DeadZone(ctx.contract())));
+  // Deterministic on every rank, so all ranks fail (or go on) together.
+  TAILOR_RETURN_IF_ERROR(autocompress::CheckBudgetsReachable(in.teacher->config(), in.space,
+                                                             *in.cost_model, in.budgets));
+  return in;
+}
+
+
+void SetPredicted(Struct& result, const costmodel::Prediction& p) {
+  auto& f = *(*result.mutable_fields())["predicted"].mutable_struct_value()->mutable_fields();
+  f["latency_ms"].set_number_value(p.latency_ms);
+  f["throughput_tokens_per_s"].set_number_value(p.throughput_tokens_per_s);
+  f["memory_mib"].set_number_value(p.memory_mib);
+}
+
+void SetArchitecture(Struct& result, const model::HybridConfig& config) {
+  auto& f = *result.mutable_fields();
+  f["architecture"].set_string_value(autocompress::DescribeArchitecture(config));
+  auto* layers = f["layers"].mutable_list_value();
+  for (const std::string& l : autocompress::DescribeLayers(config)) {
+    layers->add_values()->set_string_value(l);
+  }
+  f["parameters"].set_number_value(static_cast<double>(config.ParameterCount()));
+}
+
+std::string Clip(std::string s) {
+  if (s.size() > kMaxMessage) s = s.substr(0, kMaxMessage) + "...";
+  return s;
+}
+
+// The coordinator fills defaults; these fallbacks only guard a contract that skipped it.
+template <typename T, typename U>
+T OrDefault(bool has, T value, U fallback) {
+  return has ? value : static_cast<T>(fallback);
+}
+
+// ----------------------------------------------------------------------------------------
+
+absl::StatusOr<Struct> RunSearchJob(WorkerContext& ctx) {
+  TAILOR_ASSIGN_OR_RETURN(Inputs in, LoadInputs(ctx));
+  const costmodel::CostModel& cost_model = *in.cost_model;
+  const model::HybridConfig& config = in.teacher->config();
+  TAILOR_ASSIGN_OR_RETURN(autocompress::CostPredictor predictor,
+                          autocompress::MakeCostPredictor(cost_model, config, in.space));
+
+  // The supernet starts as a copy of the ranked parent; only it is trained.
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM supernet, model::CreateHybridLM(config, 0));
+  TAILOR_RETURN_IF_ERROR(supernet->LoadStateDict(in.teacher->StateDict(), "supernet copy"));
+
+  const v1::SearchParams& sp = ctx.contract().search();
+  const int world = ctx.env.world_size;
+  const int rank = ctx.env.rank;
+  autocompress::SearchOptions o;
+  o.schedule.steps = OrDefault(sp.has_steps(), sp.steps(), 250);
+  o.schedule.k_start = OrDefault(sp.has_logit_scale_start(), sp.logit_scale_start(), 1.0);
+  o.schedule.k_end = OrDefault(sp.has_logit_scale_end(), sp.logit_scale_end(), 10.0);
+  o.schedule.tau_start = OrDefault(sp.has_temperature_start(), sp.temperature_start(), 1.0);
+  o.schedule.tau_end = OrDefault(sp.has_temperature_end(), sp.temperature_end(), 0.05);
+  o.samples = OrDefault(sp.has_sampled_architectures(), sp.sampled_architectures(), 32);
+  o.alpha = OrDefault(sp.has_alpha(), sp.alpha(), 1.0);
+  o.delta = OrDefault(sp.has_dead_zone(), sp.dead_zone(), 0.02);
+  o.router.hidden = OrDefault(sp.has_router_hidden(), sp.router_hidden(), 256);
+  o.router.learning_rate = OrDefault(sp.has_router_lr(), sp.router_lr(), 2e-3);
+  o.router.seed = ctx.contract().seed();
+  o.supernet_lr = OrDefault(sp.has_supernet_lr(), sp.supernet_lr(), 1e-4);
+  o.extract_threshold = OrDefault(sp.has_extraction_threshold(), sp.extraction_threshold(), 0.95);
+  o.stop_when_converged = true;
+  o.seed = ctx.contract().seed() ^ kSearchSalt;
+  // Equal slices keep "mean of the ranks' KD means" equal to the global KD mean (and the
+  // averaged gradient equal to the global one), so the global batch is rounded up to a
+  // multiple of the world size.
+  const int64_t asked_batch = OrDefault(sp.has_batch_sequences(), sp.batch_sequences(), 64);
+  const int64_t global_batch = (asked_batch + world - 1) / world * world;
+  const int64_t local_batch = global_batch / world;
+  const int64_t length = std::min<int64_t>(
+      OrDefault(sp.has_sequence_length(), sp.sequence_length(), 64), config.max_seq);
+  o.global_batch = global_batch;
+  o.row_offset = rank * local_batch;
+  const v1::RecoveryParams& rec = ctx.contract().recovery();
+  o.checkpoint_every = rec.has_checkpoint_every_steps() && rec.checkpoint_every_steps() > 0
+                           ? std::min<int64_t>(kCheckpointEvery, rec.checkpoint_every_steps())
+                           : kCheckpointEvery;
+  const uint64_t data_seed = ctx.contract().seed();
+
+  // Checkpoints: rank 0 owns CheckpointDir/search; every other rank resumes from a copy of
+  // rank 0's committed files, so all ranks restart at the same step.
+  o.checkpoint_dir = CheckpointDir(ctx) + "/search";
+  o.write_checkpoints = ctx.is_rank0();
+  if (world > 1) {
+    std::string blob;
+    if (ctx.is_rank0()) {
+      absl::StatusOr<std::string> packed = autocompress::PackCheckpoint(o.checkpoint_dir);
+      if (packed.ok()) {
+        blob = *std::move(packed);
+      } else {
+        spdlog::warn("search: checkpoint unreadable, starting fresh: {}",
+                     packed.status().ToString());
+      }
+    }
+    TAILOR_RETURN_IF_ERROR(ctx.dist->BroadcastBytes(blob, 0));
+    if (!ctx.is_rank0()) {
+      o.checkpoint_dir = ctx.work_dir + "/search-resume";
+      std::error_code ec;
+      std::filesystem::remove_all(o.checkpoint_dir, ec);
+      std::filesystem::create_directories(o.checkpoint_dir, ec);
+      TAILOR_RETURN_IF_ERROR(autocompress::UnpackCheckpoint(blob, o.checkpoint_dir));
+    }
+  }
+  const int64_t resume_step = autocompress::CheckpointStep(
+      o.checkpoint_dir, autocompress::SearchDigest(config, in.space, in.budgets, o));
+
+  autocompress::SearchHooks hooks;
+  if (world > 1) {
+    hooks.after_backward = [&ctx](const std::vector<at::Tensor>& params) {
+      return ctx.dist->AverageGradients(params);
+    };
+    hooks.reduce_mean = [&ctx](at::Tensor& t) { return ctx.dist->AllReduceMean(t); };
+  }
+
+  autocompress::BatchSource batches = [&](int64_t step) -> absl::StatusOr<at::Tensor> {
+    return PackedBatch(data_seed, kSearchSalt, step, global_batch, length, tasks::Split::kTrain)
+        .slice(0, o.row_offset, o.row_offset + local_batch);
+  };
+
+  ctx.Progress(0.02,
+               absl::StrCat("searching ", in.space.axes.size(), " axes (", in.space.total_choices(),
+                            " choices) for ", o.schedule.steps, " steps of ", global_batch, "x",
+                            length, " tokens over ", world, " ranks",
+                            resume_step > 0 ? absl::StrCat("; resumed from step ", resume_step)
+                                            : std::string()));
+
+  absl::Status callback_error = absl::OkStatus();
+  bool cancelled = false;
+  bool first = true;
+  autocompress::ProgressCallback progress = [&](const autocompress::StepReport& r) {
+    // Rank 0 alone knows about cancellation: every rank learns it here, so all stop after
+    // the same step and no collective is left waiting.
+    if (world > 1) {
+      at::Tensor flag = torch::tensor({ctx.Cancelled() ? 1.0 : 0.0}, torch::kFloat64);
+      callback_error = ctx.dist->Broadcast(flag, 0);
+      if (!callback_error.ok()) return false;
+      cancelled = flag.item<double>() > 0;
+    } else {
+      cancelled = ctx.Cancelled();
+    }
+    if (ctx.is_rank0()) {
+      std::map<std::string, double> metrics = {{"kd_loss", r.kd_loss},
+                                               {"penalty", r.penalty},
+                                               {"min_top", r.decision.min_top},
+                                               {"temperature", r.temperature},
+                                               {"logit_scale", r.logit_scale}};
+      std::string arch;
+      absl::StatusOr<model::HybridConfig> child =
+          autocompress::ChildConfig(config, in.space, r.decision.indices);
+      if (child.ok()) {
+        arch = autocompress::DescribeArchitecture(*child);
+        absl::StatusOr<costmodel::Prediction> p = cost_model.Predict(*child);
+        if (p.ok()) {
+          metrics["predicted_latency_ms"] = p->latency_ms;
+          metrics["predicted_memory_mib"] = p->memory_mib;
+          metrics["predicted_throughput_tokens_per_s"] = p->throughput_tokens_per_s;
+        }
+      }
+      if (in.budgets.latency_ms) metrics["budget_latency_ms"] = *in.budgets.latency_ms;
+      if (in.budgets.memory_mib) metrics["budget_memory_mib"] = *in.budgets.memory_mib;
+      if (in.budgets.throughput) metrics["budget_throughput_tokens_per_s"] = *in.budgets.throughput;
+      std::string message = absl::StrFormat("step %d/%d kd=%.4f penalty=%.4f min_top=%.3f (%s)",
+                                            r.step + 1, o.schedule.steps, r.kd_loss, r.penalty,
+                                            r.decision.min_top, r.decision.weakest_axis);
+      if (first && resume_step > 0) absl::StrAppend(&message, " resumed from step ", resume_step);
+      absl::StrAppend(&message, ": ", arch);
+      ctx.Progress(0.05 + 0.85 * static_cast<double>(r.step + 1) / o.schedule.steps, Clip(message),
+                   r.step + 1, o.schedule.steps, metrics);
+    }
+    first = false;
+    return !cancelled;
+  };
+
+  autocompress::ArchRouter router(in.space, o.router);
+  TAILOR_ASSIGN_OR_RETURN(autocompress::SearchResult sr,
+                          autocompress::RunSearch(in.teacher, supernet, in.space, router, batches,
+                                                  predictor, in.budgets, o, progress, hooks));
+  TAILOR_RETURN_IF_ERROR(callback_error);
+  if (cancelled) {
+    return absl::CancelledError(absl::StrCat("search cancelled after step ", sr.steps_run));
+  }
+
+  Struct result;
+  auto& f = *result.mutable_fields();
+  f["world_size"].set_number_value(world);
+  f["steps_run"].set_number_value(static_cast<double>(sr.steps_run));
+  f["resumed_from_step"].set_number_value(static_cast<double>(sr.resumed_from));
+  f["search_tokens"].set_number_value(static_cast<double>(sr.steps_run * global_batch * length));
+  f["converged"].set_bool_value(sr.decision.converged);
+  f["min_top"].set_number_value(sr.decision.min_top);
+  f["kd_loss"].set_number_value(sr.kd_loss);
+  *f["planning"].mutable_struct_value() = in.planning;
+  if (!ctx.is_rank0()) return result;
+
+  // The argmax architecture, priced by the cost model itself (not the soft predictor).
+  std::vector<int> indices = sr.decision.indices;
+  TAILOR_ASSIGN_OR_RETURN(model::HybridConfig argmax,
+                          autocompress::ChildConfig(config, in.space, indices));
+  TAILOR_ASSIGN_OR_RETURN(costmodel::Prediction predicted, cost_model.Predict(argmax));
+  const std::vector<std::string> violations = autocompress::BudgetViolations(predicted, in.budgets);
+  autocompress::RepairResult repair;
+  repair.indices = indices;
+  repair.predicted = predicted;
+  if (!violations.empty()) {
+    ctx.Progress(0.9, Clip(absl::StrCat("argmax architecture violates the budget (",
+                                        absl::StrJoin(violations, "; "), "); repairing")));
+    // Importance of the ranked parent's units on a few training batches: what the repair
+    // gives up per unit of cost it saves.
+    std::vector<at::Tensor> calib;
+    for (int64_t b = 0; b < kImportanceBatches; ++b) {
+      calib.push_back(
+          PackedBatch(data_seed, kRepairSalt, b, local_batch, length, tasks::Split::kTrain));
+    }
+    TAILOR_ASSIGN_OR_RETURN(autocompress::Importance importance,
+                            autocompress::RankImportance(in.teacher, calib));
+    TAILOR_ASSIGN_OR_RETURN(
+        repair, autocompress::RepairToBudgets(config, in.space, cost_model, in.budgets, indices,
+                                              &importance));
+  }
+  f["repaired"].set_bool_value(repair.repaired);
+  if (repair.repaired) {
+    auto* changes = f["repair_changes"].mutable_list_value();
+    for (const std::string& c : repair.changes) changes->add_values()->set_string_value(c);
+  }
+
+  TAILOR_ASSIGN_OR_RETURN(autocompress::Student student,
+                          autocompress::ExtractStudent(in.teacher, in.space, repair.indices));
+  ctx.Progress(0.95, "uploading the extracted student");
+  TAILOR_ASSIGN_OR_RETURN(v1::Artifact art,
+                          UploadModel(ctx, student.model, "student_initial", "student-initial"));
+  f["student_digest"].set_string_value(art.digest());
+  f["teacher_digest"].set_string_value(in.teacher_digest);
+  SetPredicted(result, repair.predicted);
+  SetArchitecture(result, student.config);
+  ctx.Progress(1.0, Clip(absl::StrCat("extracted after ", sr.steps_run, " steps",
+                                      repair.repaired ? " (repaired)" : "", ": ",
+                                      autocompress::DescribeArchitecture(student.config))));
+  return result;
+}
+
+// ----------------------------------------------------------------------------------------
+
+absl::StatusOr<Struct> RunBaselineUniform(WorkerContext& ctx) {
+  TAILOR_ASSIGN_OR_RETURN(Inputs in, LoadInputs(ctx));
+  const costmodel::CostModel& cost_model = *in.cost_model;
+  const model::HybridConfig& config = in.teacher->config();
+
+  Struct result;
+  auto& f = *result.mutable_fields();
+  f["world_size"].set_number_value(ctx.env.world_size);
+  *f["planning"].mutable_struct_value() = in.planning;
+  // Pricing a grid and scoring a few candidates is rank 0's work alone; the other ranks
+  // were only needed for the collective fetches above.
+  if (!ctx.is_rank0()) return result;
+
+  const v1::SearchParams& sp = ctx.contract().search();
+  const int64_t rows = OrDefault(sp.has_batch_sequences(), sp.batch_sequences(), 64);
+  const int64_t length = std::min<int64_t>(
+      OrDefault(sp.has_sequence_length(), sp.sequence_length(), 64), config.max_seq);
+  std::vector<at::Tensor> eval;
+  for (int64_t b = 0; b < kUniformEvalBatches; ++b) {
+    eval.push_back(
+        PackedBatch(ctx.contract().seed(), kUniformSalt, b, rows, length, tasks::Split::kEval));
+  }
+  ctx.Progress(0.2, "pricing the uniform grid and scoring the largest fitting candidates");
+  TAILOR_ASSIGN_OR_RETURN(
+      autocompress::UniformResult u,
+      autocompress::SelectUniform(in.teacher, in.space, cost_model, in.budgets, eval));
+
+  TAILOR_ASSIGN_OR_RETURN(autocompress::Student student,
+                          autocompress::ExtractStudent(in.teacher, in.space, u.best.indices));
+  ctx.Progress(0.9, "uploading the uniform student");
+  TAILOR_ASSIGN_OR_RETURN(v1::Artifact art,
+                          UploadModel(ctx, student.model, "student_initial", "baseline-initial"));
+  f["student_digest"].set_string_value(art.digest());
+  f["teacher_digest"].set_string_value(in.teacher_digest);
+  SetPredicted(result, u.best.predicted);
+  SetArchitecture(result, student.config);
+  f["search_tokens"].set_number_value(static_cast<double>(u.eval_tokens));
+  f["steps_run"].set_number_value(0);
+  f["converged"].set_bool_value(true);
+  f["min_top"].set_number_value(1.0);
+  f["repaired"].set_bool_value(false);
+  f["kd_loss"].set_number_value(u.best.kd_loss);
+  f["levels"].set_string_value(u.best.levels);
+  f["grid_size"].set_number_value(static_cast<double>(u.grid_size));
+  f["fitting"].set_number_value(static_cast<double>(u.fitting));
+  auto* cands = f["candidates"].mutable_list_value();
+  for (const autocompress::UniformCandidate& c : u.scored) {
+    auto& cf = *cands->add_values()->mutable_struct_value()->mutable_fields();
+    cf["levels"].set_string_value(c.levels);
+    cf["parameters"].set_number_value(static_cast<double>(c.parameters));
+    cf["kd_loss"].set_number_value(c.kd_loss);
+    cf["latency_ms"].set_number_value(c.predicted.latency_ms);
+    cf["memory_mib"].set_number_value(c.predicted.memory_mib);
+    cf["throughput_tokens_per_s"].set_number_value(c.predicted.throughput_tokens_per_s);
+  }
+  ctx.Progress(1.0, Clip(absl::StrFormat("uniform baseline %s (kd %.4f, %d of %d fit): %s",
+                                         u.best.levels, u.best.kd_loss, u.fitting, u.grid_size,
+                                         autocompress::DescribeArchitecture(student.config))));
+  return result;
+}
+
+}  // namespace
+
+void RegisterSearchJobs() {
+  RegisterWorkerHandler("search", RunSearchJob);
+  RegisterWorkerHandler("baseline_uniform", RunBaselineUniform);
+}
+
+}  // namespace tailor::worker
