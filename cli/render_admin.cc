@@ -49,11 +49,20 @@ std::string RenderQueue(const v1::ListQueueResponse& queue, const RenderOptions&
     const v1::Job& job = e.job();
     std::string detail = job.waiting_reason();
     if (job.state() == v1::JOB_LEASED) {
-      detail = !job.agent_id().empty() ? absl::StrCat("agent ", job.agent_id())
-               : !job.external_id().empty()
-                   ? absl::StrCat(job.launcher().empty() ? "launcher" : job.launcher(), " ",
-                                  job.external_id())
-                   : "";
+      // A launcher job shows where it runs and what that system says, e.g.
+      // "slurm 1234 PENDING (Resources)"; agent jobs show their agent.
+      if (!job.external_id().empty()) {
+        detail = absl::StrCat(job.launcher().empty() ? "launcher" : job.launcher(), " ",
+                              job.external_id());
+        if (!job.external_state().empty()) absl::StrAppend(&detail, " ", job.external_state());
+        if (!job.external_reason().empty()) {
+          absl::StrAppend(&detail, " (", job.external_reason(), ")");
+        }
+      } else if (job.agent_id().rfind("launcher:", 0) == 0) {
+        detail = absl::StrCat(job.agent_id().substr(9), " (submitting)");
+      } else {
+        detail = job.agent_id().empty() ? "" : absl::StrCat("agent ", job.agent_id());
+      }
     }
     table.AddRow({e.position() > 0 ? absl::StrCat(e.position()) : "-", job.id(), job.kind(),
                   e.campaign_name(), e.team(), OrDash(job.resources().device_kind()),

@@ -61,8 +61,20 @@ Coordinator::~Coordinator() {
 }
 
 void Coordinator::SetLauncher(Launcher* launcher) {
-  absl::MutexLock lock(&mu_);
-  launcher_ = launcher;
+  std::vector<LaunchedAttempt> held;
+  {
+    absl::MutexLock lock(&mu_);
+    launcher_ = launcher;
+    if (launcher == nullptr) return;
+    const std::string holder = absl::StrCat("launcher:", launcher->name());
+    for (const auto& [id, lease] : leases_) {
+      if (lease.holder != holder || lease.cancelled) continue;
+      held.push_back({lease.lease_id, lease.job_id, jobs_.at(lease.job_id).campaign_id(),
+                      lease.attempt, lease.external_id});
+    }
+  }
+  // Outside the lock: the launcher may call back (e.g. to fail an attempt it cannot find).
+  launcher->Adopt(held);
 }
 
 absl::Duration Coordinator::BackoffFor(int attempt) const {
@@ -122,6 +134,9 @@ absl::Status Coordinator::CommitLocked(UnitOfWork& uow, Effects& fx) {
     for (const auto& [lease_id, t] : uow.extended_) {
       TAILOR_RETURN_IF_ERROR(store_->ExtendAttempt(lease_id, t));
     }
+    for (const auto& x : uow.externals_) {
+      TAILOR_RETURN_IF_ERROR(store_->SetAttemptExternal(x.lease_id, x.launcher, x.external_id));
+    }
     for (const auto& e : uow.events_) TAILOR_RETURN_IF_ERROR(store_->AppendEvent(e));
     TAILOR_RETURN_IF_ERROR(txn.Commit());
   }
@@ -152,6 +167,10 @@ absl::Status Coordinator::CommitLocked(UnitOfWork& uow, Effects& fx) {
   for (const auto& [id, t] : uow.extended_) {
     auto it = leases_.find(id);
     if (it != leases_.end()) it->second.expires_at = t;
+  }
+  for (const auto& x : uow.externals_) {
+    auto it = leases_.find(x.lease_id);
+    if (it != leases_.end()) it->second.external_id = x.external_id;
   }
   std::set<std::string> touched;
   for (const auto& e : uow.events_) touched.insert(e.campaign_id());
@@ -422,7 +441,7 @@ absl::Status Coordinator::Recover() {
   TAILOR_ASSIGN_OR_RETURN(storage::Transaction txn, store_->Begin());
   for (const auto& a : attempts) {
     LiveLease lease{a.lease_id, a.job_id, a.holder, a.attempt, std::max(a.expires_at, fresh),
-                    false};
+                    false, a.external_id};
     auto job = jobs_.find(a.job_id);
     if (job == jobs_.end() || job->second.state() != v1::JOB_LEASED ||
         job->second.lease_id() != a.lease_id) {

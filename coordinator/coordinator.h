@@ -44,6 +44,18 @@ struct CoordinatorOptions {
   bool isolate_measurements = false;
 };
 
+// An active attempt held by a launcher, as the database knows it (for reconciliation after a
+// coordinator restart).
+struct LaunchedAttempt {
+  std::string lease_id;
+  std::string job_id;
+  std::string campaign_id;
+  int attempt = 0;
+  // What RecordLaunch stored (e.g. the Slurm job id); empty when the coordinator stopped
+  // between handing the attempt to the launcher and recording it.
+  std::string external_id;
+};
+
 // Starts launcher-placed jobs (multi-rank workers, Slurm). The coordinator leases the job to
 // the launcher ("launcher:<name>") before calling Launch; the launched workers then use that
 // lease exactly like an agent would. Implementations must not call back into the Coordinator
@@ -54,6 +66,10 @@ class Launcher {
   virtual std::string name() const = 0;
   virtual absl::Status Launch(const v1::AcquireJobResponse& assignment) = 0;
   virtual void Cancel(const std::string& lease_id) = 0;
+  // Called once by SetLauncher with this launcher's attempts that are still active (after a
+  // restart: those it launched before). Launchers that can find their work again (Slurm)
+  // reconcile them; the default leaves them to their workers' heartbeats and lease expiry.
+  virtual void Adopt(const std::vector<LaunchedAttempt>& attempts) { (void)attempts; }
 };
 
 // Where a lease came from and what it may touch (for uploads and cost tables).
@@ -78,6 +94,8 @@ class Coordinator {
   // Loads non-final campaigns, their jobs, active leases and agents. Leases get a fresh TTL:
   // their holders could not heartbeat while the coordinator was down.
   absl::Status Recover();
+  // Attaches the launcher (nullptr detaches) and hands it, through Launcher::Adopt, the active
+  // attempts held as "launcher:<name>" (after Recover: those launched before a restart).
   void SetLauncher(Launcher* launcher);
 
   // --- campaigns ---
@@ -114,6 +132,14 @@ class Coordinator {
   absl::StatusOr<v1::Artifact> RecordArtifact(const LeaseInfo& lease, const std::string& kind,
                                               const std::string& name,
                                               const storage::BlobInfo& blob);
+  // --- launcher bookkeeping ---
+  // Records where a launcher-held attempt runs (e.g. the Slurm job id) and what that system
+  // says about it (state, reason; shown by `tailor queue` and `tailor status`). The id goes
+  // to the attempt row and the job in one transaction, with a `job_launched` event the first
+  // time and a `job_external_state` event when the state changes; a reason-only change updates
+  // the job silently. FAILED_PRECONDITION when the lease is not an active launcher lease.
+  absl::Status RecordLaunch(const std::string& lease_id, const std::string& external_id,
+                            const std::string& state, const std::string& reason);
 
   // --- reads for users ---
   absl::StatusOr<v1::ListArtifactsResponse> ListArtifacts(const std::string& campaign_id);
@@ -153,6 +179,7 @@ class Coordinator {
     int attempt = 0;
     absl::Time expires_at;
     bool cancelled = false;
+    std::string external_id;  // launcher's id for the attempt (RecordLaunch)
   };
   struct Waiter {
     uint64_t id;

@@ -153,6 +153,11 @@ absl::StatusOr<v1::AcquireJobResponse> Coordinator::LeaseJobLocked(const std::st
   job.set_agent_id(holder);
   job.clear_not_before();
   *job.mutable_updated_at() = ToProto(now);
+  // A new attempt has no external id yet; the previous attempt's stays in its attempt row.
+  job.clear_external_id();
+  job.clear_external_state();
+  job.clear_external_reason();
+  if (holder.rfind("launcher:", 0) == 0) job.set_launcher(holder.substr(9));
   storage::AttemptRow row;
   row.lease_id = job.lease_id();
   row.job_id = job_id;
@@ -401,6 +406,10 @@ absl::StatusOr<v1::CompleteJobResponse> Coordinator::CompleteJob(
         job.set_state(v1::JOB_SUCCEEDED);
         *job.mutable_result() = req.result();
         job.clear_error();
+        // A launcher's last view of the job (e.g. Slurm's PENDING, polled before it started)
+        // is stale once it reported success; the external id stays for reference.
+        job.clear_external_state();
+        job.clear_external_reason();
         job.mutable_progress()->set_fraction(1.0);
         *job.mutable_updated_at() = ToProto(now);
         uow.Emit(job.campaign_id(), job.id(), "job_succeeded",
@@ -466,6 +475,64 @@ void Coordinator::Tick() {
     DispatchLocked(fx);
   }
   fx.Run();
+}
+
+absl::Status Coordinator::RecordLaunch(const std::string& lease_id,
+                                       const std::string& external_id,
+                                       const std::string& state, const std::string& reason) {
+  if (external_id.empty() || external_id.size() > 128) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "external_id: must be 1..128 characters, got ", external_id.size()));
+  }
+  if (state.size() > 64 || reason.size() > 256) {
+    return absl::InvalidArgumentError("external state or reason too long (64/256 characters)");
+  }
+  Effects fx;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = leases_.find(lease_id);
+    if (it == leases_.end() || it->second.cancelled) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("lease '", lease_id, "' is not active (expired, completed or unknown)"));
+    }
+    const LiveLease& lease = it->second;
+    if (lease.holder.rfind("launcher:", 0) != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("lease '", lease_id, "' is held by agent ", lease.holder,
+                       ", not by a launcher"));
+    }
+    if (!lease.external_id.empty() && lease.external_id != external_id) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("lease '", lease_id, "' is already recorded as ", lease.external_id,
+                       "; refusing to record ", external_id));
+    }
+    const std::string launcher = lease.holder.substr(9);
+    const v1::Job& view = jobs_.at(lease.job_id);
+    const bool first = lease.external_id.empty();
+    if (!first && view.external_state() == state && view.external_reason() == reason) {
+      return absl::OkStatus();  // nothing new
+    }
+    UnitOfWork uow(this, clock_->Now());
+    v1::Job& job = uow.Job(lease.job_id);
+    const std::string described = absl::StrCat(
+        launcher, " job ", external_id, state.empty() ? "" : " ", state,
+        reason.empty() ? "" : absl::StrCat(" (", reason, ")"));
+    if (first) {
+      uow.SetAttemptExternal(lease_id, launcher, external_id);
+      job.set_launcher(launcher);
+      job.set_external_id(external_id);
+      uow.Emit(job.campaign_id(), job.id(), "job_launched",
+               absl::StrCat("attempt ", lease.attempt, " is ", described));
+    } else if (view.external_state() != state) {
+      uow.Emit(job.campaign_id(), job.id(), "job_external_state", described);
+    }
+    job.set_external_state(state);
+    job.set_external_reason(reason);
+    *job.mutable_updated_at() = ToProto(uow.now());
+    TAILOR_RETURN_IF_ERROR(CommitLocked(uow, fx));
+  }
+  fx.Run();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<LeaseInfo> Coordinator::CheckLease(const std::string& lease_id) {

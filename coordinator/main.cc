@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "coordinator/server.h"
@@ -13,6 +14,35 @@
 namespace {
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop.store(true); }
+
+// Partition and account names end up on #SBATCH lines.
+std::string SlurmName(const std::string& v) {
+  if (v.empty() || v.size() > 128) return "must be 1..128 characters";
+  for (char c : v) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ||
+          c == ',')) {
+      return "must be characters of [A-Za-z0-9_.,-], got '" + v + "'";
+    }
+  }
+  return "";
+}
+
+std::string HostPort(const std::string& v) {
+  const size_t colon = v.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(v.substr(colon + 1), &port) || port < 1 || port > 65535) {
+    return "must be HOST:PORT with a port in 1..65535, got '" + v + "'";
+  }
+  return "";
+}
+
+std::string SbatchArg(const std::string& v) {
+  if (v.rfind("--", 0) != 0 || v.size() < 3 || v.find_first_of(" \t\n#") != std::string::npos) {
+    return "must be one --option[=value] without blanks, got '" + v + "'";
+  }
+  return "";
+}
 
 bool IsLoopback(const std::string& listen) {
   return listen.rfind("127.", 0) == 0 || listen.rfind("localhost:", 0) == 0 ||
@@ -29,6 +59,8 @@ int main(int argc, char** argv) {
   double lease_ttl_s = 15, heartbeat_s = 2, backoff_base_s = 2;
   bool insecure = false;
   std::string isolate = "auto";
+  double slurm_poll_s = 10;
+  auto& slurm = options.slurm;
   app.add_option("--data-dir", options.data_dir, "database, blobs and logs")->capture_default_str();
   app.add_option("--listen", options.listen, "gRPC address HOST:PORT")->capture_default_str();
   app.add_option("--http-port", http_port, "dashboard and /metrics port (0 = off)")
@@ -52,6 +84,33 @@ int main(int argc, char** argv) {
                  "the local launcher, whose workers share this host's CPU with the agents)")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
+  app.add_option("--slurm-partition", slurm.partition,
+                 "--launcher slurm: partition for cluster jobs (default: the cluster's default)")
+      ->check(SlurmName);
+  app.add_option("--slurm-account", slurm.account,
+                 "--launcher slurm: account charged for cluster jobs")
+      ->check(SlurmName);
+  app.add_option("--slurm-worker-bin", slurm.worker_bin,
+                 "--launcher slurm: tailor-worker as the compute nodes see it (default: "
+                 "--worker-bin, else next to this binary)");
+  app.add_option("--slurm-coordinator-address", slurm.coordinator,
+                 "--launcher slurm: HOST:PORT the ranks dial to reach this coordinator "
+                 "(default: the --listen host and bound port; 127.0.0.1 for a wildcard)")
+      ->check(HostPort);
+  app.add_option("--slurm-poll-interval", slurm_poll_s,
+                 "--launcher slurm: seconds between the batched squeue calls")
+      ->check(CLI::Range(0.2, 3600.0))
+      ->capture_default_str();
+  app.add_option("--slurm-sbatch-arg", slurm.sbatch_args,
+                 "--launcher slurm: extra sbatch option for every job, e.g. --qos=high "
+                 "(repeatable)")
+      ->check(SbatchArg);
+  app.add_flag("--slurm-requeue", slurm.requeue,
+               "--launcher slurm: submit with --requeue, so Slurm requeues jobs that lose a "
+               "node or are preempted under the same attempt (default: every loss is a tailor "
+               "retry with backoff)");
+  app.add_option("--slurm-bin-dir", options.slurm_bin_dir,
+                 "--launcher slurm: directory of sbatch/squeue/sacct/scancel (default: PATH)");
   app.add_flag("--insecure", insecure, "allow plaintext on a non-loopback address");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -71,6 +130,12 @@ int main(int argc, char** argv) {
   options.core.backoff_base = absl::Seconds(backoff_base_s);
   (void)http_port;
   options.launcher = launcher;
+  slurm.poll_interval = absl::Milliseconds(static_cast<int64_t>(slurm_poll_s * 1000));
+  if (launcher != "slurm" && (!slurm.partition.empty() || !slurm.account.empty() ||
+                              !slurm.coordinator.empty() || !slurm.sbatch_args.empty())) {
+    std::cerr << "tailor-coordinator: --slurm-* options need --launcher slurm\n";
+    return 2;
+  }
   options.core.isolate_measurements =
       isolate == "on" || (isolate == "auto" && launcher == "local");
 

@@ -49,13 +49,13 @@ absl::StatusOr<int> CoordinatorServer::Start() {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options_.listen, " (address in use or invalid)"));
   }
+  std::string worker_bin = options_.worker_bin;
+  if (worker_bin.empty()) {
+    std::error_code ec;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    worker_bin = (self.parent_path() / "tailor-worker").string();
+  }
   if (options_.launcher == "local") {
-    std::string worker_bin = options_.worker_bin;
-    if (worker_bin.empty()) {
-      std::error_code ec;
-      auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-      worker_bin = (self.parent_path() / "tailor-worker").string();
-    }
     LocalLauncherOptions lo;
     lo.worker_bin = worker_bin;
     lo.coordinator = absl::StrCat("127.0.0.1:", port);
@@ -71,6 +71,34 @@ absl::StatusOr<int> CoordinatorServer::Start() {
           // Rank 0 may already have reported; then the lease is closed and this is a no-op.
           (void)core->CompleteJob(fail);
         });
+    core_->SetLauncher(launcher_.get());
+  } else if (options_.launcher == "slurm") {
+    SlurmLauncherOptions so = options_.slurm;
+    if (so.worker_bin.empty()) so.worker_bin = worker_bin;
+    if (so.data_dir.empty()) {
+      std::error_code ec;
+      so.data_dir = std::filesystem::absolute(options_.data_dir, ec).string();
+    }
+    if (so.coordinator.empty()) {
+      // Ranks on other nodes cannot use a wildcard or loopback address; this host's name is
+      // the best default there, and loopback is right for a single-node cluster.
+      const std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
+      so.coordinator = absl::StrCat(
+          host == "0.0.0.0" || host == "[::]" || host.empty() ? "127.0.0.1" : host, ":", port);
+    }
+    // Pending jobs have no worker to heartbeat for them: the launcher does, well within the
+    // TTL.
+    so.keepalive_interval = std::min(so.keepalive_interval, options_.core.lease_ttl / 3);
+    CommandSlurmClientOptions co;
+    co.bin_dir = options_.slurm_bin_dir;
+    slurm_client_ = std::make_unique<CommandSlurmClient>(co);
+    slurm_sink_ = std::make_unique<CoordinatorSlurmSink>(core_.get());
+    launcher_ = std::make_unique<SlurmLauncher>(so, slurm_client_.get(), slurm_sink_.get(), clock_);
+    spdlog::info("slurm launcher: partition '{}', account '{}', workers dial {}, worker {}, "
+                 "squeue every {}",
+                 so.partition, so.account, so.coordinator, so.worker_bin,
+                 absl::FormatDuration(so.poll_interval));
+    // Hands over the attempts launched before a restart (reconciled at the first poll).
     core_->SetLauncher(launcher_.get());
   } else if (options_.launcher != "none") {
     return absl::InvalidArgumentError(

@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/launchers/local_launcher.h"
+#include "coordinator/launchers/slurm_launcher.h"
 #include "coordinator/services.h"
 #include "grpcpp/grpcpp.h"
 #include "storage/blob_store.h"
@@ -23,8 +24,12 @@ struct ServerOptions {
   CoordinatorOptions core;
   absl::Duration tick_interval = absl::Milliseconds(100);
   int max_message_bytes = 16 * 1024 * 1024;
-  std::string launcher = "local";  // local | none (slurm: see the Slurm launcher)
+  std::string launcher = "local";  // local | slurm | none
   std::string worker_bin;          // default: tailor-worker next to this executable
+  // --launcher slurm: worker_bin, coordinator and data_dir are filled in by Start() when
+  // empty (the worker next to this binary, this server's address, the data dir).
+  SlurmLauncherOptions slurm;
+  std::string slurm_bin_dir;  // where sbatch/squeue/sacct/scancel are; empty = PATH
 };
 
 // Composition root: opens the database and blob store under data_dir, recovers state, serves
@@ -56,6 +61,8 @@ class CoordinatorServer {
   std::unique_ptr<AgentServiceImpl> agent_service_;
   std::unique_ptr<AdminServiceImpl> admin_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<SlurmClient> slurm_client_;
+  std::unique_ptr<SlurmAttemptSink> slurm_sink_;
   std::unique_ptr<Launcher> launcher_;
   std::atomic<bool> stop_{false};
   std::thread ticker_;

@@ -83,11 +83,18 @@ class Coordinator::UnitOfWork {
   void ExtendLease(const std::string& lease_id, absl::Time expires_at) {
     extended_.push_back({lease_id, expires_at});
   }
+  void SetAttemptExternal(const std::string& lease_id, const std::string& launcher,
+                          const std::string& external_id) {
+    externals_.push_back({lease_id, launcher, external_id});
+  }
 
  private:
   friend class Coordinator;
   struct Ended {
     std::string lease_id, state, error;
+  };
+  struct External {
+    std::string lease_id, launcher, external_id;
   };
 
   Coordinator* c_;
@@ -104,6 +111,7 @@ class Coordinator::UnitOfWork {
   std::vector<std::string> leases_removed_;
   std::vector<std::string> leases_cancelled_;
   std::vector<std::pair<std::string, absl::Time>> extended_;
+  std::vector<External> externals_;
 };
 
 }  // namespace tailor::coordinator

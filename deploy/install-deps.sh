@@ -14,6 +14,8 @@ PACKAGES=(
   # training step ~7x slower than OpenBLAS.
   libopenblas0-openmp
   jq procps psmisc curl
+  # A real single-node Slurm for `--launcher slurm` and its e2e tests (deploy/dev-slurm/).
+  slurm-wlm munge
 )
 
 missing=()

@@ -26,14 +26,14 @@ Cluster::~Cluster() {
 
 bool Cluster::StartCoordinator() {
   const std::string log = absl::StrCat(dir_, "/coordinator-", restarts_++, ".log");
-  coordinator_ = std::make_unique<Process>(
-      std::vector<std::string>{
-          BinDir() + "/tailor-coordinator", "--data-dir", dir_ + "/data", "--listen",
-          absl::StrCat("127.0.0.1:", port_), "--http-port", "0", "--lease-ttl",
-          absl::StrCat(options_.lease_ttl_s), "--heartbeat-interval",
-          absl::StrCat(options_.heartbeat_s), "--backoff-base",
-          absl::StrCat(options_.backoff_base_s), "--log-level", "debug"},
-      log);
+  std::vector<std::string> argv = {
+      BinDir() + "/tailor-coordinator", "--data-dir", dir_ + "/data", "--listen",
+      absl::StrCat("127.0.0.1:", port_), "--http-port", "0", "--lease-ttl",
+      absl::StrCat(options_.lease_ttl_s), "--heartbeat-interval",
+      absl::StrCat(options_.heartbeat_s), "--backoff-base",
+      absl::StrCat(options_.backoff_base_s), "--log-level", "debug"};
+  argv.insert(argv.end(), options_.coordinator_args.begin(), options_.coordinator_args.end());
+  coordinator_ = std::make_unique<Process>(argv, log);
   std::regex re("listening on port ([0-9]+)");
   return WaitFor(
       [&] {

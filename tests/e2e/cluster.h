@@ -17,6 +17,8 @@ class Cluster {
     double lease_ttl_s = 3;
     double heartbeat_s = 0.5;
     double backoff_base_s = 0.2;
+    // Appended to the coordinator's command line (e.g. --launcher slurm ...).
+    std::vector<std::string> coordinator_args;
   };
   explicit Cluster(const std::string& name, Options options);
   explicit Cluster(const std::string& name) : Cluster(name, Options()) {}
