@@ -208,6 +208,13 @@ std::string RenderReport(const v1::CampaignReport& r, const RenderOptions& optio
   render_budgets("budgets (student)",
                  std::vector<v1::BudgetResult>(r.budgets().begin(), r.budgets().end()));
   render_budgets("budgets (uniform baseline)", BaselineBudgets(r));
+  if (const google::protobuf::Value* feasible = DetailField(r, "baseline_uniform", "feasible");
+      feasible != nullptr && feasible->has_bool_value() && !feasible->bool_value()) {
+    const google::protobuf::Value* reason = DetailField(r, "baseline_uniform", "reason");
+    absl::StrAppend(&out, "\nuniform baseline: none (",
+                    reason != nullptr ? reason->string_value() : "no model meets the budget",
+                    ")\n");
+  }
   if (r.quality_size() > 0) {
     Table quality({{"MODEL"},
                    {"KD LOSS", Align::kRight},

@@ -309,6 +309,21 @@ JobHandler MakeProfileHandler(MlJobConfig config) {
 
 JobHandler MakeVerifyHandler(MlJobConfig config) {
   return [config](JobContext& ctx) -> absl::StatusOr<Struct> {
+    // Nothing to verify when the job before found no model (a comparison branch whose
+    // budget no model met): pass the reason on rather than verify the parent in its place.
+    for (const auto& [key, input] : ctx.inputs()) {
+      const auto skipped = input.fields().find("skipped");
+      if (skipped != input.fields().end() && skipped->second.bool_value()) {
+        Struct result;
+        (*result.mutable_fields())["skipped"].set_bool_value(true);
+        const auto reason = input.fields().find("reason");
+        (*result.mutable_fields())["reason"] =
+            reason != input.fields().end() ? reason->second : Str(key + " was skipped");
+        ctx.ReportProgress(1.0, "nothing to verify: " + key + " was skipped", 0, 0, {}, true)
+            .IgnoreError();
+        return result;
+      }
+    }
     TAILOR_ASSIGN_OR_RETURN(auto model, ModelDir(ctx));
     TAILOR_ASSIGN_OR_RETURN(Struct result,
                             RunVerify(ctx.contract(), model.first, config, ProgressOf(ctx)));

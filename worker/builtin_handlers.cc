@@ -6,11 +6,13 @@ namespace tailor::worker {
 void RegisterRankJob();
 void RegisterDistillJob();
 void RegisterSearchJobs();
+void RegisterBlockRemovalJobs();
 
 void RegisterBuiltinHandlers() {
   RegisterRankJob();
   RegisterDistillJob();
   RegisterSearchJobs();
+  RegisterBlockRemovalJobs();
 }
 
 }  // namespace tailor::worker

@@ -47,6 +47,24 @@ absl::StatusOr<std::string> SourceJob(const WorkerContext& ctx) {
 
 absl::StatusOr<Struct> RunDistill(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(const std::string source, SourceJob(ctx));
+  // A comparison job that found no model (e.g. no uniform baseline meets the budget) passes
+  // the reason on instead of failing the campaign.
+  const Struct& source_result = ctx.assignment.inputs().at(source);
+  if (auto it = source_result.fields().find("feasible");
+      it != source_result.fields().end() && it->second.has_bool_value() &&
+      !it->second.bool_value()) {
+    Struct skipped;
+    auto& f = *skipped.mutable_fields();
+    f["skipped"].set_bool_value(true);
+    const auto reason = source_result.fields().find("reason");
+    f["reason"].set_string_value(
+        absl::StrCat(source, " found no model",
+                     reason != source_result.fields().end()
+                         ? absl::StrCat(": ", reason->second.string_value())
+                         : ""));
+    ctx.Progress(1.0, f["reason"].string_value());
+    return skipped;
+  }
   TAILOR_ASSIGN_OR_RETURN(const std::string student_digest,
                           InputString(ctx, source, "student_digest"));
   TAILOR_ASSIGN_OR_RETURN(const std::string teacher_digest,

@@ -165,9 +165,6 @@ absl::StatusOr<Inputs> LoadInputs(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(costmodel::CostModel cost_model, ModelOf(in.table));
   in.cost_model.emplace(std::move(cost_model));
   TAILOR_RETURN_IF_ERROR(PlanBudgets(in, *in.cost_model, DeadZone(ctx.contract())));
-  // Deterministic on every rank, so all ranks fail (or go on) together.
-  TAILOR_RETURN_IF_ERROR(autocompress::CheckBudgetsReachable(in.teacher->config(), in.space,
-                                                             *in.cost_model, in.budgets));
   return in;
 }
 
@@ -206,6 +203,9 @@ absl::StatusOr<Struct> RunSearchJob(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(Inputs in, LoadInputs(ctx));
   const costmodel::CostModel& cost_model = *in.cost_model;
   const model::HybridConfig& config = in.teacher->config();
+  // Deterministic on every rank, so all ranks fail (or go on) together.
+  TAILOR_RETURN_IF_ERROR(
+      autocompress::CheckBudgetsReachable(config, in.space, cost_model, in.budgets));
   TAILOR_ASSIGN_OR_RETURN(autocompress::CostPredictor predictor,
                           autocompress::MakeCostPredictor(cost_model, config, in.space));
 
@@ -231,6 +231,12 @@ absl::StatusOr<Struct> RunSearchJob(WorkerContext& ctx) {
   o.supernet_lr = OrDefault(sp.has_supernet_lr(), sp.supernet_lr(), 1e-4);
   o.extract_threshold = OrDefault(sp.has_extraction_threshold(), sp.extraction_threshold(), 0.95);
   o.stop_when_converged = true;
+  o.accept_extraction = [&](const autocompress::ExtractionDecision& d) {
+    absl::StatusOr<model::HybridConfig> child = autocompress::ChildConfig(config, in.space, d.indices);
+    if (!child.ok()) return false;
+    absl::StatusOr<costmodel::Prediction> p = cost_model.Predict(*child);
+    return p.ok() && autocompress::BudgetViolations(*p, in.budgets).empty();
+  };
   o.seed = ctx.contract().seed() ^ kSearchSalt;
   // Equal slices keep "mean of the ranks' KD means" equal to the global KD mean (and the
   // averaged gradient equal to the global one), so the global batch is rounded up to a
@@ -434,9 +440,23 @@ absl::StatusOr<Struct> RunBaselineUniform(WorkerContext& ctx) {
         PackedBatch(ctx.contract().seed(), kUniformSalt, b, rows, length, tasks::Split::kEval));
   }
   ctx.Progress(0.2, "pricing the uniform grid and scoring the largest fitting candidates");
-  TAILOR_ASSIGN_OR_RETURN(
-      autocompress::UniformResult u,
-      autocompress::SelectUniform(in.teacher, in.space, cost_model, in.budgets, eval));
+  absl::Status reachable =
+      autocompress::CheckBudgetsReachable(config, in.space, cost_model, in.budgets);
+  absl::StatusOr<autocompress::UniformResult> selected =
+      reachable.ok()
+          ? autocompress::SelectUniform(in.teacher, in.space, cost_model, in.budgets, eval)
+          : absl::StatusOr<autocompress::UniformResult>(reachable);
+  if (absl::IsFailedPrecondition(selected.status())) {
+    // The baseline is a comparison, not the product: a budget no uniform model meets (it
+    // cannot remove layers, AutoCompress can) is a finding for the report, not a failed
+    // campaign. Its distill and verify jobs see `feasible: false` and skip.
+    f["feasible"].set_bool_value(false);
+    f["reason"].set_string_value(std::string(selected.status().message()));
+    ctx.Progress(1.0, Clip(absl::StrCat("no uniform baseline: ", selected.status().message())));
+    return result;
+  }
+  TAILOR_ASSIGN_OR_RETURN(autocompress::UniformResult u, std::move(selected));
+  f["feasible"].set_bool_value(true);
 
   TAILOR_ASSIGN_OR_RETURN(autocompress::Student student,
                           autocompress::ExtractStudent(in.teacher, in.space, u.best.indices));

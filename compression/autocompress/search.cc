@@ -287,7 +287,9 @@ absl::StatusOr<SearchResult> RunSearch(model::HybridLM& parent, model::HybridLM&
       torch::NoGradGuard no_grad;
       TAILOR_ASSIGN_OR_RETURN(ExtractionDecision d, DecideExtraction(space, router->Probabilities(),
                                                                      options.extract_threshold));
-      if (d.converged) first_step = options.schedule.steps;
+      if (d.converged && (!options.accept_extraction || options.accept_extraction(d))) {
+        first_step = options.schedule.steps;
+      }
     }
     const bool checkpointing = !options.checkpoint_dir.empty() && options.write_checkpoints &&
                                options.checkpoint_every > 0;
@@ -386,7 +388,9 @@ absl::StatusOr<SearchResult> RunSearch(model::HybridLM& parent, model::HybridLM&
       // The search ends here when it converged or ran its last step: checkpoint that too, so
       // a retry after a later failure (extraction, upload) skips the search altogether.
       const bool last = step + 1 == options.schedule.steps ||
-                        (options.stop_when_converged && report.decision.converged);
+                        (options.stop_when_converged && report.decision.converged &&
+                         (!options.accept_extraction ||
+                          options.accept_extraction(report.decision)));
       // Saved before the progress callback, so a run stopped by it (cancellation) still
       // leaves this step's checkpoint behind.
       if (checkpointing && ((step + 1) % options.checkpoint_every == 0 || last)) {

@@ -89,6 +89,12 @@ struct SearchOptions {
   double supernet_lr = 0.0;  // 0: supernet weights frozen (router-only search)
   double extract_threshold = kExtractThreshold;
   bool stop_when_converged = true;
+  // With stop_when_converged: a converged decision ends the search only when this accepts it
+  // (null accepts all). The worker accepts only an argmax architecture whose hard predicted
+  // cost meets the budgets: gates can saturate early while the penalty still pushes, and
+  // stopping there would hand a violating architecture to the repair. Must be deterministic
+  // (every rank decides alike).
+  std::function<bool(const ExtractionDecision&)> accept_extraction;
   uint64_t seed = 0;  // Gumbel noise
 
   // This rank's rows are [row_offset, row_offset + B) of a global batch of global_batch

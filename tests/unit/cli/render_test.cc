@@ -224,6 +224,24 @@ TEST(RenderReportTest, ArchitectureAndUniformBaseline) {
             "recovery tokens  0\n");
 }
 
+TEST(RenderReportTest, InfeasibleUniformBaselineSaysWhy) {
+  v1::CampaignReport r;
+  r.set_campaign_id("cmp-3");
+  r.set_state(v1::CAMPAIGN_SUCCEEDED);
+  auto& base = *(*r.mutable_details()->mutable_fields())["baseline_uniform"]
+                    .mutable_struct_value()
+                    ->mutable_fields();
+  base["feasible"].set_bool_value(false);
+  base["reason"].set_string_value("no uniform architecture of 12 meets the budget");
+  EXPECT_EQ(RenderReport(r, Options()),
+            "campaign cmp-3: SUCCEEDED\n"
+            "\n"
+            "uniform baseline: none (no uniform architecture of 12 meets the budget)\n"
+            "\n"
+            "search tokens    0\n"
+            "recovery tokens  0\n");
+}
+
 TEST(RenderReportTest, BudgetsQualityTokensArtifacts) {
   EXPECT_EQ(RenderReport(SampleReport(), Options()),
             "campaign cmp-1: SUCCEEDED\n"

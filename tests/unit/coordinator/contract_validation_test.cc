@@ -752,7 +752,8 @@ TEST(ExamplesTest, NpcExampleMatchesTheArchitectureSketch) {
   EXPECT_EQ(c->workload().input_tokens(), 128);
   EXPECT_EQ(c->workload().output_tokens(), 32);
   EXPECT_DOUBLE_EQ(c->budget().latency_ms_max(), 40);
-  EXPECT_DOUBLE_EQ(c->budget().memory_mib_max(), 64);
+  // The sketch says 64 MiB; the demo parent needs 4.45 MiB, so the example binds at 3.5.
+  EXPECT_DOUBLE_EQ(c->budget().memory_mib_max(), 3.5);
   EXPECT_TRUE(c->compare_uniform_baseline());
   EXPECT_EQ(c->resources().search().ranks_per_node(), 2);
 

@@ -1,0 +1,197 @@
+// bench_block_removal: (1) solver time vs N (16, 32, 64, 128) at M = 25% and 50% for exact,
+// annealing and tabu, with each solver's energy gap to the best known state; (2) with
+// --parent DIR (repeatable, e.g. the demo parent and a >= 24-block variant): CBO (best of k by
+// held-out loss) vs the ground state alone vs Block Influence at M = 25% and 50%, by held-out
+// loss and exact-match accuracy on the 8 task suites. Prints a table; --json PATH writes JSON.
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "compression/blockremoval/gates.h"
+#include "compression/blockremoval/qubo.h"
+#include "compression/tasks/training.h"
+#include "nlohmann/json.hpp"
+
+namespace br = tailor::blockremoval;
+
+namespace {
+
+// H = AᵀA/m for a Gaussian A with m = N + 4 rows (as in the unit tests).
+br::Qubo RandomPsd(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> g;
+  const int m = n + 4;
+  at::Tensor a = torch::empty({m, n}, torch::kFloat64);
+  auto acc = a.accessor<double, 2>();
+  for (int r = 0; r < m; ++r) {
+    for (int c = 0; c < n; ++c) acc[r][c] = g(rng);
+  }
+  return *br::FisherQubo(a);
+}
+
+double Seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+nlohmann::json SolverBench() {
+  nlohmann::json rows = nlohmann::json::array();
+  std::printf("%-5s %-5s %-10s %12s %10s %14s\n", "N", "M", "solver", "seconds", "states",
+              "gap_to_best");
+  for (int n : {16, 32, 64, 128}) {
+    for (int m : {n / 4, n / 2}) {
+      const br::Qubo q = RandomPsd(n, 1000 + n);
+      struct Run {
+        std::string name;
+        double seconds = 0, energy = 0;
+        bool ok = false;
+      };
+      std::vector<Run> runs;
+      for (auto make : {br::ExactSolver, br::AnnealingSolver, br::TabuSolver}) {
+        auto solver = make();
+        Run r{std::string(solver->name())};
+        if (r.name == "exact" && br::Binomial(n, m) > br::kMaxExactStates) {
+          runs.push_back(r);
+          continue;
+        }
+        br::SolveOptions o;
+        o.m = m;
+        o.k = 8;
+        const auto t0 = std::chrono::steady_clock::now();
+        auto s = solver->Solve(q, o);
+        r.seconds = Seconds(t0);
+        r.ok = s.ok();
+        if (s.ok()) r.energy = (*s)[0].energy;
+        runs.push_back(r);
+      }
+      double best = INFINITY;
+      for (const Run& r : runs) {
+        if (r.ok) best = std::min(best, r.energy);
+      }
+      for (const Run& r : runs) {
+        if (!r.ok) {
+          std::printf("%-5d %-5d %-10s %12s %10.3g %14s\n", n, m, r.name.c_str(), "skipped",
+                      br::Binomial(n, m), "-");
+          continue;
+        }
+        std::printf("%-5d %-5d %-10s %12.4f %10.3g %14.3g\n", n, m, r.name.c_str(), r.seconds,
+                    br::Binomial(n, m), r.energy - best);
+        rows.push_back({{"n", n}, {"m", m}, {"solver", r.name}, {"seconds", r.seconds},
+                        {"energy", r.energy}, {"gap_to_best", r.energy - best}});
+      }
+    }
+  }
+  return rows;
+}
+
+double Accuracy(tailor::model::HybridLM& m, int64_t per_task) {
+  int64_t correct = 0, total = 0;
+  for (const auto& suite : tailor::tasks::AllSuites()) {
+    auto r = tailor::tasks::Evaluate(m, *suite, per_task, 77);
+    if (!r.ok()) continue;
+    correct += r->correct;
+    total += r->total;
+  }
+  return total == 0 ? 0.0 : static_cast<double>(correct) / total;
+}
+
+nlohmann::json ModelBench(const std::string& dir, int64_t calibration, int k, int64_t per_task) {
+  nlohmann::json out = {{"parent", dir}};
+  auto parent = tailor::model::LoadHybridLM(dir);
+  if (!parent.ok()) {
+    std::fprintf(stderr, "%s\n", parent.status().ToString().c_str());
+    return out;
+  }
+  const std::vector<int> layers = br::PresentLayers((*parent)->config());
+  const auto cal = br::CalibrationSamples(1, calibration, tailor::tasks::Split::kTrain);
+  const auto held = br::CalibrationSamples(2, 96, tailor::tasks::Split::kEval);
+  auto a = br::GateGradients(*parent, cal, layers);
+  auto q = br::FisherQubo(*a);
+  auto bi = br::BlockInfluence(*parent, cal);
+  std::vector<double> influence;
+  for (int l : layers) influence.push_back(bi->sum[l] / bi->tokens);
+  auto to_layers = [&](const std::vector<int>& vars) {
+    std::vector<int> r;
+    for (int v : vars) r.push_back(layers[v]);
+    return r;
+  };
+  out["blocks"] = layers.size();
+  out["parent_loss"] = *br::HeldOutLoss(*parent, held);
+  out["parent_accuracy"] = Accuracy(*parent, per_task);
+  std::printf("\n%s (%zu blocks): parent loss %.4f acc %.3f\n", dir.c_str(), layers.size(),
+              out["parent_loss"].get<double>(), out["parent_accuracy"].get<double>());
+  std::printf("%-4s %-16s %10s %10s %10s\n", "M", "method", "energy", "loss", "accuracy");
+  for (int m : {static_cast<int>(layers.size()) / 4, static_cast<int>(layers.size()) / 2}) {
+    br::SolveOptions o;
+    o.m = m;
+    o.k = k;
+    auto states = br::MakeSolver(br::SolverKind::kAuto, *q, m)->Solve(*q, o);
+    size_t best = 0;
+    std::vector<double> losses;
+    for (const auto& s : *states) {
+      auto model = br::WithoutBlocks(*parent, to_layers(s.removed));
+      losses.push_back(*br::HeldOutLoss(*model, held));
+      if (losses.back() < losses[best]) best = losses.size() - 1;
+    }
+    const std::vector<int> bi_vars = br::LowestInfluence(influence, m);
+    struct Entry {
+      const char* method;
+      std::vector<int> vars;
+    };
+    for (const Entry& e : {Entry{"cbo_best_of_k", (*states)[best].removed},
+                           Entry{"ground_state", (*states)[0].removed},
+                           Entry{"block_influence", bi_vars}}) {
+      auto model = br::WithoutBlocks(*parent, to_layers(e.vars));
+      const double loss = *br::HeldOutLoss(*model, held);
+      const double acc = Accuracy(*model, per_task);
+      const double energy = br::Energy(*q, e.vars);
+      std::printf("%-4d %-16s %10.4g %10.4f %10.3f\n", m, e.method, energy, loss, acc);
+      out["rows"].push_back({{"m", m}, {"method", e.method}, {"removed_layers", to_layers(e.vars)},
+                             {"energy", energy}, {"loss", loss}, {"accuracy", acc},
+                             {"chosen_level", e.method == std::string("cbo_best_of_k")
+                                                  ? static_cast<int>(best)
+                                                  : 0}});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> parents;
+  std::string json_path;
+  int64_t calibration = 64, per_task = 16;
+  int k = 8;
+  bool skip_solvers = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (a == "--parent") parents.push_back(next());
+    else if (a == "--json") json_path = next();
+    else if (a == "--calibration") calibration = std::stoll(next());
+    else if (a == "--candidates") k = std::stoi(next());
+    else if (a == "--task-samples") per_task = std::stoll(next());
+    else if (a == "--skip-solvers") skip_solvers = true;
+    else {
+      std::fprintf(stderr,
+                   "usage: bench_block_removal [--parent DIR]... [--json PATH] [--calibration N]"
+                   " [--candidates K] [--task-samples N] [--skip-solvers]\n");
+      return 2;
+    }
+  }
+  torch::set_num_threads(2);
+  nlohmann::json out;
+  if (!skip_solvers) out["solvers"] = SolverBench();
+  for (const std::string& p : parents) {
+    out["models"].push_back(ModelBench(p, calibration, k, per_task));
+  }
+  if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
+  return 0;
+}

@@ -1,0 +1,102 @@
+// BLOCK_REMOVAL through real processes: a coordinator, a CPU profiler agent and the local
+// launcher's tailor-worker jobs run gate_gradients (2 ranks) -> solve -> evaluate_candidates
+// -> distill (2 ranks) -> verify on a barely trained parent, then the report shows the
+// spectrum of kept states and the Block Influence comparison.
+#include <cmath>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/cluster.h"
+
+namespace tailor::e2e {
+namespace {
+
+std::string Contract(const std::string& parent) {
+  return absl::StrCat(
+      "name: \"blocks\"\nmethod: BLOCK_REMOVAL\nparent { path: \"", parent, "\" }\n",
+      "target { device_kind: \"cpu\" precision: FP32 }\n",
+      "workload { batch_size: 1 input_tokens: 16 output_tokens: 8 cached_prefix_tokens: 0 }\n",
+      "block_removal { blocks_to_remove: 2 calibration_samples: 16 candidates: 4 solver: EXACT "
+      "distill: true }\n",
+      "recovery { tokens: 1024 batch_sequences: 8 sequence_length: 32 "
+      "checkpoint_every_steps: 2 }\n",
+      "resources { block_select { ranks_per_node: 2 } distill { ranks_per_node: 2 } }\n");
+}
+
+nlohmann::json JobOf(const nlohmann::json& campaign, const std::string& key) {
+  for (const auto& j : campaign["jobs"]) {
+    if (j["key"] == key) return j;
+  }
+  return nullptr;
+}
+
+TEST(BlockRemovalE2E, ExactSolveEvaluateDistillVerify) {
+  Cluster cluster("blockremoval");
+  const std::string parent = cluster.dir() + "/parent";
+  RunResult train = ::tailor::e2e::Run({BinDir() + "/tailor-train-parent", "--out", parent, "--steps", "2",
+                         "--eval-samples", "1"},
+                        absl::Seconds(300));
+  ASSERT_EQ(train.exit_code, 0) << train.out << train.err;
+  ASSERT_TRUE(cluster.StartCoordinator());
+  cluster.StartAgent("cpu0", {"--verify-repetitions", "3", "--verify-task-samples", "4"});
+
+  const std::string id =
+      cluster.Submit(cluster.WriteFile("blocks.textproto", Contract(parent)), "blocks-1");
+  ASSERT_FALSE(id.empty());
+  const bool done = cluster.WaitForState(id, "CAMPAIGN_SUCCEEDED", absl::Minutes(10));
+  nlohmann::json campaign = cluster.Status(id);
+  ASSERT_TRUE(done) << campaign.dump(2);
+  for (const char* key : {"gate_gradients", "solve", "evaluate_candidates", "distill", "verify"}) {
+    EXPECT_EQ(JobOf(campaign, key)["state"], "JOB_SUCCEEDED") << key;
+  }
+  EXPECT_TRUE(JobOf(campaign, "profile").is_null());  // fixed M needs no cost model
+
+  const nlohmann::json grads = JobOf(campaign, "gate_gradients")["result"];
+  EXPECT_EQ(grads["world_size"], 2);
+  EXPECT_EQ(grads["calibration_samples"], 16);
+  EXPECT_EQ(grads["blocks"], 8);  // the demo parent's 8 blocks
+  EXPECT_EQ(grads["fisher_digest"].get<std::string>().size(), 64u);
+
+  const nlohmann::json solve = JobOf(campaign, "solve")["result"];
+  EXPECT_EQ(solve["solver"], "exact");
+  EXPECT_EQ(solve["blocks_to_remove"], 2);
+  EXPECT_EQ(solve["states_total"], 28);  // C(8, 2)
+  ASSERT_EQ(solve["spectrum"].size(), 4u) << solve.dump(2);
+  std::set<std::vector<int>> distinct;
+  for (size_t i = 0; i < 4; ++i) {
+    const auto& s = solve["spectrum"][i];
+    EXPECT_EQ(s["level"], static_cast<int>(i));
+    EXPECT_EQ(s["removed_layers"].size(), 2u);
+    distinct.insert(s["removed_layers"].get<std::vector<int>>());
+    if (i > 0) EXPECT_LE(solve["spectrum"][i - 1]["energy"], s["energy"]);
+  }
+  EXPECT_EQ(distinct.size(), 4u);
+  EXPECT_EQ(solve["baseline"]["removed_layers"].size(), 2u);
+
+  const nlohmann::json eval = JobOf(campaign, "evaluate_candidates")["result"];
+  ASSERT_EQ(eval["candidates"].size(), 4u) << eval.dump(2);
+  double best = 1e300;
+  for (const auto& c : eval["candidates"]) best = std::min(best, c["loss"].get<double>());
+  EXPECT_EQ(eval["loss"].get<double>(), best);
+  EXPECT_TRUE(std::isfinite(eval["baseline"]["loss"].get<double>()));
+  EXPECT_EQ(eval["teacher_digest"], grads["teacher_digest"]);
+  EXPECT_EQ(eval["student_digest"], eval["model_digest"]);
+  EXPECT_THAT(eval["architecture"].get<std::string>(), ::testing::HasSubstr("removed"));
+  const nlohmann::json distill = JobOf(campaign, "distill")["result"];
+  EXPECT_EQ(distill["student_digest"], eval["student_digest"]);
+  EXPECT_EQ(distill["model_digest"].get<std::string>().size(), 64u);
+
+  RunResult report = cluster.Cli({"report", id, "--json"});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  nlohmann::json r = nlohmann::json::parse(report.out);
+  EXPECT_EQ(r["details"]["solve"]["spectrum"].size(), 4u) << r.dump(2);
+  EXPECT_TRUE(r["details"]["evaluate_candidates"]["baseline"].contains("loss"));
+  bool student = false;
+  for (const auto& q : r["quality"]) student |= q["model"] == "student";
+  EXPECT_TRUE(student) << r.dump(2);
+}
+
+}  // namespace
+}  // namespace tailor::e2e

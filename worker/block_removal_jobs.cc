@@ -1,0 +1,444 @@
+// The BLOCK_REMOVAL jobs (spec §2, CBO; docs/blockremoval.md):
+//
+// gate_gradients: per-sample gradients of the answer loss w.r.t. the block gates (batch 1),
+//   calibration samples split across ranks, rows gathered by an all-reduce of a zero-padded
+//   [m, N] matrix; rank 0 stores H = AᵀA/m as an artifact (so re-solving with another M needs
+//   no model run), uploads the parent once as a model archive (the teacher of later jobs) and
+//   reports the Block Influence scores of the same samples.
+// solve: the k lowest states of E(x) = xᵀHx with sum x = M (M from the contract, or the
+//   smallest M with a state meeting the budget under the profiled cost model).
+// evaluate_candidates: the real held-out loss of every kept state and of the Block Influence
+//   choice at the same M; the best state's model (blocks made absent) is uploaded.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "compression/autocompress/uniform.h"
+#include "compression/blockremoval/gates.h"
+#include "compression/blockremoval/qubo.h"
+#include "compression/costmodel/cost_model.h"
+#include "compression/model/hybrid_lm.h"
+#include "nlohmann/json.hpp"
+#include "worker/job_io.h"
+#include "worker/worker_context.h"
+
+namespace tailor::worker {
+namespace {
+
+using google::protobuf::Struct;
+using google::protobuf::Value;
+
+// Seed salts: calibration (gradients, Block Influence) and held-out evaluation streams.
+constexpr uint64_t kCalibrationSalt = 0x6361626f00000000ULL;  // "cbo"
+constexpr uint64_t kHeldOutSalt = 0x686f6c646f757400ULL;      // "holdout"
+// Held-out samples per candidate: enough answer tokens (~600) for losses of candidates that
+// differ by a block to separate, small enough that evaluating 8 candidates takes seconds.
+constexpr int64_t kHeldOutSamples = 96;
+constexpr char kFisherFormat[] = "tailor-block-fisher-v1";
+
+Value NumberList(const std::vector<double>& v) {
+  Value out;
+  for (double x : v) out.mutable_list_value()->add_values()->set_number_value(x);
+  return out;
+}
+Value IntList(const std::vector<int>& v) {
+  Value out;
+  for (int x : v) out.mutable_list_value()->add_values()->set_number_value(x);
+  return out;
+}
+
+absl::StatusOr<const Struct*> Input(const WorkerContext& ctx, const std::string& dep) {
+  const auto& inputs = ctx.assignment.inputs();
+  auto it = inputs.find(dep);
+  if (it == inputs.end()) {
+    return absl::FailedPreconditionError(absl::StrCat("job input '", dep, "' is missing"));
+  }
+  return &it->second;
+}
+
+absl::StatusOr<std::vector<double>> NumbersOf(const Struct& s, const std::string& field) {
+  auto it = s.fields().find(field);
+  if (it == s.fields().end() || !it->second.has_list_value()) {
+    return absl::FailedPreconditionError(absl::StrCat("input has no list '", field, "'"));
+  }
+  std::vector<double> out;
+  for (const Value& v : it->second.list_value().values()) out.push_back(v.number_value());
+  return out;
+}
+
+std::vector<int> ToInts(const std::vector<double>& v) {
+  return std::vector<int>(v.begin(), v.end());
+}
+
+std::vector<int> LayersOf(const std::vector<int>& vars, const std::vector<int>& layers) {
+  std::vector<int> out;
+  for (int v : vars) out.push_back(layers[v]);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+
+absl::StatusOr<Struct> RunGateGradients(WorkerContext& ctx) {
+  const v1::DeploymentContract& c = ctx.contract();
+  if (c.parent().path().empty()) {
+    return absl::InvalidArgumentError(
+        "parent.path: gate_gradients needs a parent directory (config.json + model.safetensors)");
+  }
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM parent, model::LoadHybridLM(c.parent().path()));
+  const std::vector<int> layers = blockremoval::PresentLayers(parent->config());
+  if (layers.empty()) return absl::InvalidArgumentError("parent has no present blocks");
+  const int64_t total = c.block_removal().has_calibration_samples()
+                            ? c.block_removal().calibration_samples()
+                            : 128;
+  const int world = ctx.env.world_size, rank = ctx.env.rank;
+  // Every rank draws the same stream and keeps rows [rank*m/W, (rank+1)*m/W), so A is the same
+  // matrix for any world size.
+  const auto all = blockremoval::CalibrationSamples(c.seed() ^ kCalibrationSalt, total,
+                                                    tasks::Split::kTrain);
+  const int64_t lo = rank * total / world, hi = (rank + 1) * total / world;
+  const std::vector<tasks::Sample> mine(all.begin() + lo, all.begin() + hi);
+  ctx.Progress(0.05, absl::StrCat("gate gradients of ", layers.size(), " blocks on ", total,
+                                  " samples over ", world, " ranks"));
+
+  at::Tensor a = torch::zeros({total, static_cast<int64_t>(layers.size())}, torch::kFloat64);
+  for (size_t s = 0; s < mine.size(); ++s) {
+    TAILOR_ASSIGN_OR_RETURN(at::Tensor row,
+                            blockremoval::GateGradients(parent, {mine[s]}, layers));
+    a[lo + static_cast<int64_t>(s)] = row[0];
+    if (ctx.Cancelled()) return absl::CancelledError("gate_gradients cancelled");
+    if (s % 8 == 0) {
+      ctx.Progress(0.05 + 0.7 * static_cast<double>(s) / mine.size(),
+                   absl::StrCat("sample ", s + 1, "/", mine.size(), " on rank 0"), s + 1,
+                   static_cast<int64_t>(mine.size()));
+    }
+  }
+  TAILOR_ASSIGN_OR_RETURN(blockremoval::InfluenceSums bi, blockremoval::BlockInfluence(parent, mine));
+  std::vector<double> bi_flat = bi.sum;
+  bi_flat.push_back(bi.tokens);
+  at::Tensor bi_t = torch::tensor(bi_flat, torch::kFloat64);
+  if (world > 1) {
+    TAILOR_RETURN_IF_ERROR(ctx.dist->AllReduceSum(a));
+    TAILOR_RETURN_IF_ERROR(ctx.dist->AllReduceSum(bi_t));
+  }
+  const double tokens = bi_t[-1].item<double>();
+  std::vector<double> influence;
+  for (int l : layers) influence.push_back(bi_t[l].item<double>() / std::max(1.0, tokens));
+
+  Struct result;
+  auto& f = *result.mutable_fields();
+  f["calibration_samples"].set_number_value(static_cast<double>(total));
+  f["world_size"].set_number_value(world);
+  f["blocks"].set_number_value(static_cast<double>(layers.size()));
+  f["layers"] = IntList(layers);
+  f["block_influence"] = NumberList(influence);
+  if (!ctx.is_rank0()) return result;
+
+  TAILOR_ASSIGN_OR_RETURN(blockremoval::Qubo q, blockremoval::FisherQubo(a));
+  nlohmann::json j;
+  j["format"] = kFisherFormat;
+  j["n"] = q.n;
+  j["rows"] = total;
+  j["layers"] = layers;
+  j["h"] = q.h;
+  TAILOR_ASSIGN_OR_RETURN(v1::Artifact fisher,
+                          ctx.job->UploadArtifactBytes("block_fisher", "fisher.json", j.dump()));
+  f["fisher_digest"].set_string_value(fisher.digest());
+  std::vector<double> diag;
+  for (int i = 0; i < q.n; ++i) diag.push_back(q.at(i, i));
+  f["fisher_diagonal"] = NumberList(diag);
+  ctx.Progress(0.8, "uploading the parent (teacher of the removed-block student)");
+  TAILOR_ASSIGN_OR_RETURN(v1::Artifact art, UploadModel(ctx, parent, "parent", "parent"));
+  f["teacher_digest"].set_string_value(art.digest());
+  ctx.Progress(1.0, absl::StrFormat("H (%dx%d) from %d samples stored", q.n, q.n, total));
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------
+
+absl::StatusOr<blockremoval::Qubo> FetchFisher(WorkerContext& ctx, const std::string& digest,
+                                               std::vector<int>& layers) {
+  const std::string path = absl::StrCat(ctx.work_dir, "/fisher.json");
+  TAILOR_RETURN_IF_ERROR(ctx.job->DownloadArtifact(digest, path));
+  TAILOR_ASSIGN_OR_RETURN(std::string text, model::ReadFileToString(path));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || j.value("format", "") != kFisherFormat) {
+    return absl::InvalidArgumentError(absl::StrCat("artifact ", digest, ": not a ", kFisherFormat));
+  }
+  blockremoval::Qubo q;
+  try {
+    q.n = j.at("n").get<int>();
+    q.h = j.at("h").get<std::vector<double>>();
+    layers = j.at("layers").get<std::vector<int>>();
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("artifact ", digest, ": ", e.what()));
+  }
+  if (static_cast<int>(layers.size()) != q.n) {
+    return absl::InvalidArgumentError(absl::StrCat("artifact ", digest, ": layers != n"));
+  }
+  TAILOR_RETURN_IF_ERROR(blockremoval::ValidateQubo(q));
+  return q;
+}
+
+blockremoval::SolverKind KindOf(v1::QuboSolver s) {
+  switch (s) {
+    case v1::EXACT:
+      return blockremoval::SolverKind::kExact;
+    case v1::SIMULATED_ANNEALING:
+      return blockremoval::SolverKind::kAnnealing;
+    case v1::TABU:
+      return blockremoval::SolverKind::kTabu;
+    default:
+      return blockremoval::SolverKind::kAuto;
+  }
+}
+
+bool MeetsBudget(const v1::Budget& b, const costmodel::Prediction& p) {
+  if (b.has_latency_ms_max() && p.latency_ms > b.latency_ms_max()) return false;
+  if (b.has_memory_mib_max() && p.memory_mib > b.memory_mib_max()) return false;
+  if (b.has_throughput_tokens_per_s_min() &&
+      p.throughput_tokens_per_s < b.throughput_tokens_per_s_min()) {
+    return false;
+  }
+  return true;
+}
+
+Value PredictedValue(const costmodel::Prediction& p) {
+  Value v;
+  auto& f = *v.mutable_struct_value()->mutable_fields();
+  f["latency_ms"].set_number_value(p.latency_ms);
+  f["throughput_tokens_per_s"].set_number_value(p.throughput_tokens_per_s);
+  f["memory_mib"].set_number_value(p.memory_mib);
+  return v;
+}
+
+absl::StatusOr<Struct> RunSolve(WorkerContext& ctx) {
+  const v1::DeploymentContract& c = ctx.contract();
+  const v1::BlockRemovalParams& br = c.block_removal();
+  std::optional<costmodel::CostModel> cost_model;
+  if (ctx.assignment.inputs().contains("profile")) {
+    TAILOR_ASSIGN_OR_RETURN(const std::string table_id,
+                            InputString(ctx, "profile", "cost_table_id"));
+    TAILOR_ASSIGN_OR_RETURN(v1::CostTable table, FetchCostTable(ctx, table_id));  // collective
+    absl::StatusOr<costmodel::CostModel> m = costmodel::CostModel::FromTable(table);
+    if (!m.ok()) return absl::FailedPreconditionError(m.status().message());
+    cost_model.emplace(*std::move(m));
+  }
+  Struct result;
+  if (!ctx.is_rank0()) return result;  // solving takes milliseconds: rank 0 alone
+
+  TAILOR_ASSIGN_OR_RETURN(const Struct* grads, Input(ctx, "gate_gradients"));
+  TAILOR_ASSIGN_OR_RETURN(const std::string fisher_digest,
+                          InputString(ctx, "gate_gradients", "fisher_digest"));
+  TAILOR_ASSIGN_OR_RETURN(const std::string teacher_digest,
+                          InputString(ctx, "gate_gradients", "teacher_digest"));
+  std::vector<int> layers;
+  TAILOR_ASSIGN_OR_RETURN(blockremoval::Qubo q, FetchFisher(ctx, fisher_digest, layers));
+  TAILOR_ASSIGN_OR_RETURN(std::vector<double> influence, NumbersOf(*grads, "block_influence"));
+  TAILOR_ASSIGN_OR_RETURN(model::HybridConfig parent_config,
+                          model::ReadHybridConfig(c.parent().path() + "/config.json"));
+
+  blockremoval::SolveOptions o;
+  o.k = br.has_candidates() ? br.candidates() : 8;
+  o.seed = c.seed() + 1;
+  std::vector<blockremoval::State> states;
+  std::vector<std::optional<costmodel::Prediction>> predicted;
+  std::string solver_name;
+  double solve_seconds = 0;
+  auto solve = [&](int m) -> absl::Status {
+    o.m = m;
+    const auto solver = blockremoval::MakeSolver(KindOf(br.solver()), q, m);
+    solver_name = std::string(solver->name());
+    const auto t0 = std::chrono::steady_clock::now();
+    TAILOR_ASSIGN_OR_RETURN(states, solver->Solve(q, o));
+    solve_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    predicted.assign(states.size(), std::nullopt);
+    if (!cost_model) return absl::OkStatus();
+    for (size_t i = 0; i < states.size(); ++i) {
+      TAILOR_ASSIGN_OR_RETURN(model::HybridConfig child,
+                              blockremoval::RemoveBlocks(parent_config,
+                                                         LayersOf(states[i].removed, layers)));
+      TAILOR_ASSIGN_OR_RETURN(costmodel::Prediction p, cost_model->Predict(child));
+      predicted[i] = p;
+    }
+    return absl::OkStatus();
+  };
+
+  int m = 0;
+  if (br.has_blocks_to_remove()) {
+    m = br.blocks_to_remove();
+    if (m >= q.n) {
+      return absl::InvalidArgumentError(absl::StrCat("block_removal.blocks_to_remove: ", m,
+                                                     " would remove every one of the ", q.n,
+                                                     " blocks"));
+    }
+    TAILOR_RETURN_IF_ERROR(solve(m));
+  } else {
+    if (!cost_model) {
+      return absl::FailedPreconditionError("a budget-driven block removal needs the profile job");
+    }
+    // The smallest M for which one of the k lowest states meets every budget; only states
+    // that meet it are kept as candidates.
+    bool found = false;
+    for (m = 1; m < q.n && !found; ++m) {
+      TAILOR_RETURN_IF_ERROR(solve(m));
+      std::vector<blockremoval::State> fit;
+      std::vector<std::optional<costmodel::Prediction>> fit_pred;
+      for (size_t i = 0; i < states.size(); ++i) {
+        if (MeetsBudget(c.budget(), *predicted[i])) {
+          fit.push_back(states[i]);
+          fit_pred.push_back(predicted[i]);
+        }
+      }
+      if (!fit.empty()) {
+        states = std::move(fit);
+        predicted = std::move(fit_pred);
+        found = true;
+        break;
+      }
+      ctx.Progress(0.1 + 0.8 * m / q.n, absl::StrCat("M=", m, ": no low-energy state fits"));
+    }
+    if (!found) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "budget: no removal of up to ", q.n - 1, " blocks meets the budget by the cost model"));
+    }
+  }
+
+  auto& f = *result.mutable_fields();
+  f["blocks_to_remove"].set_number_value(m);
+  f["blocks"].set_number_value(q.n);
+  f["solver"].set_string_value(solver_name);
+  f["solve_seconds"].set_number_value(solve_seconds);
+  f["states_total"].set_number_value(blockremoval::Binomial(q.n, m));
+  f["budget_driven"].set_bool_value(!br.has_blocks_to_remove());
+  f["fisher_digest"].set_string_value(fisher_digest);
+  f["teacher_digest"].set_string_value(teacher_digest);
+  f["layers"] = IntList(layers);
+  f["block_influence"] = NumberList(influence);
+  auto* spectrum = f["spectrum"].mutable_list_value();
+  for (size_t i = 0; i < states.size(); ++i) {
+    auto& s = *spectrum->add_values()->mutable_struct_value()->mutable_fields();
+    s["level"].set_number_value(static_cast<double>(i));  // 0 = ground state
+    s["energy"].set_number_value(states[i].energy);
+    s["removed_layers"] = IntList(LayersOf(states[i].removed, layers));
+    if (predicted[i]) s["predicted"] = PredictedValue(*predicted[i]);
+  }
+  if (predicted[0]) f["predicted"] = PredictedValue(*predicted[0]);
+  // The Block Influence choice at the same M, with its energy under the same H.
+  const std::vector<int> bi_vars = blockremoval::LowestInfluence(influence, m);
+  auto& b = *f["baseline"].mutable_struct_value()->mutable_fields();
+  b["method"].set_string_value("block_influence");
+  b["removed_layers"] = IntList(LayersOf(bi_vars, layers));
+  b["energy"].set_number_value(blockremoval::Energy(q, bi_vars));
+  ctx.Progress(1.0, absl::StrFormat("%s: M=%d, %d states kept, ground energy %.4g", solver_name,
+                                    m, states.size(), states[0].energy));
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------
+
+absl::StatusOr<Struct> RunEvaluateCandidates(WorkerContext& ctx) {
+  TAILOR_ASSIGN_OR_RETURN(const std::string teacher_digest,
+                          InputString(ctx, "solve", "teacher_digest"));
+  TAILOR_ASSIGN_OR_RETURN(const Struct* solve, Input(ctx, "solve"));
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM parent, FetchModel(ctx, teacher_digest, "parent"));
+  std::vector<std::vector<int>> removed;
+  std::vector<double> energies;
+  const auto spectrum = solve->fields().find("spectrum");
+  if (spectrum == solve->fields().end() || spectrum->second.list_value().values().empty()) {
+    return absl::FailedPreconditionError("job input 'solve' has no spectrum");
+  }
+  for (const Value& v : spectrum->second.list_value().values()) {
+    TAILOR_ASSIGN_OR_RETURN(std::vector<double> r, NumbersOf(v.struct_value(), "removed_layers"));
+    removed.push_back(ToInts(r));
+    energies.push_back(v.struct_value().fields().at("energy").number_value());
+  }
+  const Struct& baseline = solve->fields().at("baseline").struct_value();
+  TAILOR_ASSIGN_OR_RETURN(std::vector<double> bi_removed, NumbersOf(baseline, "removed_layers"));
+  removed.push_back(ToInts(bi_removed));  // last: the Block Influence baseline
+
+  const auto held_out = blockremoval::CalibrationSamples(
+      ctx.contract().seed() ^ kHeldOutSalt, kHeldOutSamples, tasks::Split::kEval);
+  // Candidates round-robin over ranks; the loss vector is summed (each entry has one owner).
+  const int world = ctx.env.world_size;
+  const int64_t count = static_cast<int64_t>(removed.size());
+  at::Tensor losses = torch::zeros({count + 1}, torch::kFloat64);  // + the parent
+  for (int64_t i = 0; i <= count; ++i) {
+    if (i % world != ctx.env.rank) continue;
+    double loss = 0;
+    if (i == count) {
+      TAILOR_ASSIGN_OR_RETURN(loss, blockremoval::HeldOutLoss(parent, held_out));
+    } else {
+      TAILOR_ASSIGN_OR_RETURN(model::HybridLM m, blockremoval::WithoutBlocks(parent, removed[i]));
+      TAILOR_ASSIGN_OR_RETURN(loss, blockremoval::HeldOutLoss(m, held_out));
+    }
+    losses[i] = loss;
+    ctx.Progress(0.05 + 0.8 * static_cast<double>(i + 1) / (count + 1),
+                 absl::StrCat("candidate ", i + 1, "/", count + 1, " loss ", loss));
+  }
+  if (world > 1) TAILOR_RETURN_IF_ERROR(ctx.dist->AllReduceSum(losses));
+  int64_t best = 0;
+  for (int64_t i = 1; i + 1 < count; ++i) {
+    if (losses[i].item<double>() < losses[best].item<double>()) best = i;
+  }
+
+  Struct result;
+  auto& f = *result.mutable_fields();
+  auto* cands = f["candidates"].mutable_list_value();
+  for (int64_t i = 0; i + 1 < count; ++i) {
+    auto& s = *cands->add_values()->mutable_struct_value()->mutable_fields();
+    s["level"].set_number_value(static_cast<double>(i));
+    s["energy"].set_number_value(energies[i]);
+    s["loss"].set_number_value(losses[i].item<double>());
+    s["removed_layers"] = IntList(removed[i]);
+  }
+  f["chosen_level"].set_number_value(static_cast<double>(best));
+  f["chosen_energy"].set_number_value(energies[best]);
+  f["loss"].set_number_value(losses[best].item<double>());
+  f["ground_state_loss"].set_number_value(losses[0].item<double>());
+  f["parent_loss"].set_number_value(losses[count].item<double>());
+  f["removed_layers"] = IntList(removed[best]);
+  f["held_out_samples"].set_number_value(static_cast<double>(kHeldOutSamples));
+  auto& b = *f["baseline"].mutable_struct_value()->mutable_fields();
+  b = baseline.fields();
+  b["loss"].set_number_value(losses[count - 1].item<double>());
+  f["beats_baseline"].set_bool_value(losses[best].item<double>() <=
+                                     losses[count - 1].item<double>());
+  if (!ctx.is_rank0()) return result;
+
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM student,
+                          blockremoval::WithoutBlocks(parent, removed[best]));
+  const model::HybridConfig& config = student->config();
+  f["architecture"].set_string_value(autocompress::DescribeArchitecture(config));
+  auto* layer_list = f["layers"].mutable_list_value();
+  for (const std::string& l : autocompress::DescribeLayers(config)) {
+    layer_list->add_values()->set_string_value(l);
+  }
+  f["parameters"].set_number_value(static_cast<double>(config.ParameterCount()));
+  TAILOR_ASSIGN_OR_RETURN(v1::Artifact art,
+                          UploadModel(ctx, student, "student_initial", "student"));
+  f["student_digest"].set_string_value(art.digest());
+  f["model_digest"].set_string_value(art.digest());  // what verify reads without distill
+  f["teacher_digest"].set_string_value(teacher_digest);
+  ctx.Progress(1.0, absl::StrFormat("chose level %d (loss %.4f; Block Influence %.4f)", best,
+                                    losses[best].item<double>(),
+                                    losses[count - 1].item<double>()));
+  return result;
+}
+
+}  // namespace
+
+void RegisterBlockRemovalJobs() {
+  RegisterWorkerHandler("gate_gradients", RunGateGradients);
+  RegisterWorkerHandler("solve", RunSolve);
+  RegisterWorkerHandler("evaluate_candidates", RunEvaluateCandidates);
+}
+
+}  // namespace tailor::worker
