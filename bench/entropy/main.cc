@@ -1,0 +1,186 @@
+// bench_entropy [--rows R] [--cols C] [--threads T] [--json PATH]
+//
+// Synthetic "real-looking" weights (Gaussian and Student-t(3) BF16, per-row quantised int8 and
+// int4), per tensor: empirical entropy vs coded bits/weight for the autotuned frontier,
+// single-core decode GB/s vs memcpy on the same bytes, and batch-1 fused decode-GEMV vs
+// dense GEMV latency. Prints a table and writes JSON (docs/benchmarks.md, "Entropy coding").
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "compression/entropy/autotune.h"
+#include "compression/entropy/codec.h"
+#include "compression/entropy/gemv.h"
+#include "nlohmann/json.hpp"
+
+namespace te = tailor::entropy;
+
+namespace {
+
+uint16_t ToBf16(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  b += 0x7FFF + ((b >> 16) & 1);
+  return static_cast<uint16_t>(b >> 16);
+}
+
+std::vector<uint8_t> Make(te::DType dtype, int64_t rows, int64_t cols, bool heavy, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::student_t_distribution<float> t3(3.0f);
+  std::vector<uint8_t> out(te::DenseBytes(dtype, rows, cols), 0);
+  std::vector<float> row(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    float amax = 1e-12f;
+    for (auto& v : row) {
+      v = 0.02f * (heavy ? t3(rng) : normal(rng));
+      amax = std::max(amax, std::fabs(v));
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t i = r * cols + c;
+      if (dtype == te::DType::kBF16) {
+        const uint16_t h = ToBf16(row[c]);
+        std::memcpy(&out[2 * i], &h, 2);
+      } else if (dtype == te::DType::kInt8) {
+        out[i] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(row[c] / amax * 127)));
+      } else {
+        const uint8_t q = static_cast<uint8_t>(std::lround(row[c] / amax * 7)) & 0xF;
+        out[i / 2] |= (i & 1) ? q << 4 : q;
+      }
+    }
+  }
+  return out;
+}
+
+template <typename Fn>
+double MedianSeconds(int reps, Fn fn) {
+  fn();
+  std::vector<double> s;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(s.begin(), s.end());
+  return s[s.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t rows = 2048, cols = 2048;
+  int threads = 1;
+  std::string json_path = "bench/out/entropy.json";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--rows") rows = std::stoll(argv[i + 1]);
+    if (a == "--cols") cols = std::stoll(argv[i + 1]);
+    if (a == "--threads") threads = std::stoi(argv[i + 1]);
+    if (a == "--json") json_path = argv[i + 1];
+  }
+  struct Spec {
+    const char* name;
+    te::DType dtype;
+    bool heavy;
+  };
+  const std::vector<Spec> specs = {{"bf16_gauss", te::DType::kBF16, false},
+                                   {"bf16_t3", te::DType::kBF16, true},
+                                   {"int8_gauss", te::DType::kInt8, false},
+                                   {"int4_gauss", te::DType::kInt4, false}};
+  te::TuneSpace space;
+  space.symbols_per_codeword = {1, 2, 4};
+  space.table_log = {10, 12};
+  space.chunk_width = {1024, 4096};
+  nlohmann::json out = nlohmann::json::array();
+  int64_t total_weights = 0, total_dense = 0, total_best = 0;
+  double total_entropy_bits = 0;
+  std::printf("%-11s %5s %8s %8s %7s %5s %6s %9s %9s %9s %9s %9s %6s\n", "tensor", "bits",
+              "H1 b/w", "H_k b/w", "coded", "k/tl", "chunk", "dec GB/s", "memcpy", "dense us",
+              "fused us", "ratio", "front");
+  for (const Spec& s : specs) {
+    const std::vector<uint8_t> dense = Make(s.dtype, rows, cols, s.heavy, 1);
+    const te::TensorView view{s.dtype, rows, cols, dense};
+    auto f = te::AutotuneTensor(s.name, view, space, {.threads = threads, .reps = 7});
+    if (!f.ok()) {
+      std::fprintf(stderr, "%s: %s\n", s.name, f.status().ToString().c_str());
+      return 1;
+    }
+    // Densest measured configuration, and its decode speed vs memcpy of the dense bytes.
+    const te::ConfigPoint* best = nullptr;
+    for (const auto& p : f->candidates) {
+      if (!p.dense && !p.pruned && (best == nullptr || p.bytes < best->bytes)) best = &p;
+    }
+    const te::ConfigPoint& dense_pt = f->candidates[0];
+    nlohmann::json j = {{"tensor", s.name},
+                        {"dtype", te::DTypeName(s.dtype)},
+                        {"rows", rows},
+                        {"cols", cols},
+                        {"entropy_bits_per_weight_k1", f->entropy_bits_per_weight},
+                        {"dense_gemv_us", dense_pt.latency_us}};
+    nlohmann::json cands = nlohmann::json::array();
+    for (const auto& p : f->candidates) {
+      cands.push_back({{"dense", p.dense}, {"k", p.config.symbols_per_codeword},
+                       {"table_log", p.config.table_log}, {"chunk_width", p.config.chunk_width},
+                       {"predicted_bytes", p.predicted_bytes}, {"bytes", p.bytes},
+                       {"bits_per_weight", 8.0 * p.bytes / (rows * cols)},
+                       {"gemv_us", p.latency_us}, {"pruned", p.pruned}});
+    }
+    j["candidates"] = cands;
+    nlohmann::json frontier = nlohmann::json::array();
+    for (const auto& p : f->frontier) {
+      frontier.push_back({{"dense", p.dense}, {"k", p.config.symbols_per_codeword},
+                          {"table_log", p.config.table_log},
+                          {"chunk_width", p.config.chunk_width}, {"bytes", p.bytes},
+                          {"gemv_us", p.latency_us}});
+    }
+    j["frontier"] = frontier;
+    total_weights += rows * cols;
+    total_dense += f->dense_bytes;
+    total_entropy_bits += f->entropy_bits_per_weight * rows * cols;
+    if (best != nullptr) {
+      auto coded = te::Parse(*te::Encode(view, best->config));
+      const double dec_s = MedianSeconds(5, [&] { (void)te::Decode(*coded); });
+      std::vector<uint8_t> dst(dense.size());
+      const double cpy_s = MedianSeconds(5, [&] { std::memcpy(dst.data(), dense.data(), dense.size()); });
+      const double dec_gbs = dense.size() / dec_s / 1e9, cpy_gbs = dense.size() / cpy_s / 1e9;
+      const double hk = te::EmpiricalBitsPerWeight(view, best->config.symbols_per_codeword);
+      const double bpw = 8.0 * best->bytes / (rows * cols);
+      total_best += best->bytes;
+      j["best"] = {{"k", best->config.symbols_per_codeword},
+                   {"table_log", best->config.table_log},
+                   {"chunk_width", best->config.chunk_width},
+                   {"bits_per_weight", bpw},
+                   {"entropy_bits_per_weight_k", hk},
+                   {"fused_gemv_us", best->latency_us},
+                   {"decode_gb_per_s", dec_gbs},
+                   {"memcpy_gb_per_s", cpy_gbs}};
+      std::printf("%-11s %5d %8.3f %8.3f %7.3f %2d/%-2d %6d %9.3f %9.2f %9.1f %9.1f %9.2f %6zu\n",
+                  s.name, te::DTypeBits(s.dtype), f->entropy_bits_per_weight, hk, bpw,
+                  best->config.symbols_per_codeword, best->config.table_log,
+                  best->config.chunk_width, dec_gbs, cpy_gbs, dense_pt.latency_us,
+                  best->latency_us, best->latency_us / dense_pt.latency_us, f->frontier.size());
+    } else {
+      total_best += f->dense_bytes;
+    }
+    for (const auto& p : f->frontier) {
+      std::printf("    frontier: %s k=%d tl=%d cw=%d  %.3f b/w  %.1f us\n", p.dense ? "dense" : "coded",
+                  p.config.symbols_per_codeword, p.config.table_log, p.config.chunk_width,
+                  8.0 * p.bytes / (rows * cols), p.latency_us);
+    }
+    out.push_back(j);
+  }
+  std::printf("total: %.3f b/w coded (densest) vs %.3f b/w entropy (k=1) vs %.3f b/w dense\n",
+              8.0 * total_best / total_weights, total_entropy_bits / total_weights,
+              8.0 * total_dense / total_weights);
+  std::ofstream(json_path) << nlohmann::json{{"threads", threads}, {"tensors", out},
+                                             {"total_coded_bits_per_weight", 8.0 * total_best / total_weights},
+                                             {"total_entropy_bits_per_weight", total_entropy_bits / total_weights},
+                                             {"total_dense_bits_per_weight", 8.0 * total_dense / total_weights}}
+                                 .dump(2);
+  return 0;
+}
