@@ -4,6 +4,7 @@
 // campaign with the same target fingerprint reuses the cost table.
 #include <signal.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -119,6 +120,28 @@ TEST(AutocompressE2E, ShortCampaignMeetsBudgetsAndReusesCostTable) {
   EXPECT_GE(tables[0]["validated_architectures"].get<int>(), 8);
   const std::string table_id = JobOf(campaign, "profile")["result"]["cost_table_id"];
   EXPECT_EQ(tables[0]["id"], table_id);
+
+  // One rank with the same global batch: the same search (gradients averaged over two ranks
+  // equal the one-rank gradient of the whole batch, up to summation order).
+  std::string one_rank = Contract("ac1", parent);
+  const std::string two_ranks = "search { ranks_per_node: 2 }";
+  one_rank.replace(one_rank.find(two_ranks), two_ranks.size(), "search { ranks_per_node: 1 }");
+  const std::string single = cluster.Submit(cluster.WriteFile("ac1.textproto", one_rank), "ac-1r");
+  ASSERT_FALSE(single.empty());
+  nlohmann::json search1;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        search1 = JobOf(cluster.Status(single), "search");
+        return search1["state"] == "JOB_SUCCEEDED" || search1["state"] == "JOB_FAILED";
+      },
+      absl::Minutes(5)));
+  ASSERT_EQ(search1["state"], "JOB_SUCCEEDED") << search1.dump(2);
+  EXPECT_EQ(search1["result"]["world_size"], 1);
+  EXPECT_EQ(search1["result"]["steps_run"], search["steps_run"]);
+  EXPECT_EQ(search1["result"]["architecture"], search["architecture"]);
+  EXPECT_NEAR(search1["result"]["kd_loss"].get<double>(), search["kd_loss"].get<double>(),
+              1e-4 * std::abs(search["kd_loss"].get<double>()) + 1e-9);
+  cluster.Cli({"cancel", single});
 
   // Same target fingerprint: profiling is skipped and names the table it reuses.
   const std::string again =
