@@ -156,7 +156,13 @@ int Main(int argc, char** argv) {
   json report;
   report["parent"] = parent;
   report["contracts"] = json::array();
-  e2e::Cluster cluster("bench-search-quality");
+  // Production lease timing (the e2e defaults are seconds, for fast failure tests): a shared
+  // 2-core host under load must not expire a busy worker's lease.
+  e2e::Cluster::Options timing;
+  timing.lease_ttl_s = 30;
+  timing.heartbeat_s = 2;
+  timing.backoff_base_s = 2;
+  e2e::Cluster cluster("bench-search-quality", timing);
   if (!cluster.StartCoordinator()) {
     std::fprintf(stderr, "coordinator did not start (logs in %s)\n", cluster.dir().c_str());
     return 1;
