@@ -34,31 +34,9 @@ std::string Contract(const std::string& name, const std::string& parent) {
       "resources { search { ranks_per_node: 2 } distill { ranks_per_node: 2 } }\n");
 }
 
-nlohmann::json JobOf(const nlohmann::json& campaign, const std::string& key) {
-  for (const auto& j : campaign["jobs"]) {
-    if (j["key"] == key) return j;
-  }
-  return nullptr;
-}
-
-// Proto JSON writes int64 as a string.
-int64_t Int64Of(const nlohmann::json& v) {
-  return v.is_string() ? std::stoll(v.get<std::string>()) : v.get<int64_t>();
-}
-
-// A parent trained for two steps: enough to exercise every job, in seconds. "" on failure.
-std::string TrainTinyParent(Cluster& cluster) {
-  const std::string parent = cluster.dir() + "/parent";
-  RunResult train = Run({BinDir() + "/tailor-train-parent", "--out", parent, "--steps", "2",
-                         "--eval-samples", "1"},
-                        absl::Seconds(300));
-  EXPECT_EQ(train.exit_code, 0) << train.out << train.err;
-  return train.exit_code == 0 ? parent : "";
-}
-
 TEST(AutocompressE2E, ShortCampaignMeetsBudgetsAndReusesCostTable) {
   Cluster cluster("autocompress");
-  const std::string parent = TrainTinyParent(cluster);
+  const std::string parent = cluster.TrainTinyParent();
   ASSERT_FALSE(parent.empty());
   ASSERT_TRUE(cluster.StartCoordinator());
   cluster.StartAgent("cpu0", {"--profile-rounds", "3", "--profile-validation", "8",
@@ -183,7 +161,7 @@ pid_t FindWorkerRank(const std::string& job_id, int rank) {
 // launcher sees the dead rank) and the retry resumes from the last checkpoint.
 TEST(AutocompressE2E, RankKilledMidSearchRetriesFromCheckpoint) {
   Cluster cluster("autocompress-kill");
-  const std::string parent = TrainTinyParent(cluster);
+  const std::string parent = cluster.TrainTinyParent();
   ASSERT_FALSE(parent.empty());
   ASSERT_TRUE(cluster.StartCoordinator());
   cluster.StartAgent("cpu0", {"--profile-rounds", "2", "--profile-validation", "8"});

@@ -25,20 +25,10 @@ std::string Contract(const std::string& parent) {
       "resources { block_select { ranks_per_node: 2 } distill { ranks_per_node: 2 } }\n");
 }
 
-nlohmann::json JobOf(const nlohmann::json& campaign, const std::string& key) {
-  for (const auto& j : campaign["jobs"]) {
-    if (j["key"] == key) return j;
-  }
-  return nullptr;
-}
-
 TEST(BlockRemovalE2E, ExactSolveEvaluateDistillVerify) {
   Cluster cluster("blockremoval");
-  const std::string parent = cluster.dir() + "/parent";
-  RunResult train = ::tailor::e2e::Run({BinDir() + "/tailor-train-parent", "--out", parent, "--steps", "2",
-                         "--eval-samples", "1"},
-                        absl::Seconds(300));
-  ASSERT_EQ(train.exit_code, 0) << train.out << train.err;
+  const std::string parent = cluster.TrainTinyParent();
+  ASSERT_FALSE(parent.empty());
   ASSERT_TRUE(cluster.StartCoordinator());
   cluster.StartAgent("cpu0", {"--verify-repetitions", "3", "--verify-task-samples", "4"});
 

@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 
 namespace tailor::e2e {
 
@@ -109,6 +110,27 @@ std::string Cluster::WriteFile(const std::string& name, const std::string& conte
   const std::string path = dir_ + "/" + name;
   std::ofstream(path) << content;
   return path;
+}
+
+std::string Cluster::TrainTinyParent() {
+  const std::string parent = dir_ + "/parent";
+  RunResult train = Run({BinDir() + "/tailor-train-parent", "--out", parent, "--steps", "2",
+                         "--eval-samples", "1"},
+                        absl::Seconds(300));
+  EXPECT_EQ(train.exit_code, 0) << train.out << train.err;
+  return train.exit_code == 0 ? parent : "";
+}
+
+nlohmann::json JobOf(const nlohmann::json& campaign, const std::string& key) {
+  if (!campaign.is_object() || !campaign.contains("jobs")) return nullptr;
+  for (const auto& j : campaign["jobs"]) {
+    if (j["key"] == key) return j;
+  }
+  return nullptr;
+}
+
+int64_t Int64Of(const nlohmann::json& v) {
+  return v.is_string() ? std::stoll(v.get<std::string>()) : v.get<int64_t>();
 }
 
 }  // namespace tailor::e2e

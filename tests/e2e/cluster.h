@@ -40,6 +40,9 @@ class Cluster {
                     absl::Duration timeout);
 
   std::string WriteFile(const std::string& name, const std::string& content);
+  // A parent trained for two steps (tailor-train-parent) under dir()/parent: enough to run
+  // every job kind, in seconds. "" on failure (the failure is reported as a test failure).
+  std::string TrainTinyParent();
   const std::string& dir() const { return dir_; }
   std::string db_path() const { return dir_ + "/data/tailor.db"; }
   int port() const { return port_; }
@@ -52,6 +55,12 @@ class Cluster {
   std::unique_ptr<Process> coordinator_;
   std::map<std::string, std::unique_ptr<Process>> agents_;
 };
+
+// The job with `key` in a `tailor status --json` campaign; null when absent (or the campaign
+// is null, e.g. a status call failed).
+nlohmann::json JobOf(const nlohmann::json& campaign, const std::string& key);
+// Proto JSON writes int64 as a string; this reads either form.
+int64_t Int64Of(const nlohmann::json& v);
 
 }  // namespace tailor::e2e
 

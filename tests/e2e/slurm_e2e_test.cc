@@ -50,14 +50,6 @@ std::string Contract(const std::string& name, const std::string& parent, int ran
       "resources { rank { ", rank, " } }\n");
 }
 
-nlohmann::json JobOf(const nlohmann::json& campaign, const std::string& key) {
-  if (campaign.is_null() || campaign.is_discarded() || !campaign.contains("jobs")) return nullptr;
-  for (const auto& j : campaign["jobs"]) {
-    if (j["key"] == key) return j;
-  }
-  return nullptr;
-}
-
 std::string Str(const nlohmann::json& j, const char* key) {
   return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
 }
@@ -139,15 +131,6 @@ class SlurmE2E : public ::testing::Test {
     return o;
   }
 
-  std::string TrainParent(Cluster& cluster) {
-    const std::string parent = cluster.dir() + "/parent";
-    RunResult train = e2e::Run({BinDir() + "/tailor-train-parent", "--out", parent, "--steps", "2",
-                           "--eval-samples", "1"},
-                          absl::Seconds(300));
-    EXPECT_EQ(train.exit_code, 0) << train.out << train.err;
-    return parent;
-  }
-
   std::string Submit(Cluster& cluster, const std::string& name, const std::string& contract) {
     const std::string id = cluster.Submit(cluster.WriteFile(name + ".textproto", contract), name);
     if (!id.empty()) campaigns_.push_back(id);
@@ -177,7 +160,7 @@ class SlurmE2E : public ::testing::Test {
 
 TEST_F(SlurmE2E, TwoRankJobThroughSbatchAndSrunMatchesTheLocalLauncher) {
   Cluster slurm("slurm-rank", SlurmOptions());
-  const std::string parent = TrainParent(slurm);
+  const std::string parent = slurm.TrainTinyParent();
   ASSERT_TRUE(slurm.StartCoordinator());
   const std::string cid = Submit(slurm, "rank2-slurm", Contract("rank2-slurm", parent, 2));
   ASSERT_FALSE(cid.empty());
@@ -244,7 +227,7 @@ TEST_F(SlurmE2E, GpuTypeTheClusterLacksFailsAtOnceWithSlurmsReason) {
 
 TEST_F(SlurmE2E, ExternalScancelIsSeenAndRetried) {
   Cluster slurm("slurm-scancel", SlurmOptions());
-  const std::string parent = TrainParent(slurm);
+  const std::string parent = slurm.TrainTinyParent();
   ASSERT_TRUE(slurm.StartCoordinator());
   Blocker blocker;
   ASSERT_TRUE(blocker.running());
@@ -283,7 +266,7 @@ TEST_F(SlurmE2E, ExternalScancelIsSeenAndRetried) {
 
 TEST_F(SlurmE2E, CoordinatorKilledWhileTheSlurmJobRunsCompletesItExactlyOnce) {
   Cluster slurm("slurm-restart", SlurmOptions());
-  const std::string parent = TrainParent(slurm);
+  const std::string parent = slurm.TrainTinyParent();
   ASSERT_TRUE(slurm.StartCoordinator());
   Blocker blocker;
   ASSERT_TRUE(blocker.running());

@@ -17,13 +17,6 @@ std::string Contract(const std::string& name, const std::string& parent, int ran
       "resources { rank { ranks_per_node: ", ranks, " } }\n");
 }
 
-nlohmann::json JobOf(const nlohmann::json& campaign, const std::string& key) {
-  for (const auto& j : campaign["jobs"]) {
-    if (j["key"] == key) return j;
-  }
-  return nullptr;
-}
-
 nlohmann::json WaitJobDone(Cluster& cluster, const std::string& id, const std::string& key) {
   nlohmann::json job;
   WaitFor(
@@ -39,11 +32,8 @@ nlohmann::json WaitJobDone(Cluster& cluster, const std::string& id, const std::s
 
 TEST(WorkerE2E, TwoRankRankingMatchesOneRank) {
   Cluster cluster("worker");
-  const std::string parent = cluster.dir() + "/parent";
-  RunResult train = ::tailor::e2e::Run({BinDir() + "/tailor-train-parent", "--out", parent, "--steps", "2",
-                         "--eval-samples", "1"},
-                        absl::Seconds(300));
-  ASSERT_EQ(train.exit_code, 0) << train.out << train.err;
+  const std::string parent = cluster.TrainTinyParent();
+  ASSERT_FALSE(parent.empty());
   ASSERT_TRUE(cluster.StartCoordinator());
 
   const std::string two = cluster.Submit(
