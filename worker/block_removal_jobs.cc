@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "compression/autocompress/uniform.h"
+#include "compression/blockremoval/budget.h"
 #include "compression/blockremoval/gates.h"
 #include "compression/blockremoval/qubo.h"
 #include "compression/costmodel/cost_model.h"
@@ -200,14 +201,14 @@ blockremoval::SolverKind KindOf(v1::QuboSolver s) {
   }
 }
 
-bool MeetsBudget(const v1::Budget& b, const costmodel::Prediction& p) {
-  if (b.has_latency_ms_max() && p.latency_ms > b.latency_ms_max()) return false;
-  if (b.has_memory_mib_max() && p.memory_mib > b.memory_mib_max()) return false;
-  if (b.has_throughput_tokens_per_s_min() &&
-      p.throughput_tokens_per_s < b.throughput_tokens_per_s_min()) {
-    return false;
+blockremoval::BudgetLimits LimitsOf(const v1::Budget& b) {
+  blockremoval::BudgetLimits l;
+  if (b.has_latency_ms_max()) l.latency_ms_max = b.latency_ms_max();
+  if (b.has_memory_mib_max()) l.memory_mib_max = b.memory_mib_max();
+  if (b.has_throughput_tokens_per_s_min()) {
+    l.throughput_tokens_per_s_min = b.throughput_tokens_per_s_min();
   }
-  return true;
+  return l;
 }
 
 Value PredictedValue(const costmodel::Prediction& p) {
@@ -272,6 +273,7 @@ absl::StatusOr<Struct> RunSolve(WorkerContext& ctx) {
   };
 
   int m = 0;
+  std::optional<blockremoval::State> ground;  // at M, kept or not (budget-driven may drop it)
   if (br.has_blocks_to_remove()) {
     m = br.blocks_to_remove();
     if (m >= q.n) {
@@ -286,28 +288,25 @@ absl::StatusOr<Struct> RunSolve(WorkerContext& ctx) {
     }
     // The smallest M for which one of the k lowest states meets every budget; only states
     // that meet it are kept as candidates.
-    bool found = false;
-    for (m = 1; m < q.n && !found; ++m) {
-      TAILOR_RETURN_IF_ERROR(solve(m));
-      std::vector<blockremoval::State> fit;
-      std::vector<std::optional<costmodel::Prediction>> fit_pred;
-      for (size_t i = 0; i < states.size(); ++i) {
-        if (MeetsBudget(c.budget(), *predicted[i])) {
-          fit.push_back(states[i]);
-          fit_pred.push_back(predicted[i]);
-        }
-      }
-      if (!fit.empty()) {
-        states = std::move(fit);
-        predicted = std::move(fit_pred);
-        found = true;
-        break;
-      }
-      ctx.Progress(0.1 + 0.8 * m / q.n, absl::StrCat("M=", m, ": no low-energy state fits"));
-    }
-    if (!found) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "budget: no removal of up to ", q.n - 1, " blocks meets the budget by the cost model"));
+    TAILOR_ASSIGN_OR_RETURN(
+        blockremoval::BudgetedSolve b,
+        blockremoval::SolveForBudget(q, layers, parent_config, *cost_model, LimitsOf(c.budget()),
+                                     KindOf(br.solver()), o));
+    m = b.m;
+    states = std::move(b.states);
+    predicted.assign(b.predicted.begin(), b.predicted.end());
+    solver_name = b.solver;
+    solve_seconds = b.solve_seconds;
+    ground = b.ground;
+    // Why this M: every smaller M and how close its best state came (the report shows it).
+    auto* trials = result.mutable_fields()->operator[]("m_search").mutable_list_value();
+    for (const blockremoval::MTrial& t : b.trials) {
+      auto& tf = *trials->add_values()->mutable_struct_value()->mutable_fields();
+      tf["m"].set_number_value(t.m);
+      tf["states"].set_number_value(t.states);
+      tf["fitting"].set_number_value(t.fitting);
+      tf["min_latency_ms"].set_number_value(t.min_latency_ms);
+      tf["min_memory_mib"].set_number_value(t.min_memory_mib);
     }
   }
 
@@ -325,12 +324,15 @@ absl::StatusOr<Struct> RunSolve(WorkerContext& ctx) {
   auto* spectrum = f["spectrum"].mutable_list_value();
   for (size_t i = 0; i < states.size(); ++i) {
     auto& s = *spectrum->add_values()->mutable_struct_value()->mutable_fields();
-    s["level"].set_number_value(static_cast<double>(i));  // 0 = ground state
+    s["level"].set_number_value(static_cast<double>(i));  // 0 = lowest kept state
     s["energy"].set_number_value(states[i].energy);
     s["removed_layers"] = IntList(LayersOf(states[i].removed, layers));
     if (predicted[i]) s["predicted"] = PredictedValue(*predicted[i]);
   }
   if (predicted[0]) f["predicted"] = PredictedValue(*predicted[0]);
+  if (!ground) ground = states[0];
+  f["ground_energy"].set_number_value(ground->energy);
+  f["ground_removed_layers"] = IntList(LayersOf(ground->removed, layers));
   // The Block Influence choice at the same M, with its energy under the same H.
   const std::vector<int> bi_vars = blockremoval::LowestInfluence(influence, m);
   auto& b = *f["baseline"].mutable_struct_value()->mutable_fields();

@@ -3,6 +3,9 @@
 // --parent DIR (repeatable, e.g. the demo parent and a >= 24-block variant): CBO (best of k by
 // held-out loss) vs the ground state alone vs Block Influence at M = 25% and 50%, by held-out
 // loss and exact-match accuracy on the 8 task suites. Prints a table; --json PATH writes JSON.
+// (3) --train-deep DIR [--depth D] [--steps S]: trains the deeper variant of the demo parent
+// (its 8-block pattern cycled to D blocks, default 24) so (2) can run on it; tailor-train-parent
+// only trains the 8-block demo parent.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -16,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "compression/blockremoval/gates.h"
 #include "compression/blockremoval/qubo.h"
+#include "compression/model/config.h"
 #include "compression/tasks/training.h"
 #include "nlohmann/json.hpp"
 
@@ -162,11 +166,58 @@ nlohmann::json ModelBench(const std::string& dir, int64_t calibration, int k, in
   return out;
 }
 
+// The demo parent's block pattern cycled to `depth` blocks, trained like the demo parent but
+// with a short schedule (the bench needs a trained deep model, not the best one).
+int TrainDeep(const std::string& out, int depth, int64_t steps) {
+  tailor::model::HybridConfig config = tailor::tasks::DefaultParentConfig();
+  const auto pattern = config.layers;
+  config.layers.clear();
+  for (int i = 0; i < depth; ++i) config.layers.push_back(pattern[i % pattern.size()]);
+  auto created = tailor::model::CreateHybridLM(config, 1);
+  if (!created.ok()) {
+    std::fprintf(stderr, "%s\n", created.status().ToString().c_str());
+    return 1;
+  }
+  tailor::model::HybridLM model = *created;
+  auto suites = tailor::tasks::AllSuites();
+  std::vector<const tailor::tasks::TaskSuite*> views;
+  for (const auto& s : suites) views.push_back(s.get());
+  tailor::tasks::TrainOptions o;
+  o.steps = steps;
+  o.batch_size = 32;
+  o.warmup_steps = std::min<int64_t>(100, steps / 10);
+  o.threads = 1;
+  o.log_every = 50;
+  o.on_progress = [](const tailor::tasks::TrainProgress& p) {
+    std::fprintf(stderr, "step %6lld  loss %.4f  %.1fs\n", static_cast<long long>(p.step), p.loss,
+                 p.seconds);
+  };
+  auto trained = tailor::tasks::TrainOnTasks(model, views, o);
+  if (!trained.ok()) {
+    std::fprintf(stderr, "%s\n", trained.status().ToString().c_str());
+    return 1;
+  }
+  auto saved = tailor::model::SaveHybridLM(model, out);
+  if (!saved.ok()) {
+    std::fprintf(stderr, "%s\n", saved.ToString().c_str());
+    return 1;
+  }
+  const nlohmann::json report = {{"depth", depth},          {"steps", trained->steps},
+                                 {"batch_size", o.batch_size}, {"train_seconds", trained->seconds},
+                                 {"final_loss", trained->final_loss}};
+  std::ofstream(out + "/train_report.json") << report.dump(2) << "\n";
+  std::printf("%s: %d blocks, %lld steps, loss %.4f, %.0fs\n", out.c_str(), depth,
+              static_cast<long long>(trained->steps), trained->final_loss, trained->seconds);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> parents;
-  std::string json_path;
+  std::string json_path, deep_out;
+  int depth = 24;
+  int64_t deep_steps = 400;
   int64_t calibration = 64, per_task = 16;
   int k = 8;
   bool skip_solvers = false;
@@ -179,13 +230,18 @@ int main(int argc, char** argv) {
     else if (a == "--candidates") k = std::stoi(next());
     else if (a == "--task-samples") per_task = std::stoll(next());
     else if (a == "--skip-solvers") skip_solvers = true;
+    else if (a == "--train-deep") deep_out = next();
+    else if (a == "--depth") depth = std::stoi(next());
+    else if (a == "--steps") deep_steps = std::stoll(next());
     else {
       std::fprintf(stderr,
                    "usage: bench_block_removal [--parent DIR]... [--json PATH] [--calibration N]"
-                   " [--candidates K] [--task-samples N] [--skip-solvers]\n");
+                   " [--candidates K] [--task-samples N] [--skip-solvers]\n"
+                   "       bench_block_removal --train-deep DIR [--depth D] [--steps S]\n");
       return 2;
     }
   }
+  if (!deep_out.empty()) return TrainDeep(deep_out, depth, deep_steps);
   torch::set_num_threads(2);
   nlohmann::json out;
   if (!skip_solvers) out["solvers"] = SolverBench();

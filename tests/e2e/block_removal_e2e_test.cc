@@ -86,6 +86,44 @@ TEST(BlockRemovalE2E, ExactSolveEvaluateDistillVerify) {
   bool student = false;
   for (const auto& q : r["quality"]) student |= q["model"] == "student";
   EXPECT_TRUE(student) << r.dump(2);
+
+  // The block-removal summary: the kept states by energy with their real losses, the chosen
+  // one, and Block Influence at the same M with its own loss.
+  const nlohmann::json& br = r["details"]["block_removal"];
+  EXPECT_EQ(br["blocks"], 8);
+  EXPECT_EQ(br["blocks_to_remove"], 2);
+  EXPECT_EQ(br["m_source"], "contract");
+  ASSERT_EQ(br["spectrum"].size(), 4u) << br.dump(2);
+  int chosen = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    const auto& s = br["spectrum"][i];
+    EXPECT_EQ(s["rank"], static_cast<int>(i));
+    if (i > 0) EXPECT_LE(br["spectrum"][i - 1]["energy"], s["energy"]);
+    EXPECT_DOUBLE_EQ(s["gap_to_ground"].get<double>(),
+                     s["energy"].get<double>() - br["ground_state"]["energy"].get<double>());
+    EXPECT_TRUE(std::isfinite(s["loss"].get<double>()));
+    chosen += s["chosen"].get<bool>() ? 1 : 0;
+  }
+  EXPECT_EQ(chosen, 1);
+  EXPECT_EQ(br["chosen"]["loss"], eval["loss"]);
+  EXPECT_EQ(br["chosen"]["removed_layers"], eval["removed_layers"]);
+  EXPECT_EQ(br["baseline"]["method"], "block_influence");
+  EXPECT_EQ(br["baseline"]["removed_layers"].size(), 2u);
+  EXPECT_EQ(br["baseline"]["loss"], eval["baseline"]["loss"]);
+  EXPECT_EQ(br["comparison"]["cbo_loss"], eval["loss"]);
+  EXPECT_EQ(br["comparison"]["beats_baseline"], eval["beats_baseline"]);
+  EXPECT_EQ(br["parent_loss"], eval["parent_loss"]);
+
+  // `tailor report` (text) shows the table and the comparison line.
+  RunResult text = cluster.Cli({"report", id});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, ::testing::HasSubstr("block removal: 2 of 8 blocks (25%)"));
+  // (columns are right-aligned to their widest cell, so only the fixed-width tail is exact)
+  EXPECT_THAT(text.out, ::testing::HasSubstr("RANK  BLOCKS REMOVED"));
+  EXPECT_THAT(text.out, ::testing::HasSubstr("GAP TO GROUND  EVAL LOSS  CHOSEN\n"));
+  EXPECT_THAT(text.out, ::testing::HasSubstr("0 (ground)"));
+  EXPECT_THAT(text.out, ::testing::HasSubstr("vs Block Influence (blocks "));
+  EXPECT_THAT(text.out, ::testing::HasSubstr("architecture: hidden="));
 }
 
 }  // namespace
