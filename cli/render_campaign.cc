@@ -7,6 +7,8 @@
 #include "absl/strings/str_join.h"
 #include "cli/format.h"
 #include "cli/render.h"
+#include "cli/render_block_removal.h"
+#include "cli/render_entropy.h"
 #include "cli/table.h"
 
 namespace tailor::cli {
@@ -150,6 +152,7 @@ std::string RenderCampaign(const v1::Campaign& c, const RenderOptions& options) 
       {"fingerprint", c.fingerprint().empty() ? "-" : c.fingerprint()},
   };
   if (!c.error().empty()) fields.emplace_back("error", c.error());
+  if (!c.stale_reason().empty()) fields.emplace_back("stale", c.stale_reason());
   std::string out = RenderFields(fields);
   if (c.jobs_size() == 0) return out;
   Table table({{"JOB"},
@@ -226,6 +229,8 @@ std::string RenderReport(const v1::CampaignReport& r, const RenderOptions& optio
     }
     absl::StrAppend(&out, "\n", quality.Render(options.width));
   }
+  absl::StrAppend(&out, RenderBlockRemoval(r, options));
+  absl::StrAppend(&out, RenderEntropy(r, options));
   const auto& arch = r.architecture().fields();
   if (arch.contains("description")) {
     absl::StrAppend(&out, "\narchitecture: ", arch.at("description").string_value(), "\n");

@@ -5,6 +5,9 @@
 #include <optional>
 #include <string>
 
+#include "coordinator/report_block_removal.h"
+#include "coordinator/report_entropy.h"
+
 namespace tailor::coordinator {
 namespace {
 
@@ -131,6 +134,10 @@ v1::CampaignReport BuildReport(const v1::Campaign& campaign, const std::vector<v
   report.set_recovery_tokens(
       static_cast<int64_t>(Number(result_of("distill"), "recovery_tokens").value_or(0)));
   for (const v1::Artifact& a : artifacts) *report.add_artifacts() = a;
+  if (campaign.contract().method() == v1::BLOCK_REMOVAL) {
+    AddBlockRemovalReport(campaign, jobs, report);
+  }
+  AddEntropyReport(campaign, jobs, report);
   return report;
 }
 

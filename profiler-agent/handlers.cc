@@ -4,6 +4,7 @@
 #include "compression/engine/workload.h"
 #include "profiler-agent/probe.h"
 #ifdef TAILOR_AGENT_WITH_TORCH
+#include "profiler-agent/entropy_jobs.h"
 #include "profiler-agent/ml_jobs.h"
 #endif
 
@@ -33,6 +34,7 @@ void RegisterProfilerHandlers(AgentRuntime& runtime, const DeviceDescription& de
   if (options.verify_task_samples > 0) ml.verify_task_samples = options.verify_task_samples;
   runtime.RegisterHandler("profile", MakeProfileHandler(ml));
   runtime.RegisterHandler("verify", MakeVerifyHandler(ml));
+  runtime.RegisterHandler("autotune", MakeAutotuneHandler(ml));
 #else
   spdlog::warn("built without LibTorch (TAILOR_WITH_TORCH=OFF): profile and verify are not "
                "offered");

@@ -16,6 +16,7 @@
 #include "compression/tasks/suites.h"
 #include "compression/tasks/tokenizer.h"
 #include "compression/tasks/training.h"
+#include "profiler-agent/entropy_jobs.h"
 
 namespace tailor::profiler {
 
@@ -309,6 +310,8 @@ JobHandler MakeProfileHandler(MlJobConfig config) {
 
 JobHandler MakeVerifyHandler(MlJobConfig config) {
   return [config](JobContext& ctx) -> absl::StatusOr<Struct> {
+    // An entropy-coded package (select / entropy_select): verified against its dense twin.
+    if (HasPackageInput(ctx)) return RunPackageVerifyJob(ctx, config);
     // Nothing to verify when the job before found no model (a comparison branch whose
     // budget no model met): pass the reason on rather than verify the parent in its place.
     for (const auto& [key, input] : ctx.inputs()) {

@@ -7,12 +7,14 @@ void RegisterRankJob();
 void RegisterDistillJob();
 void RegisterSearchJobs();
 void RegisterBlockRemovalJobs();
+void RegisterEntropyJobs();
 
 void RegisterBuiltinHandlers() {
   RegisterRankJob();
   RegisterDistillJob();
   RegisterSearchJobs();
   RegisterBlockRemovalJobs();
+  RegisterEntropyJobs();
 }
 
 }  // namespace tailor::worker

@@ -13,8 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "bench/entropy/png.h"
 #include "compression/entropy/autotune.h"
 #include "compression/entropy/codec.h"
+#include "compression/entropy/quantize.h"
 #include "compression/entropy/gemv.h"
 #include "nlohmann/json.hpp"
 
@@ -48,6 +50,8 @@ std::vector<uint8_t> Make(te::DType dtype, int64_t rows, int64_t cols, bool heav
         std::memcpy(&out[2 * i], &h, 2);
       } else if (dtype == te::DType::kInt8) {
         out[i] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(row[c] / amax * 127)));
+      } else if (dtype == te::DType::kFP8) {
+        out[i] = te::FloatToE4M3(row[c] / amax * 448.0f);  // quantize.h's per-row e4m3
       } else {
         const uint8_t q = static_cast<uint8_t>(std::lround(row[c] / amax * 7)) & 0xF;
         out[i / 2] |= (i & 1) ? q << 4 : q;
@@ -90,8 +94,27 @@ int main(int argc, char** argv) {
   };
   const std::vector<Spec> specs = {{"bf16_gauss", te::DType::kBF16, false},
                                    {"bf16_t3", te::DType::kBF16, true},
+                                   {"fp8_gauss", te::DType::kFP8, false},
+                                   {"fp8_t3", te::DType::kFP8, true},
                                    {"int8_gauss", te::DType::kInt8, false},
-                                   {"int4_gauss", te::DType::kInt4, false}};
+                                   {"int4_gauss", te::DType::kInt4, false},
+                                   {"int4_t3", te::DType::kInt4, true}};
+  // The Pareto frontiers, plotted: x = bits/weight (0..dense bits), y = fused GEMV latency
+  // relative to the tensor's dense GEMV (0..20x, ticks every 5x, grey line at 1x); one colour per tensor, the dense point as
+  // a larger square, frontier points joined. Axes only (no text): docs/benchmarks.md has
+  // the legend.
+  tailor::bench::Canvas plot(800, 500);
+  const uint32_t colors[] = {0x1f77b4, 0xff7f0e, 0x2ca02c, 0xd62728, 0x9467bd, 0x8c564b, 0xe377c2};
+  const int x0 = 50, y0 = 460, x1 = 780, y1 = 20;
+  plot.Line(x0, y0, x1, y0, 0);
+  plot.Line(x0, y0, x0, y1, 0);
+  for (int b = 0; b <= 16; b += 2) plot.Line(x0 + (x1 - x0) * b / 16, y0, x0 + (x1 - x0) * b / 16, y0 + 6, 0);
+  for (int r = 0; r <= 4; ++r) {
+    const int y = y0 - (y0 - y1) * r / 4;
+    plot.Line(x0 - 6, y, x0, y, 0);
+  }
+  plot.Line(x0, y0 - (y0 - y1) / 20, x1, y0 - (y0 - y1) / 20, 0xbbbbbb);  // 1x = dense speed
+  int spec_index = 0;
   te::TuneSpace space;
   space.symbols_per_codeword = {1, 2, 4};
   space.table_log = {10, 12};
@@ -167,6 +190,20 @@ int main(int argc, char** argv) {
     } else {
       total_best += f->dense_bytes;
     }
+    {
+      const uint32_t color = colors[spec_index++ % 7];
+      int px = -1, py = -1;
+      for (const auto& p : f->frontier) {
+        const double bpw = 8.0 * p.bytes / (rows * cols);
+        const double rel = p.latency_us / dense_pt.latency_us;
+        const int x = x0 + static_cast<int>((x1 - x0) * std::min(bpw, 16.0) / 16.0);
+        const int y = y0 - static_cast<int>((y0 - y1) * std::min(rel, 20.0) / 20.0);
+        if (px >= 0) plot.Line(px, py, x, y, color);
+        plot.Box(x, y, p.dense ? 5 : 3, color);
+        px = x;
+        py = y;
+      }
+    }
     for (const auto& p : f->frontier) {
       std::printf("    frontier: %s k=%d tl=%d cw=%d  %.3f b/w  %.1f us\n", p.dense ? "dense" : "coded",
                   p.config.symbols_per_codeword, p.config.table_log, p.config.chunk_width,
@@ -177,6 +214,12 @@ int main(int argc, char** argv) {
   std::printf("total: %.3f b/w coded (densest) vs %.3f b/w entropy (k=1) vs %.3f b/w dense\n",
               8.0 * total_best / total_weights, total_entropy_bits / total_weights,
               8.0 * total_dense / total_weights);
+  const std::string png_path =
+      json_path.size() > 5 && json_path.substr(json_path.size() - 5) == ".json"
+          ? json_path.substr(0, json_path.size() - 5) + "_frontier.png"
+          : json_path + "_frontier.png";
+  if (!plot.WritePng(png_path)) std::fprintf(stderr, "cannot write %s\n", png_path.c_str());
+  std::printf("frontier plot: %s\n", png_path.c_str());
   std::ofstream(json_path) << nlohmann::json{{"threads", threads}, {"tensors", out},
                                              {"total_coded_bits_per_weight", 8.0 * total_best / total_weights},
                                              {"total_entropy_bits_per_weight", total_entropy_bits / total_weights},

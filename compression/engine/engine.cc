@@ -4,9 +4,11 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "compression/model/safetensors.h"
 
@@ -164,6 +166,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(model::HybridLM model,
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& dir,
                                                      const EngineOptions& options,
                                                      int64_t min_positions) {
+  if (entropy::IsPackageDir(dir)) return LoadPackage(dir, options, min_positions);
   TAILOR_ASSIGN_OR_RETURN(model::HybridConfig config,
                           model::ReadHybridConfig(dir + "/config.json"));
   config.max_seq = std::max(config.max_seq, min_positions);
@@ -173,6 +176,85 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& dir,
   TAILOR_RETURN_IF_ERROR(lm->LoadStateDict(tensors, path));
   tensors.clear();
   return Create(std::move(lm), options);
+}
+
+absl::StatusOr<model::TensorMap> Engine::PackageWeights(const entropy::Package& package) {
+  model::TensorMap tensors;
+  for (const entropy::LoadedTensor& t : package.tensors) {
+    TAILOR_ASSIGN_OR_RETURN(std::vector<float> w, entropy::DecodeToFloat(t));
+    at::Tensor out = at::empty(t.info.shape, at::kFloat);
+    std::memcpy(out.data_ptr<float>(), w.data(), w.size() * sizeof(float));
+    tensors[t.info.name] = std::move(out);
+  }
+  return tensors;
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::LoadPackage(const std::string& dir,
+                                                            const EngineOptions& options,
+                                                            int64_t min_positions) {
+  TAILOR_ASSIGN_OR_RETURN(entropy::Package package, entropy::LoadPackage(dir));
+  absl::StatusOr<std::unique_ptr<Engine>> engine = FromPackage(
+      std::make_shared<const entropy::Package>(std::move(package)), options, min_positions);
+  if (!engine.ok()) {
+    return absl::Status(engine.status().code(),
+                        absl::StrCat(dir, "/settings.json: ", engine.status().message()));
+  }
+  return engine;
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::FromPackage(
+    std::shared_ptr<const entropy::Package> package, const EngineOptions& options,
+    int64_t min_positions) {
+  if (package == nullptr) return absl::InvalidArgumentError("FromPackage: no package");
+  TAILOR_ASSIGN_OR_RETURN(model::HybridConfig config,
+                          model::ParseHybridConfigJson(package->config_json));
+  config.max_seq = std::max(config.max_seq, min_positions);
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM lm, model::CreateHybridLM(config, 0));
+  // The fused kernels compute in float on the CPU; anywhere else the package is decoded.
+  const bool fused = options.device == "cpu" && options.precision == Precision::kFp32;
+  try {
+    torch::NoGradGuard no_grad;
+    auto params = lm->named_parameters(/*recurse=*/true);
+    if (params.size() != package->tensors.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("package has ", package->tensors.size(),
+                                                     " tensors, the model ", params.size()));
+    }
+    for (const entropy::LoadedTensor& t : package->tensors) {
+      at::Tensor* p = params.find(t.info.name);
+      if (p == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor ", t.info.name, " is not a parameter of the model"));
+      }
+      if (p->sizes().vec() != t.info.shape) {
+        return absl::InvalidArgumentError(absl::StrCat("tensor ", t.info.name, " has shape [",
+                                                       absl::StrJoin(t.info.shape, ", "),
+                                                       "], the model wants [",
+                                                       absl::StrJoin(p->sizes(), ", "), "]"));
+      }
+      if (fused && IsServedTensor(t.info)) {
+        // A placeholder: the provider serves this weight, so it is never allocated dense.
+        p->set_data(at::empty({0}, p->options()));
+        continue;
+      }
+      TAILOR_ASSIGN_OR_RETURN(std::vector<float> w, entropy::DecodeToFloat(t));
+      std::memcpy(p->data_ptr<float>(), w.data(), w.size() * sizeof(float));
+    }
+  } catch (const c10::Error& e) {
+    return FromTorch(e, "Engine::FromPackage");
+  }
+  TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Create(std::move(lm), options));
+  engine->package_ = package;
+  if (fused) {
+    TAILOR_ASSIGN_OR_RETURN(engine->linear_,
+                            PackageLinear::Create(package, *engine->model_, options.cpu_threads));
+    engine->model_->set_linear_provider(engine->linear_.get());
+    engine->weight_bytes_ += engine->linear_->resident_bytes();
+  }
+  return engine;
+}
+
+Engine::~Engine() {
+  if (linear_ != nullptr && !model_.is_empty()) model_->set_linear_provider(nullptr);
 }
 
 absl::StatusOr<RequestResult> Engine::Serve(const Workload& workload,

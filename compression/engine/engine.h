@@ -28,7 +28,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "compression/engine/device_backend.h"
+#include "compression/engine/package_linear.h"
 #include "compression/engine/workload.h"
+#include "compression/entropy/package.h"
 #include "compression/model/hybrid_lm.h"
 
 namespace tailor::engine {
@@ -121,13 +123,32 @@ class Engine {
   // The workload's positions must fit the model's max_seq.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(model::HybridLM model,
                                                         const EngineOptions& options);
-  // DIR/config.json + DIR/model.safetensors. max_seq is raised to `min_positions` when
+  // DIR/config.json + DIR/model.safetensors, or an entropy-coded package (DIR/settings.json,
+  // see LoadPackage). max_seq is raised to `min_positions` when
   // smaller: positions only bound what the model was trained for, not what serving a
   // request costs, and the contract's lengths decide the cost. Bad files are
   // INVALID_ARGUMENT (bad config or tensors) or DATA_LOSS (corrupt safetensors).
   static absl::StatusOr<std::unique_ptr<Engine>> Load(const std::string& dir,
                                                       const EngineOptions& options,
                                                       int64_t min_positions = 0);
+
+  // An entropy-coded package (compression/entropy/package.h), validated, then FromPackage.
+  static absl::StatusOr<std::unique_ptr<Engine>> LoadPackage(const std::string& dir,
+                                                             const EngineOptions& options,
+                                                             int64_t min_positions = 0);
+  // Serves a loaded package (docs/entropy.md "Serving a package"). On CPU at FP32 the
+  // projection weights (IsServedTensor) are never held dense: a PackageLinear serves them
+  // from the coded streams (fused decode-GEMV for one-row products, decompress + GEMM for
+  // prefill and batch > 1) and from the storage bytes of tensors the package left dense;
+  // weight_bytes() is then the dense parameters plus the served tensors' resident bytes.
+  // Elsewhere (CUDA, BF16/FP16: no fused kernel) every tensor is decoded once to exactly
+  // the weights its quantised form stands for and served densely.
+  static absl::StatusOr<std::unique_ptr<Engine>> FromPackage(
+      std::shared_ptr<const entropy::Package> package, const EngineOptions& options,
+      int64_t min_positions = 0);
+  // Tensors dequantised from the package's storage formats, keyed like the state dict:
+  // what a dense model must hold to be the package's dense twin.
+  static absl::StatusOr<model::TensorMap> PackageWeights(const entropy::Package& package);
 
   // Serves one request batch.
   absl::StatusOr<RequestResult> Serve(const Workload& workload, const ServeOptions& options = {});
@@ -142,6 +163,12 @@ class Engine {
   const EngineOptions& options() const { return options_; }
   DeviceBackend& backend() { return *backend_; }
   int64_t weight_bytes() const { return weight_bytes_; }
+  // The loaded package (null for a dense model dir) and what it keeps resident for weights.
+  const entropy::Package* package() const { return package_.get(); }
+  // The provider serving the package's projections (null when dense or not a package).
+  const PackageLinear* package_linear() const { return linear_.get(); }
+
+  ~Engine();
 
  private:
   Engine(model::HybridLM model, EngineOptions options, std::unique_ptr<DeviceBackend> backend,
@@ -157,6 +184,9 @@ class Engine {
   EngineOptions options_;
   std::unique_ptr<DeviceBackend> backend_;
   int64_t weight_bytes_ = 0;
+  std::shared_ptr<const entropy::Package> package_;
+  // Set as model_'s linear provider; ~Engine unsets it before it goes.
+  std::unique_ptr<PackageLinear> linear_;
 };
 
 }  // namespace tailor::engine

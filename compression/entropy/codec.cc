@@ -207,6 +207,7 @@ std::string DTypeName(DType dtype) {
     case DType::kBF16: return "bf16";
     case DType::kInt8: return "int8";
     case DType::kInt4: return "int4";
+    case DType::kFP8: return "fp8";
   }
   return "unknown";
 }
@@ -217,6 +218,7 @@ int DTypeBits(DType dtype) {
     case DType::kBF16: return 16;
     case DType::kInt8: return 8;
     case DType::kInt4: return 4;
+    case DType::kFP8: return 8;
   }
   return 0;
 }
@@ -500,7 +502,7 @@ absl::StatusOr<CodedTensor> Parse(std::vector<uint8_t> bytes, const ParseOptions
   }
   if (LoadU16(d + 4) != kVersion) return Corrupt(absl::StrCat("unsupported version ", LoadU16(d + 4)));
   const uint8_t dtype = d[6];
-  if (dtype < 1 || dtype > 4) return Corrupt(absl::StrCat("unknown dtype ", dtype));
+  if (dtype < 1 || dtype > 5) return Corrupt(absl::StrCat("unknown dtype ", dtype));
   t.dtype = static_cast<DType>(dtype);
   t.config.symbols_per_codeword = d[7];
   t.config.table_log = d[8];

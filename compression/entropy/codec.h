@@ -22,7 +22,9 @@
 
 namespace tailor::entropy {
 
-enum class DType : uint8_t { kF32 = 1, kBF16 = 2, kInt8 = 3, kInt4 = 4 };
+// kFP8 is OCP e4m3 (bias 7, no infinities, S.1111.111 = NaN): one byte plane like int8, but
+// the GEMV reads it through a 256-entry float table (quantize.h).
+enum class DType : uint8_t { kF32 = 1, kBF16 = 2, kInt8 = 3, kInt4 = 4, kFP8 = 5 };
 
 std::string DTypeName(DType dtype);
 // Bits one weight occupies in the dense format.

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstring>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "compression/entropy/quantize.h"
 
 namespace tailor::entropy {
 namespace {
@@ -78,6 +80,9 @@ inline void ToFloat(const uint8_t* const* v, int64_t n, float* out) {
     }
   } else if constexpr (D == DType::kInt8) {
     for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<int8_t>(v[0][i]));
+  } else if constexpr (D == DType::kFP8) {
+    const float* lut = Fp8E4M3Table();
+    for (int64_t i = 0; i < n; ++i) out[i] = lut[v[0][i]];
   } else {
     for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<int>(v[0][i] ^ 8) - 8);
   }
@@ -173,7 +178,155 @@ absl::Status FusedChunks(const CodedTensor& t, const float* x, const float* scal
   return absl::OkStatus();
 }
 
+// Calls fn(values, n) for the weights [first, first + count) of dense storage, in order, in
+// blocks of at most kDecodeBlock floats.
+template <DType D, typename Fn>
+absl::Status WalkDense(const TensorView& w, int64_t first, int64_t count, Fn&& fn) {
+  constexpr int np = D == DType::kF32 ? 4 : D == DType::kBF16 ? 2 : 1;
+  uint8_t planes[np][kDecodeBlock];
+  const uint8_t* v[np];
+  for (int p = 0; p < np; ++p) v[p] = planes[p];
+  float wbuf[kDecodeBlock];
+  for (int64_t pos = 0; pos < count; pos += kDecodeBlock) {
+    const int64_t m = std::min<int64_t>(kDecodeBlock, count - pos);
+    if constexpr (D == DType::kInt4) {
+      UnpackNibbles(w.data.data(), first + pos, m, planes[0]);
+    } else {
+      const uint8_t* src = w.data.data() + (first + pos) * np;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int p = 0; p < np; ++p) planes[p][i] = src[i * np + p];
+      }
+    }
+    ToFloat<D>(v, m, wbuf);
+    fn(wbuf, m);
+  }
+  return absl::OkStatus();
+}
+
+// Index of the chunk holding weight `index` (chunks never straddle a partial row).
+int64_t ChunkOf(const CodedTensor& t, int64_t index) {
+  const ChunkGeometry& g = t.geometry;
+  const int64_t row = index / t.cols;
+  if (g.chunks_per_row > 0) return row * g.chunks_per_row + (index % t.cols) / t.config.chunk_width;
+  return row / g.rows_per_chunk;
+}
+
+// The coded counterpart of WalkDense: decodes the chunks overlapping the range from their
+// start and hands over only the weights inside it.
+template <DType D, typename Fn>
+absl::Status WalkCoded(const CodedTensor& t, int64_t first, int64_t count, Fn&& fn) {
+  constexpr int np = D == DType::kF32 ? 4 : D == DType::kBF16 ? 2 : 1;
+  if (count <= 0) return absl::OkStatus();
+  uint8_t planes[np][kDecodeBlock];
+  const uint8_t* v[np];
+  float wbuf[kDecodeBlock];
+  ChunkDecoder dec[np];
+  const int64_t end = first + count;
+  for (int64_t c = ChunkOf(t, first); c < t.geometry.num_chunks; ++c) {
+    int64_t start, n;
+    ChunkExtent(t.geometry, t.rows, t.cols, t.config.chunk_width, c, &start, &n);
+    if (start >= end) break;
+    for (int p = 0; p < np; ++p) {
+      if (t.planes[p].coded) TAILOR_RETURN_IF_ERROR(dec[p].Start(t, p, c, n));
+    }
+    int64_t pos = 0;
+    for (; pos < n && start + pos < end; pos += kDecodeBlock) {
+      const int64_t m = std::min<int64_t>(kDecodeBlock, n - pos);
+      for (int p = 0; p < np; ++p) {
+        const CodedPlane& plane = t.planes[p];
+        if (plane.coded) {
+          TAILOR_RETURN_IF_ERROR(dec[p].Next(m, planes[p]));
+          v[p] = planes[p];
+        } else if constexpr (D == DType::kInt4) {
+          UnpackNibbles(t.bytes.data() + plane.raw_offset, start + pos, m, planes[p]);
+          v[p] = planes[p];
+        } else {
+          v[p] = t.bytes.data() + plane.raw_offset + start + pos;
+        }
+      }
+      // Only the overlap with [first, end) is converted and handed on.
+      const int64_t lo = std::max<int64_t>(first, start + pos) - (start + pos);
+      const int64_t hi = std::min<int64_t>(end, start + pos + m) - (start + pos);
+      if (lo >= hi) continue;
+      const uint8_t* vs[np];
+      for (int p = 0; p < np; ++p) vs[p] = v[p] + lo;
+      ToFloat<D>(vs, hi - lo, wbuf);
+      fn(wbuf, hi - lo);
+    }
+    // A chunk read to its end is checked like in FusedGemv; one cut short cannot be.
+    if (pos >= n) {
+      for (int p = 0; p < np; ++p) {
+        if (t.planes[p].coded) TAILOR_RETURN_IF_ERROR(dec[p].Finish());
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckBlock(int64_t tensor_rows, int64_t tensor_cols, int64_t first, int64_t count) {
+  if (first < 0 || count < 0 || first + count > tensor_rows * tensor_cols) {
+    return absl::OutOfRangeError(absl::StrCat("weights [", first, ", ", first + count,
+                                              ") outside a tensor of ",
+                                              tensor_rows * tensor_cols));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Walk>
+absl::Status DispatchDType(DType dtype, Walk walk) {
+  switch (dtype) {
+    case DType::kF32: return walk(std::integral_constant<DType, DType::kF32>());
+    case DType::kBF16: return walk(std::integral_constant<DType, DType::kBF16>());
+    case DType::kInt8: return walk(std::integral_constant<DType, DType::kInt8>());
+    case DType::kInt4: return walk(std::integral_constant<DType, DType::kInt4>());
+    case DType::kFP8: return walk(std::integral_constant<DType, DType::kFP8>());
+  }
+  return absl::InvalidArgumentError("unknown dtype");
+}
+
 }  // namespace
+
+absl::Status DenseGemvBlock(const TensorView& w, int64_t first, int64_t rows, int64_t cols,
+                            const float* x, const float* scale, float* y) {
+  TAILOR_RETURN_IF_ERROR(ValidateView(w));
+  TAILOR_RETURN_IF_ERROR(CheckBlock(w.rows, w.cols, first, rows * cols));
+  RowCursor cursor(0, cols, x, scale, y);
+  return DispatchDType(w.dtype, [&](auto d) {
+    return WalkDense<decltype(d)::value>(w, first, rows * cols,
+                                         [&](const float* v, int64_t n) { cursor.Feed(v, n); });
+  });
+}
+
+absl::Status FusedGemvBlock(const CodedTensor& t, int64_t first, int64_t rows, int64_t cols,
+                            const float* x, const float* scale, float* y) {
+  TAILOR_RETURN_IF_ERROR(CheckBlock(t.rows, t.cols, first, rows * cols));
+  RowCursor cursor(0, cols, x, scale, y);
+  return DispatchDType(t.dtype, [&](auto d) {
+    return WalkCoded<decltype(d)::value>(t, first, rows * cols,
+                                         [&](const float* v, int64_t n) { cursor.Feed(v, n); });
+  });
+}
+
+absl::Status DenseValues(const TensorView& w, int64_t first, int64_t count, float* out) {
+  TAILOR_RETURN_IF_ERROR(ValidateView(w));
+  TAILOR_RETURN_IF_ERROR(CheckBlock(w.rows, w.cols, first, count));
+  return DispatchDType(w.dtype, [&](auto d) {
+    return WalkDense<decltype(d)::value>(w, first, count, [&](const float* v, int64_t n) {
+      std::memcpy(out, v, n * sizeof(float));
+      out += n;
+    });
+  });
+}
+
+absl::Status FusedValues(const CodedTensor& t, int64_t first, int64_t count, float* out) {
+  TAILOR_RETURN_IF_ERROR(CheckBlock(t.rows, t.cols, first, count));
+  return DispatchDType(t.dtype, [&](auto d) {
+    return WalkCoded<decltype(d)::value>(t, first, count, [&](const float* v, int64_t n) {
+      std::memcpy(out, v, n * sizeof(float));
+      out += n;
+    });
+  });
+}
 
 absl::Status DenseGemv(const TensorView& w, const float* x, const float* scale, float* y,
                        int threads) {
@@ -187,6 +340,7 @@ absl::Status DenseGemv(const TensorView& w, const float* x, const float* scale, 
     case DType::kBF16: return run(DenseRows<DType::kBF16>);
     case DType::kInt8: return run(DenseRows<DType::kInt8>);
     case DType::kInt4: return run(DenseRows<DType::kInt4>);
+    case DType::kFP8: return run(DenseRows<DType::kFP8>);
   }
   return absl::InvalidArgumentError("unknown dtype");
 }
@@ -208,6 +362,7 @@ absl::Status FusedGemv(const CodedTensor& t, const float* x, const float* scale,
     case DType::kBF16: return run(FusedChunks<DType::kBF16>);
     case DType::kInt8: return run(FusedChunks<DType::kInt8>);
     case DType::kInt4: return run(FusedChunks<DType::kInt4>);
+    case DType::kFP8: return run(FusedChunks<DType::kFP8>);
   }
   return absl::InvalidArgumentError("unknown dtype");
 }

@@ -29,6 +29,24 @@ absl::Status DenseGemv(const TensorView& w, const float* x, const float* scale, 
 absl::Status FusedGemv(const CodedTensor& w, const float* x, const float* scale, float* y,
                        int threads = 1);
 
+// The same products over a block of `rows` x `cols` consecutive weights starting at weight
+// `first` of the tensor (row-major, so one expert of a stacked [experts, out, in] tensor is
+// the block first = e * out * in, rows = out, cols = in). `scale` has one entry per block
+// row (may be null). Both walk the block in the kernels' accumulation order, so
+// FusedGemvBlock equals DenseGemvBlock bit for bit, and the full-tensor block equals
+// DenseGemv. The coded variant decodes only the chunks that overlap the block (a chunk is
+// decoded from its start, rANS cannot seek). One thread.
+absl::Status DenseGemvBlock(const TensorView& w, int64_t first, int64_t rows, int64_t cols,
+                            const float* x, const float* scale, float* y);
+absl::Status FusedGemvBlock(const CodedTensor& w, int64_t first, int64_t rows, int64_t cols,
+                            const float* x, const float* scale, float* y);
+
+// Values of weights [first, first + count) as floats before any per-row scale (int8/int4
+// as the integers, fp8 through the table): exactly the `v` of Dequantize's `v * s_r`. The
+// engine decompresses prefill weights and embedding rows with these.
+absl::Status DenseValues(const TensorView& w, int64_t first, int64_t count, float* out);
+absl::Status FusedValues(const CodedTensor& w, int64_t first, int64_t count, float* out);
+
 }  // namespace tailor::entropy
 
 #endif  // TAILOR_COMPRESSION_ENTROPY_GEMV_H_

@@ -48,9 +48,9 @@ AttentionImpl::AttentionImpl(const AttentionSpec& spec, const MixerInit& init)
 at::Tensor AttentionImpl::Forward(const at::Tensor& x, const LayerContext& ctx) {
   const int64_t b = x.size(0), t = x.size(1);
   const int64_t h = spec_.heads, kvh = spec_.kv_heads, d = spec_.head_dim, g = h / kvh;
-  at::Tensor q = torch::linear(x, q_proj_).view({b, t, h, d});
-  at::Tensor k = torch::linear(x, k_proj_).view({b, t, kvh, d});
-  at::Tensor v = torch::linear(x, v_proj_).view({b, t, kvh, d});
+  at::Tensor q = Project(ctx, x, q_proj_).view({b, t, h, d});
+  at::Tensor k = Project(ctx, x, k_proj_).view({b, t, kvh, d});
+  at::Tensor v = Project(ctx, x, v_proj_).view({b, t, kvh, d});
   auto [cos, sin] = RopeTables(ctx.position, t, d, rope_theta_, x.options());
   q = ApplyRope(q, cos, sin);
   k = ApplyRope(k, cos, sin).transpose(1, 2);  // [B, KV, T, D]
@@ -79,7 +79,7 @@ at::Tensor AttentionImpl::Forward(const at::Tensor& x, const LayerContext& ctx) 
   if (ctx.observer != nullptr) {
     ctx.observer->Observe({Site::kAttentionHeads, ctx.layer}, out);
   }
-  return torch::linear(out.reshape({b, t, h * d}), o_proj_);
+  return Project(ctx, out.reshape({b, t, h * d}), o_proj_);
 }
 
 void AttentionImpl::InitCache(LayerCache& cache, int64_t batch, int64_t capacity,

@@ -221,7 +221,7 @@ HybridLMImpl::RunOutput HybridLMImpl::Run(const at::Tensor& tokens_in, Inference
   const at::Tensor no_mask;
   const at::Tensor& hidden_mask = options.mask != nullptr ? options.mask->hidden : no_mask;
   ActivationObserver* obs = options.observer;
-  at::Tensor h = ApplyMask(torch::embedding(embed_, tokens), hidden_mask);
+  at::Tensor h = ApplyMask(Embed(linear_, embed_, tokens), hidden_mask);
   at::Tensor aux = want_aux ? torch::zeros({}, embed_.options()) : at::Tensor();
   for (int64_t i = 0; i < num_layers(); ++i) {
     const int layer = static_cast<int>(i);
@@ -241,6 +241,7 @@ HybridLMImpl::RunOutput HybridLMImpl::Run(const at::Tensor& tokens_in, Inference
                                                                           : nullptr;
       ctx.observer = obs;
       ctx.aux_loss = want_aux ? &aux : nullptr;
+      ctx.linear = linear_;
       at::Tensor f = ApplyMask(block.mixer->Forward(u, ctx), hidden_mask);
       if (options.block_gates.defined()) f = f * options.block_gates[i];
       h = h + f;
@@ -253,7 +254,7 @@ HybridLMImpl::RunOutput HybridLMImpl::Run(const at::Tensor& tokens_in, Inference
   if (obs != nullptr) obs->Observe({Site::kNormOutput, -1}, h);
   if (options.last_position_only) h = h.narrow(1, t - 1, 1);
   if (cache != nullptr) cache->length_ += t;
-  return {torch::linear(h, lm_head_), aux};
+  return {Project(linear_, h, lm_head_), aux};
 }
 
 absl::StatusOr<ForwardOutput> HybridLMImpl::Forward(const at::Tensor& tokens,

@@ -114,6 +114,12 @@ class HybridLMImpl : public torch::nn::Module {
   // Copies the prefix of `parent` that this (narrower, same-shaped) model selects.
   absl::Status CopyPrefixFrom(const HybridLMImpl& parent);
 
+  // Routes every projection and the embedding lookup through `provider` (not owned; must
+  // outlive the model's forwards; null restores torch::linear). Parameters the provider
+  // serves may then be empty placeholders (see IsProjectionWeight). Not for training.
+  void set_linear_provider(LinearProvider* provider) { linear_ = provider; }
+  LinearProvider* linear_provider() const { return linear_; }
+
  private:
   struct RunOutput {
     at::Tensor logits;
@@ -129,6 +135,7 @@ class HybridLMImpl : public torch::nn::Module {
   at::Tensor final_norm_;  // [hidden]
   at::Tensor lm_head_;     // [vocab, hidden]
   std::vector<std::shared_ptr<BlockImpl>> blocks_;
+  LinearProvider* linear_ = nullptr;
 };
 TORCH_MODULE(HybridLM);
 

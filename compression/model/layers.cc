@@ -44,6 +44,38 @@ at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps,
   return x * torch::rsqrt(ms + eps) * weight * m;
 }
 
+at::Tensor Project(LinearProvider* provider, const at::Tensor& x, const at::Tensor& weight,
+                   int64_t expert) {
+  if (provider != nullptr) {
+    at::Tensor y = provider->Linear(x, weight, expert);
+    if (y.defined()) return y;
+  }
+  return torch::linear(x, expert < 0 ? weight : weight[expert]);
+}
+
+at::Tensor Embed(LinearProvider* provider, const at::Tensor& table, const at::Tensor& ids) {
+  if (provider != nullptr) {
+    at::Tensor y = provider->Embedding(table, ids);
+    if (y.defined()) return y;
+  }
+  return torch::embedding(table, ids);
+}
+
+bool IsProjectionWeight(absl::string_view name) {
+  const size_t dot = name.rfind('.');
+  const absl::string_view leaf = dot == absl::string_view::npos ? name : name.substr(dot + 1);
+  // Kept in sync with the Project / Embed call sites of attention, mamba, moe, mlp and
+  // hybrid_lm: a name missing here only costs a dense copy, an extra one would break serving.
+  static constexpr absl::string_view kLeaves[] = {
+      "q_proj", "k_proj",  "v_proj",      "o_proj",    "z_proj",      "x_proj",
+      "bc_proj", "dt_proj", "out_proj",   "w_gate",    "w_up",        "w_down",
+      "router",  "shared_gate", "shared_up", "shared_down", "embed", "lm_head"};
+  for (absl::string_view l : kLeaves) {
+    if (leaf == l) return true;
+  }
+  return false;
+}
+
 at::Tensor NormalInit(std::vector<int64_t> shape, double std) { return torch::randn(shape) * std; }
 
 void AssignParameter(at::Tensor& dst, const at::Tensor& src) {

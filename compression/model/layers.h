@@ -104,6 +104,22 @@ struct MixerInit {
   double out_std = 0.02;  // init std of output projections (scaled down with depth)
 };
 
+// Serves a model's projections from weights it does not hold as dense parameters (an
+// entropy-coded package, docs/entropy.md "Serving a package"). Set per model
+// (HybridLMImpl::set_linear_provider); unset, every projection is torch::linear on the
+// parameter, exactly as before. Keyed by the parameter tensor itself (its TensorImpl), so a
+// lookup costs no name formatting on the hot path; the engine builds the key from the
+// parameter's state-dict name.
+class LinearProvider {
+ public:
+  virtual ~LinearProvider() = default;
+  // x W^T, W = `weight` ([out, in]) or, with expert >= 0, weight[expert] of a stacked
+  // [experts, out, in] parameter. An undefined result means "not mine": torch::linear.
+  virtual at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, int64_t expert) = 0;
+  // Rows `ids` of the embedding table `table`; undefined = torch::embedding.
+  virtual at::Tensor Embedding(const at::Tensor& table, const at::Tensor& ids) = 0;
+};
+
 // Everything a mixer needs besides its input.
 struct LayerContext {
   int layer = 0;
@@ -113,6 +129,7 @@ struct LayerContext {
   const LayerMask* mask = nullptr;  // null: unmasked
   ActivationObserver* observer = nullptr;
   at::Tensor* aux_loss = nullptr;  // MoE adds its load-balancing loss here when set
+  LinearProvider* linear = nullptr;  // null: projections are torch::linear
 };
 
 // A block's transform f in h += g * f(RMSNorm(h)). Parameters are registered with stable
@@ -134,6 +151,22 @@ class Mixer : public torch::nn::Module {
 };
 
 // --- helpers shared by the layer implementations --------------------------------------
+
+// x W^T through the provider when one is set and serves W, else torch::linear(x, W) (or
+// W[expert] for an expert stack) - bit-identical to the direct call.
+at::Tensor Project(LinearProvider* provider, const at::Tensor& x, const at::Tensor& weight,
+                   int64_t expert = -1);
+inline at::Tensor Project(const LayerContext& ctx, const at::Tensor& x, const at::Tensor& weight,
+                          int64_t expert = -1) {
+  return Project(ctx.linear, x, weight, expert);
+}
+// torch::embedding(table, ids), or the provider's rows when it serves the table.
+at::Tensor Embed(LinearProvider* provider, const at::Tensor& table, const at::Tensor& ids);
+
+// Parameters a HybridLM reads only through Project / Embed (projections, experts, router,
+// embedding, LM head), by state-dict name. Only these may be served by a LinearProvider
+// without a dense copy; every other parameter (norms, conv kernels, biases) is read directly.
+bool IsProjectionWeight(absl::string_view name);
 
 // x * mask with mask [C] or [B, C] broadcast over x = [B, ..., C]. `channel_dim` is the
 // dimension of x the mask indexes (negative counts from the end); dims after it broadcast.

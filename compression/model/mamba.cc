@@ -118,15 +118,15 @@ MambaImpl::MambaImpl(const MambaSpec& spec, const MixerInit& init)
 
 at::Tensor MambaImpl::Forward(const at::Tensor& u, const LayerContext& ctx) {
   const int64_t b = u.size(0), t = u.size(1), h = spec_.heads, p = spec_.head_dim, n = spec_.state;
-  at::Tensor z = torch::linear(u, z_proj_).view({b, t, h, p});
-  at::Tensor dt = torch::softplus(torch::linear(u, dt_proj_) + dt_bias_);  // [B, T, H]
+  at::Tensor z = Project(ctx, u, z_proj_).view({b, t, h, p});
+  at::Tensor dt = torch::softplus(Project(ctx, u, dt_proj_) + dt_bias_);  // [B, T, H]
   at::Tensor* conv_x_state = ctx.cache != nullptr ? &ctx.cache->conv_x : nullptr;
   at::Tensor* conv_bc_state = ctx.cache != nullptr ? &ctx.cache->conv_bc : nullptr;
   at::Tensor xs =
-      torch::silu(CausalConv(torch::linear(u, x_proj_), conv_x_, conv_x_bias_, conv_x_state))
+      torch::silu(CausalConv(Project(ctx, u, x_proj_), conv_x_, conv_x_bias_, conv_x_state))
           .view({b, t, h, p});
   at::Tensor bcs =
-      torch::silu(CausalConv(torch::linear(u, bc_proj_), conv_bc_, conv_bc_bias_, conv_bc_state));
+      torch::silu(CausalConv(Project(ctx, u, bc_proj_), conv_bc_, conv_bc_bias_, conv_bc_state));
   at::Tensor bm = bcs.narrow(2, 0, n), cm = bcs.narrow(2, n, n);
   at::Tensor a = -torch::exp(a_log_);
   at::Tensor state =
@@ -139,7 +139,7 @@ at::Tensor MambaImpl::Forward(const at::Tensor& u, const LayerContext& ctx) {
   g = g * torch::rsqrt(g.pow(2).mean(-1, /*keepdim=*/true) + eps_) * norm_.view({h, p});
   if (ctx.mask != nullptr) g = ApplyMask(g, ctx.mask->mamba_heads, 2);
   if (ctx.observer != nullptr) ctx.observer->Observe({Site::kMambaHeads, ctx.layer}, g);
-  return torch::linear(g.reshape({b, t, h * p}), out_proj_);
+  return Project(ctx, g.reshape({b, t, h * p}), out_proj_);
 }
 
 void MambaImpl::InitCache(LayerCache& cache, int64_t batch, int64_t capacity,

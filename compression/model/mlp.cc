@@ -14,10 +14,10 @@ MlpImpl::MlpImpl(const MlpSpec& spec, const MixerInit& init) : spec_(spec) {
 }
 
 at::Tensor MlpImpl::Forward(const at::Tensor& x, const LayerContext& ctx) {
-  at::Tensor act = torch::silu(torch::linear(x, w_gate_)) * torch::linear(x, w_up_);
+  at::Tensor act = torch::silu(Project(ctx, x, w_gate_)) * Project(ctx, x, w_up_);
   if (ctx.mask != nullptr) act = ApplyMask(act, ctx.mask->mlp_ffn);
   if (ctx.observer != nullptr) ctx.observer->Observe({Site::kMlpFfn, ctx.layer}, act);
-  return torch::linear(act, w_down_);
+  return Project(ctx, act, w_down_);
 }
 
 void MlpImpl::PermuteHidden(const at::Tensor& perm) {

@@ -27,7 +27,7 @@ at::Tensor MoeImpl::Forward(const at::Tensor& x, const LayerContext& ctx) {
   at::Tensor out = torch::zeros({n, hid}, x.options());
   if (spec_.experts > 0) {
     at::Tensor xf = x.reshape({n, hid});
-    at::Tensor logits = torch::linear(xf, router_);  // [N, E]
+    at::Tensor logits = Project(ctx, xf, router_);  // [N, E]
     auto [top_logits, top_idx] = logits.topk(spec_.top_k, -1);
     at::Tensor gates = torch::softmax(top_logits, -1);  // [N, k]
     if (ctx.observer != nullptr || ctx.aux_loss != nullptr) {
@@ -54,12 +54,12 @@ at::Tensor MoeImpl::Forward(const at::Tensor& x, const LayerContext& ctx) {
       if (rows.numel() == 0) continue;
       at::Tensor weight = (gates * hit).sum(1).index_select(0, rows);  // [n]
       at::Tensor xe = xf.index_select(0, rows);
-      at::Tensor act = torch::silu(torch::linear(xe, w_gate_[e])) * torch::linear(xe, w_up_[e]);
+      at::Tensor act = torch::silu(Project(ctx, xe, w_gate_, e)) * Project(ctx, xe, w_up_, e);
       if (ffn_mask.defined()) act = act * ffn_mask.index_select(0, rows);
       if (ctx.observer != nullptr) {
         ctx.observer->Observe({Site::kExpertFfn, ctx.layer, static_cast<int>(e)}, act);
       }
-      at::Tensor ye = torch::linear(act, w_down_[e]);
+      at::Tensor ye = Project(ctx, act, w_down_, e);
       if (ctx.observer != nullptr) {
         ctx.observer->Observe({Site::kExpertOutput, ctx.layer, static_cast<int>(e)}, ye);
       }
@@ -71,10 +71,10 @@ at::Tensor MoeImpl::Forward(const at::Tensor& x, const LayerContext& ctx) {
   }
   out = out.view({b, t, hid});
   if (spec_.shared_ffn > 0) {
-    at::Tensor act = torch::silu(torch::linear(x, shared_gate_)) * torch::linear(x, shared_up_);
+    at::Tensor act = torch::silu(Project(ctx, x, shared_gate_)) * Project(ctx, x, shared_up_);
     if (ctx.mask != nullptr) act = ApplyMask(act, ctx.mask->shared_ffn);
     if (ctx.observer != nullptr) ctx.observer->Observe({Site::kSharedFfn, ctx.layer}, act);
-    out = out + torch::linear(act, shared_down_);
+    out = out + Project(ctx, act, shared_down_);
   }
   return out;
 }

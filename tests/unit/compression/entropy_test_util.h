@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "compression/entropy/codec.h"
+#include "compression/entropy/quantize.h"
 
 namespace tailor::entropy::testing {
 
@@ -58,6 +59,9 @@ inline std::vector<uint8_t> MakeTensor(DType dtype, int64_t rows, int64_t cols, 
           out[i / 2] |= (i & 1) ? q << 4 : q;
           break;
         }
+        case DType::kFP8:
+          out[i] = FloatToE4M3(v[i] / amax * 448.0f);
+          break;
       }
     }
   }

@@ -1,0 +1,37 @@
+#ifndef TAILOR_PROFILER_AGENT_ENTROPY_JOBS_H_
+#define TAILOR_PROFILER_AGENT_ENTROPY_JOBS_H_
+
+// Agent side of ENTROPY_CODE and of the `package { entropy_code: true }` tail
+// (docs/entropy.md). Built only with LibTorch.
+//
+// autotune (key autotune / entropy_autotune): the source model is the contract's parent
+//   (ENTROPY_CODE) or the model the `verify` dependency verified (tail). Every codable
+//   tensor is quantised to entropy.weight_format (unset: kept) and autotuned on this device:
+//   candidate codes priced, encoded, their batch-1 fused GEMV latency measured; the
+//   per-tensor Pareto frontiers go up as artifact `entropy_frontiers`. Returns
+//   {frontiers_digest, weight_format, source_model_digest | source_model_path, tensors,
+//    dense_bytes, entropy_bits_per_weight, autotune_seconds}.
+// verify of a package (a dependency's result has `package_digest`): serves the package in
+//   the built-in engine like any verify (measured/quality/budgets), and adds `entropy`:
+//   greedy outputs on task prompts against the dense twin (the source quantised with the
+//   same scheme, never coded) — any difference fails the job —, fused-vs-dense GEMV
+//   equality and batch-1 latency per tensor, end-to-end latency of package vs dense twin,
+//   and the package's resident weight memory, which is what measured.weight_memory_mib and
+//   the weight budget report.
+
+#include "absl/status/statusor.h"
+#include "common/agent_runtime.h"
+#include "profiler-agent/ml_jobs.h"
+
+namespace tailor::profiler {
+
+JobHandler MakeAutotuneHandler(MlJobConfig config);
+
+// True when `ctx`'s inputs name a package (then the verify handler delegates here).
+bool HasPackageInput(const JobContext& ctx);
+absl::StatusOr<google::protobuf::Struct> RunPackageVerifyJob(JobContext& ctx,
+                                                             const MlJobConfig& config);
+
+}  // namespace tailor::profiler
+
+#endif  // TAILOR_PROFILER_AGENT_ENTROPY_JOBS_H_

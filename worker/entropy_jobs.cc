@@ -1,0 +1,200 @@
+// The `select` job of ENTROPY_CODE and of the entropy tail (key select / entropy_select;
+// docs/entropy.md): reads the autotuner's per-tensor Pareto frontiers, picks one point per
+// tensor minimising the summed batch-1 GEMV latency with the package's resident bytes under
+// budget.weight_memory_mib_max (the exact selector; without a budget, the smallest point),
+// builds the package and uploads it as a model artifact. Returns {package_digest,
+// weight_format, source_model_digest | source_model_path, predicted {weight_memory_mib},
+// bits_per_weight, entropy_bits_per_weight, coded_tensors, dense_tensors, gemv_batch1_us,
+// dense_gemv_batch1_us, exact, budget_mib}. Rank 0 does the work; the job needs one rank.
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "compression/engine/package_build.h"
+#include "compression/entropy/autotune.h"
+#include "compression/entropy/package.h"
+#include "compression/model/model_archive.h"
+#include "worker/job_io.h"
+#include "worker/worker_context.h"
+
+namespace tailor::worker {
+namespace {
+
+using google::protobuf::Struct;
+
+std::string Field(const Struct& s, const std::string& key) {
+  const auto it = s.fields().find(key);
+  return it != s.fields().end() && it->second.has_string_value() ? it->second.string_value() : "";
+}
+
+absl::StatusOr<std::string> ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::StatusOr<Struct> RunSelect(WorkerContext& ctx) {
+  if (!ctx.is_rank0()) return Struct();
+  const auto& inputs = ctx.assignment.inputs();
+  const std::string dep = inputs.contains("entropy_autotune") ? "entropy_autotune" : "autotune";
+  if (!inputs.contains(dep)) {
+    return absl::FailedPreconditionError("select: no autotune result among the job inputs");
+  }
+  const Struct& tuned = inputs.at(dep);
+  TAILOR_ASSIGN_OR_RETURN(std::string frontiers_digest, InputString(ctx, dep, "frontiers_digest"));
+  const std::string frontiers_path = ctx.work_dir + "/frontiers.json";
+  TAILOR_RETURN_IF_ERROR(ctx.job->DownloadArtifact(frontiers_digest, frontiers_path));
+  TAILOR_ASSIGN_OR_RETURN(std::string json, ReadText(frontiers_path));
+  std::string weight_format;
+  TAILOR_ASSIGN_OR_RETURN(std::vector<entropy::TensorFrontier> frontiers,
+                          entropy::FrontiersFromJson(json, &weight_format));
+
+  // The source model the frontiers were tuned on.
+  const std::string source_digest = Field(tuned, "source_model_digest");
+  std::string source_dir = Field(tuned, "source_model_path");
+  if (!source_digest.empty()) {
+    const std::string tar = ctx.work_dir + "/source.tar";
+    TAILOR_RETURN_IF_ERROR(ctx.job->DownloadArtifact(source_digest, tar));
+    source_dir = ctx.work_dir + "/source";
+    if (absl::Status st = model::UnpackModelArchive(tar, source_dir); !st.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model artifact ", source_digest, " failed validation: ", st.message()));
+    }
+  }
+  if (source_dir.empty()) {
+    return absl::FailedPreconditionError("select: the autotune result names no source model");
+  }
+  TAILOR_ASSIGN_OR_RETURN(std::vector<engine::SourceTensor> tensors,
+                          engine::ReadSourceTensors(source_dir));
+  const v1::WeightFormat format = ctx.contract().entropy().weight_format();
+
+  // Bytes every choice pays: dense extras (f32) and the per-row scales of coded tensors.
+  int64_t fixed = 0;
+  std::map<std::string, const engine::SourceTensor*> codable;
+  for (const engine::SourceTensor& t : tensors) {
+    if (t.codable) {
+      codable[t.name] = &t;
+      TAILOR_ASSIGN_OR_RETURN(entropy::DType d, engine::FormatFor(format, t));
+      if (entropy::HasScales(d)) fixed += t.rows() * 4;
+    } else {
+      fixed += static_cast<int64_t>(t.values.size()) * 4;
+    }
+  }
+  if (frontiers.size() != codable.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("frontiers cover ", frontiers.size(),
+                                                   " tensors, the source model has ",
+                                                   codable.size(), " codable ones"));
+  }
+  std::vector<std::vector<entropy::Option>> items;
+  int64_t min_total = fixed;
+  double dense_latency = 0;
+  for (const entropy::TensorFrontier& f : frontiers) {
+    if (codable.count(f.name) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("frontier for unknown tensor ", f.name));
+    }
+    std::vector<entropy::Option> options;
+    int64_t smallest = INT64_MAX;
+    for (const entropy::ConfigPoint& p : f.frontier) {
+      options.push_back({p.bytes, p.latency_us});
+      smallest = std::min(smallest, p.bytes);
+      if (p.dense) dense_latency += p.latency_us;
+    }
+    min_total += smallest;
+    items.push_back(std::move(options));
+  }
+  const v1::Budget& b = ctx.contract().budget();
+  entropy::Selection sel;
+  int64_t budget_bytes = 0;
+  if (b.has_weight_memory_mib_max()) {
+    budget_bytes = static_cast<int64_t>(b.weight_memory_mib_max() * (1 << 20));
+    if (budget_bytes < min_total) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "budget.weight_memory_mib_max %.3f MiB is below the smallest package this model "
+          "allows, %.3f MiB (every tensor at its smallest code)",
+          b.weight_memory_mib_max(), static_cast<double>(min_total) / (1 << 20)));
+    }
+    TAILOR_ASSIGN_OR_RETURN(sel, entropy::SelectUnderBudget(items, budget_bytes - fixed));
+  } else {
+    // No budget: the smallest package (ties: the faster point).
+    sel.exact = true;
+    for (const auto& options : items) {
+      int best = 0;
+      for (size_t i = 1; i < options.size(); ++i) {
+        if (options[i].bytes < options[best].bytes ||
+            (options[i].bytes == options[best].bytes && options[i].latency < options[best].latency)) {
+          best = static_cast<int>(i);
+        }
+      }
+      sel.choice.push_back(best);
+      sel.total_bytes += options[best].bytes;
+      sel.total_latency += options[best].latency;
+    }
+  }
+
+  std::map<std::string, engine::TensorChoice> choices;
+  int coded = 0;
+  for (size_t i = 0; i < frontiers.size(); ++i) {
+    const entropy::TensorFrontier& f = frontiers[i];
+    const entropy::ConfigPoint& p = f.frontier[sel.choice[i]];
+    engine::TensorChoice c;
+    c.coded = !p.dense;
+    c.config = p.config;
+    c.frontier = f.frontier;
+    c.chosen = sel.choice[i];
+    c.entropy_bits_per_weight = f.entropy_bits_per_weight;
+    coded += c.coded;
+    choices[f.name] = std::move(c);
+  }
+  ctx.Progress(0.5, absl::StrCat("selected: ", coded, " of ", frontiers.size(), " tensors coded"));
+  entropy::PackageSummary summary;
+  summary.weight_format = weight_format;
+  summary.budget_bytes = budget_bytes;
+  summary.source = source_digest.empty() ? source_dir : source_digest;
+  const std::string dir = ctx.work_dir + "/package";
+  TAILOR_RETURN_IF_ERROR(
+      engine::BuildPackage(source_dir, tensors, format, choices, summary, dir));
+  TAILOR_ASSIGN_OR_RETURN(entropy::Package package, entropy::LoadPackage(dir));  // validate
+  const std::string tar = ctx.work_dir + "/package.tar";
+  TAILOR_RETURN_IF_ERROR(entropy::PackPackage(dir, tar));
+  TAILOR_ASSIGN_OR_RETURN(v1::Artifact artifact,
+                          ctx.job->UploadArtifactFile("model", "package.tar", tar));
+
+  int64_t weights = 0;
+  double entropy_bits = 0;
+  for (const entropy::LoadedTensor& t : package.tensors) {
+    weights += t.info.rows() * t.info.cols();
+    entropy_bits += t.info.entropy_bits_per_weight * t.info.rows() * t.info.cols();
+  }
+  Struct result;
+  auto& r = *result.mutable_fields();
+  r["package_digest"].set_string_value(artifact.digest());
+  r["weight_format"].set_string_value(weight_format);
+  if (!source_digest.empty()) r["source_model_digest"].set_string_value(source_digest);
+  if (source_digest.empty()) r["source_model_path"].set_string_value(source_dir);
+  const double mib = static_cast<double>(package.resident_bytes()) / (1 << 20);
+  (*r["predicted"].mutable_struct_value()->mutable_fields())["weight_memory_mib"]
+      .set_number_value(mib);
+  r["resident_bytes"].set_number_value(static_cast<double>(package.resident_bytes()));
+  r["dense_bytes"].set_number_value(static_cast<double>(package.dense_bytes()));
+  r["bits_per_weight"].set_number_value(weights ? 8.0 * package.resident_bytes() / weights : 0);
+  r["entropy_bits_per_weight"].set_number_value(weights ? entropy_bits / weights : 0);
+  r["coded_tensors"].set_number_value(coded);
+  r["dense_tensors"].set_number_value(static_cast<double>(package.tensors.size() - coded));
+  r["gemv_batch1_us"].set_number_value(sel.total_latency);
+  r["dense_gemv_batch1_us"].set_number_value(dense_latency);
+  r["exact"].set_bool_value(sel.exact);
+  if (b.has_weight_memory_mib_max()) r["budget_mib"].set_number_value(b.weight_memory_mib_max());
+  ctx.Progress(1.0, absl::StrFormat("package %.3f MiB (%d coded tensors)", mib, coded));
+  return result;
+}
+
+}  // namespace
+
+void RegisterEntropyJobs() { RegisterWorkerHandler("select", RunSelect); }
+
+}  // namespace tailor::worker
