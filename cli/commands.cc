@@ -322,6 +322,14 @@ int Execute(const Invocation& inv, const CliEnv& env) {
       return RunLogs(inv, env);
     case Verb::kRecompress:
       return RunRecompress(inv, env);
+    case Verb::kTokensCreate:
+      return RunTokensCreate(inv, env);
+    case Verb::kTokensList:
+      return RunTokensList(inv, env);
+    case Verb::kTokensRevoke:
+      return RunTokensRevoke(inv, env);
+    case Verb::kTokensAudit:
+      return RunTokensAudit(inv, env);
     case Verb::kNone:
       break;
   }

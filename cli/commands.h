@@ -29,6 +29,11 @@ int RunCostsShow(const Invocation& inv, const CliEnv& env);
 int RunReport(const Invocation& inv, const CliEnv& env);
 int RunLogs(const Invocation& inv, const CliEnv& env);
 int RunRecompress(const Invocation& inv, const CliEnv& env);
+// cli/tokens.cc
+int RunTokensCreate(const Invocation& inv, const CliEnv& env);
+int RunTokensList(const Invocation& inv, const CliEnv& env);
+int RunTokensRevoke(const Invocation& inv, const CliEnv& env);
+int RunTokensAudit(const Invocation& inv, const CliEnv& env);
 
 // GetCampaign with env's deadline and token.
 absl::StatusOr<v1::Campaign> FetchCampaign(const CliEnv& env, const std::string& id);

@@ -26,6 +26,7 @@ struct CliEnv {
   v1::CampaignService::StubInterface* campaigns = nullptr;
   v1::AgentService::StubInterface* agents = nullptr;  // artifact downloads
   v1::AdminService::StubInterface* admin = nullptr;
+  v1::TokenService::StubInterface* tokens = nullptr;  // tailor tokens ...
 
   std::string address;  // for error hints
   std::string token;    // bearer token; empty = none

@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
 
   tailor::ChannelOptions channel_options;
   channel_options.token = env.token;
-  channel_options.ca_cert_path = g.ca_cert;
+  channel_options.ca_cert_path = g.ca_cert;  // empty: $TAILOR_CA_CERT, else plaintext
   auto channel = tailor::MakeChannel(env.address, channel_options);
   auto campaigns = tailor::v1::CampaignService::NewStub(channel);
   auto agents = tailor::v1::AgentService::NewStub(channel);
@@ -60,5 +60,7 @@ int main(int argc, char** argv) {
   env.campaigns = campaigns.get();
   env.agents = agents.get();
   env.admin = admin.get();
+  auto tokens = tailor::v1::TokenService::NewStub(channel);
+  env.tokens = tokens.get();
   return tailor::cli::Execute(parsed.invocation, env);
 }

@@ -46,7 +46,8 @@ const std::map<std::string, std::vector<std::string>>& KnownVerbs() {
       {"submit", {}}, {"status", {}},     {"watch", {}},        {"list", {}},
       {"queue", {}},  {"agents", {}},     {"drain", {}},        {"cancel", {}},
       {"report", {}}, {"logs", {}},       {"recompress", {}},
-      {"artifacts", {"list", "get"}},     {"costs", {"list", "show"}}};
+      {"artifacts", {"list", "get"}},     {"costs", {"list", "show"}},
+      {"tokens", {"create", "list", "revoke", "audit"}}};
   return *verbs;
 }
 
@@ -94,7 +95,7 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions& g) {
   app.add_option("--coordinator", g.coordinator,
                  "Coordinator HOST:PORT (default $TAILOR_COORDINATOR, else 127.0.0.1:50051)");
   app.add_option("--token", g.token, "API token (default $TAILOR_TOKEN)");
-  app.add_option("--ca-cert", g.ca_cert, "PEM file of the CA to verify the coordinator (TLS)")
+  app.add_option("--ca-cert", g.ca_cert, "PEM file of the CA to verify the coordinator; enables TLS (default $TAILOR_CA_CERT)")
       ->check(CLI::ExistingFile);
   app.add_option("--timeout", g.timeout_s,
                  "Deadline of each call in seconds (streams have none)")
@@ -180,6 +181,29 @@ Subcommands DeclareVerbs(CLI::App& app, Invocation& inv) {
   recompress->add_option("--engine", inv.engine, "Only this engine (default: every engine)");
   recompress->add_flag("--dry-run", inv.dry_run, "Show what would be submitted");
   recompress->add_flag("--json", inv.json, "Print JSON");
+
+  CLI::App* tokens = app.add_subcommand("tokens", "Manage API tokens (admin tokens only)");
+  tokens->require_subcommand(1);
+  CLI::App* tcreate = add(tokens, "create", "Create a token; prints its secret once",
+                          Verb::kTokensCreate);
+  tcreate->add_option("--role", inv.role, "submitter, admin or agent")
+      ->required()
+      ->check(CLI::IsMember({"submitter", "admin", "agent"}));
+  tcreate->add_option("--team", inv.team, "The token's team (required for submitters)");
+  tcreate->add_option("--description", inv.description, "What the token is for");
+  tcreate->add_flag("--json", inv.json, "Print the token and its secret as JSON");
+  CLI::App* tlist = add(tokens, "list", "List tokens (never their secrets)", Verb::kTokensList);
+  tlist->add_flag("--all", inv.all, "Include revoked tokens");
+  tlist->add_flag("--json", inv.json, "Print JSON");
+  CLI::App* trevoke = add(tokens, "revoke", "Revoke a token at once", Verb::kTokensRevoke);
+  trevoke->add_option("ID", inv.target, "Token id (tok-...)")->required();
+  trevoke->add_flag("--json", inv.json, "Print the revoked token as JSON");
+  CLI::App* taudit = add(tokens, "audit", "Show the audit log of admin verbs, newest first",
+                         Verb::kTokensAudit);
+  taudit->add_option("--limit", inv.limit, "At most this many events")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  taudit->add_flag("--json", inv.json, "Print JSON");
   return s;
 }
 
@@ -194,6 +218,9 @@ std::string Validate(const Invocation& inv) {
       !IsSafeToken(inv.request_id, 128)) {
     return absl::StrCat("submit: --request-id '", inv.request_id,
                         "' must be 1..128 characters of [A-Za-z0-9._:-]");
+  }
+  if (inv.verb == Verb::kTokensCreate && inv.role == "submitter" && inv.team.empty()) {
+    return "tokens create: a submitter token needs --team";
   }
   if (inv.verb == Verb::kRecompress && inv.engine_version.empty()) {
     return "recompress: --engine-version must not be empty";

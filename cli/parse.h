@@ -25,6 +25,10 @@ enum class Verb {
   kReport,
   kLogs,
   kRecompress,
+  kTokensCreate,
+  kTokensList,
+  kTokensRevoke,
+  kTokensAudit,
 };
 
 struct GlobalOptions {
@@ -39,8 +43,9 @@ struct Invocation {
   Verb verb = Verb::kNone;
   GlobalOptions global;
   // The verb's positional: FILE (submit), campaign ID (status, watch, cancel, report,
-  // artifacts list), AGENT_ID (drain), DIGEST (artifacts get), FINGERPRINT (costs show) or
-  // JOB (logs).
+  // artifacts list), AGENT_ID (drain), DIGEST (artifacts get), FINGERPRINT (costs show),
+  // JOB (logs) or token ID (tokens revoke). `team` is also the team of `tokens create`, `all`
+  // also includes revoked tokens in `tokens list`.
   std::string target;
   bool json = false;
   bool wait = false;             // submit
@@ -56,6 +61,9 @@ struct Invocation {
   std::string engine_version;    // recompress
   std::string engine;            // recompress
   bool dry_run = false;          // recompress
+  std::string role;              // tokens create
+  std::string description;       // tokens create
+  int64_t limit = 100;           // tokens audit
 };
 
 struct ParseOutcome {

@@ -32,19 +32,37 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
   // Reconnect quickly after a coordinator restart instead of gRPC's default of up to 120 s.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  // gRPC takes this as the minimum time one connection attempt may take (TCP connect plus the
+  // TLS handshake and HTTP/2 SETTINGS), not as a delay between attempts: at 100 ms a TLS
+  // handshake with a busy coordinator timed out and the call failed UNAVAILABLE.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
   std::shared_ptr<grpc::ChannelCredentials> creds;
-  if (!options.ca_cert_path.empty()) {
-    std::ifstream in(options.ca_cert_path);
-    std::stringstream pem;
-    pem << in.rdbuf();
+  std::string ca_path = options.ca_cert_path;
+  if (ca_path.empty()) {
+    if (const char* env = std::getenv("TAILOR_CA_CERT"); env != nullptr) ca_path = env;
+  }
+  if (!ca_path.empty()) {
     grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = pem.str();
+    // Unreadable: an empty root set, so every handshake fails (never a silent plaintext).
+    absl::StatusOr<std::string> pem = ReadCaCert(ca_path);
+    ssl.pem_root_certs = pem.ok() ? *pem : std::string();
     creds = grpc::SslCredentials(ssl);
   } else {
     creds = grpc::InsecureChannelCredentials();
   }
   return grpc::CreateCustomChannel(address, creds, args);
+}
+
+absl::StatusOr<std::string> ReadCaCert(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("CA certificate '", path, "' cannot be read"));
+  std::stringstream pem;
+  pem << in.rdbuf();
+  if (pem.str().find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CA certificate '", path, "' holds no PEM certificate"));
+  }
+  return pem.str();
 }
 
 std::unique_ptr<grpc::ClientContext> MakeContext(absl::Duration timeout,

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 
@@ -16,12 +17,19 @@ std::string ResolveCoordinatorAddress(const std::string& flag_value);
 
 struct ChannelOptions {
   std::string token;       // bearer token; empty = $TAILOR_TOKEN if set
-  std::string ca_cert_path;  // TLS when non-empty (PEM); plaintext otherwise
+  // TLS when non-empty (PEM of the CA that signed the coordinator's certificate); empty =
+  // $TAILOR_CA_CERT if set, else plaintext.
+  std::string ca_cert_path;
   int max_message_bytes = 16 * 1024 * 1024;
 };
 
+// A channel to `address`. An unreadable CA file gives a channel whose calls fail with
+// UNAVAILABLE; check it up front with ReadCaCert when a clear error matters.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                            const ChannelOptions& options);
+
+// The PEM text of a CA file; INVALID_ARGUMENT naming the path when unreadable or not PEM.
+absl::StatusOr<std::string> ReadCaCert(const std::string& path);
 
 // A ClientContext with a deadline `timeout` from now and the bearer token, if any.
 std::unique_ptr<grpc::ClientContext> MakeContext(absl::Duration timeout,

@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
+#include "common/proto_time.h"
+#include "common/status_macros.h"
 #include "common/ids.h"
 #include "common/sha256.h"
 #include "spdlog/spdlog.h"
@@ -25,6 +27,114 @@ grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* ctx, T* resp, F&&
   reactor->Finish(ToGrpcStatus(result.status()));
   return reactor;
 }
+
+// --- authorization ---
+
+// Which callers a method admits (beyond authentication).
+enum class Api {
+  kCampaign,   // submitters (own team) and admins
+  kAnyRole,    // every authenticated caller (cost tables, artifact downloads)
+  kAgent,      // agents and admins
+  kAdmin,      // admins
+};
+
+absl::StatusOr<Principal> Authorize(const ServiceAuth& auth, grpc::CallbackServerContext* ctx,
+                                    Api api, absl::string_view method) {
+  Principal p;  // authentication off: an anonymous admin
+  if (auth.authenticator != nullptr) {
+    std::string bearer;
+    const auto& md = ctx->client_metadata();
+    if (auto it = md.find("authorization"); it != md.end()) {
+      bearer = BearerFromHeader(absl::string_view(it->second.data(), it->second.size()));
+    }
+    TAILOR_ASSIGN_OR_RETURN(p, auth.authenticator->Authenticate(bearer));
+  }
+  const auto denied = [&](absl::string_view who) {
+    spdlog::warn("denied {} to {} token {}", std::string(method), std::string(RoleName(p.role)),
+                 p.token_id);
+    return absl::PermissionDeniedError(
+        absl::StrCat(method, " needs ", who, "; this is ", RoleName(p.role), " token ",
+                     p.token_id));
+  };
+  switch (api) {
+    case Api::kCampaign:
+      if (p.role == Role::kAgent) return denied("a submitter or admin token");
+      break;
+    case Api::kAnyRole:
+      break;
+    case Api::kAgent:
+      if (p.role == Role::kSubmitter) return denied("an agent or admin token");
+      break;
+    case Api::kAdmin:
+      if (!p.is_admin()) return denied("an admin token");
+      break;
+  }
+  return p;
+}
+
+absl::Status HiddenCampaign(const std::string& campaign_id) {
+  return absl::NotFoundError(absl::StrCat("campaign '", campaign_id, "' not found"));
+}
+
+// NOT_FOUND, worded exactly as for a missing id, unless `p` may see the campaign.
+absl::Status CheckCampaignVisible(const ServiceAuth& auth, const Principal& p,
+                                  const std::string& campaign_id) {
+  if (p.is_admin()) return absl::OkStatus();
+  if (auth.registry == nullptr) return HiddenCampaign(campaign_id);
+  TAILOR_ASSIGN_OR_RETURN(std::string team, auth.registry->CampaignTeam(campaign_id));
+  if (!p.CanSee(team)) return HiddenCampaign(campaign_id);
+  return absl::OkStatus();
+}
+
+// Submitters download only artifacts recorded by their team's campaigns; anything else is
+// NOT_FOUND with the blob store's words for a missing blob.
+absl::Status CheckArtifactVisible(const ServiceAuth& auth, const Principal& p,
+                                  const std::string& digest) {
+  if (p.role != Role::kSubmitter) return absl::OkStatus();
+  const absl::Status hidden = absl::NotFoundError(absl::StrCat("blob ", digest, " not found"));
+  if (auth.registry == nullptr) return hidden;
+  TAILOR_ASSIGN_OR_RETURN(std::vector<std::string> teams,
+                          auth.registry->TeamsOfArtifact(digest));
+  for (const std::string& team : teams) {
+    if (p.CanSee(team)) return absl::OkStatus();
+  }
+  return hidden;
+}
+
+void Audit(const ServiceAuth& auth, const Principal& p, absl::string_view verb,
+           absl::string_view target, absl::string_view detail = "") {
+  if (auth.registry == nullptr) return;
+  if (absl::Status st = auth.registry->Audit(p, verb, target, detail); !st.ok()) {
+    spdlog::error("audit event {} {} by {} not recorded: {}", std::string(verb),
+                  std::string(target), p.token_id, st.ToString());
+  }
+}
+
+// Runs `f` after authorizing; finishes with the authorization error otherwise.
+template <typename T, typename F>
+grpc::ServerUnaryReactor* AuthorizedRespond(const ServiceAuth& auth,
+                                            grpc::CallbackServerContext* ctx, Api api,
+                                            absl::string_view method, T* resp, F&& f) {
+  return Respond(ctx, resp, [&]() -> absl::StatusOr<T> {
+    TAILOR_ASSIGN_OR_RETURN(Principal p, Authorize(auth, ctx, api, method));
+    return f(p);
+  });
+}
+
+// Streams that fail before they start (authorization).
+template <typename T>
+class FailedWriteReactor final : public grpc::ServerWriteReactor<T> {
+ public:
+  explicit FailedWriteReactor(const absl::Status& status) { this->Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
+};
+
+template <typename T>
+class FailedReadReactor final : public grpc::ServerReadReactor<T> {
+ public:
+  explicit FailedReadReactor(const absl::Status& status) { this->Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
+};
 
 // Streams a campaign's events: replays from the requested sequence number, then follows new
 // ones as the coordinator commits them, and ends once the campaign is final and every event
@@ -346,69 +456,135 @@ class LogReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
 
 }  // namespace
 
+
 // --- CampaignService ---
 
 grpc::ServerUnaryReactor* CampaignServiceImpl::SubmitCampaign(
     grpc::CallbackServerContext* ctx, const v1::SubmitCampaignRequest* req,
     v1::SubmitCampaignResponse* resp) {
-  return Respond(ctx, resp, [&]() -> absl::StatusOr<v1::SubmitCampaignResponse> {
-    auto r = core_->Submit(req->contract(), req->request_id());
-    if (!r.ok()) return r.status();
-    v1::SubmitCampaignResponse out;
-    *out.mutable_campaign() = std::move(r->first);
-    out.set_created(r->second);
-    return out;
-  });
+  return AuthorizedRespond(
+      auth_, ctx, Api::kCampaign, "SubmitCampaign", resp,
+      [&](const Principal& p) -> absl::StatusOr<v1::SubmitCampaignResponse> {
+        v1::DeploymentContract contract = req->contract();
+        if (p.role == Role::kSubmitter) {
+          if (contract.team().empty()) contract.set_team(p.team);
+          if (contract.team() != p.team) {
+            return absl::PermissionDeniedError(
+                absl::StrCat("team: token ", p.token_id, " submits for team '", p.team,
+                             "' only, the contract says '", contract.team(), "'"));
+          }
+        }
+        auto r = core_->Submit(contract, req->request_id());
+        if (!r.ok()) return r.status();
+        v1::SubmitCampaignResponse out;
+        *out.mutable_campaign() = std::move(r->first);
+        out.set_created(r->second);
+        return out;
+      });
 }
 
 grpc::ServerUnaryReactor* CampaignServiceImpl::GetCampaign(grpc::CallbackServerContext* ctx,
                                                            const v1::GetCampaignRequest* req,
                                                            v1::Campaign* resp) {
-  return Respond(ctx, resp, [&] { return core_->GetCampaign(req->campaign_id()); });
+  return AuthorizedRespond(auth_, ctx, Api::kCampaign, "GetCampaign", resp,
+                           [&](const Principal& p) -> absl::StatusOr<v1::Campaign> {
+                             TAILOR_RETURN_IF_ERROR(
+                                 CheckCampaignVisible(auth_, p, req->campaign_id()));
+                             return core_->GetCampaign(req->campaign_id());
+                           });
 }
 
 grpc::ServerUnaryReactor* CampaignServiceImpl::ListCampaigns(
     grpc::CallbackServerContext* ctx, const v1::ListCampaignsRequest* req,
     v1::ListCampaignsResponse* resp) {
-  return Respond(ctx, resp, [&] { return core_->ListCampaigns(*req); });
+  return AuthorizedRespond(
+      auth_, ctx, Api::kCampaign, "ListCampaigns", resp,
+      [&](const Principal& p) -> absl::StatusOr<v1::ListCampaignsResponse> {
+        if (p.role != Role::kSubmitter) return core_->ListCampaigns(*req);
+        // A submitter's listing is always filtered to the own team.
+        if (!req->team().empty() && req->team() != p.team) return v1::ListCampaignsResponse();
+        v1::ListCampaignsRequest own = *req;
+        own.set_team(p.team);
+        return core_->ListCampaigns(own);
+      });
 }
 
 grpc::ServerUnaryReactor* CampaignServiceImpl::CancelCampaign(
     grpc::CallbackServerContext* ctx, const v1::CancelCampaignRequest* req, v1::Campaign* resp) {
-  return Respond(ctx, resp, [&] { return core_->Cancel(req->campaign_id(), req->reason()); });
+  return AuthorizedRespond(
+      auth_, ctx, Api::kCampaign, "CancelCampaign", resp,
+      [&](const Principal& p) -> absl::StatusOr<v1::Campaign> {
+        TAILOR_RETURN_IF_ERROR(CheckCampaignVisible(auth_, p, req->campaign_id()));
+        absl::StatusOr<v1::Campaign> c = core_->Cancel(req->campaign_id(), req->reason());
+        // Admins cancel any team's campaign: that is an admin verb.
+        if (c.ok() && p.is_admin()) {
+          Audit(auth_, p, "CancelCampaign", req->campaign_id(),
+                absl::StrCat("team=", c->team(), " reason=", req->reason()));
+        }
+        return c;
+      });
 }
 
 grpc::ServerWriteReactor<v1::Event>* CampaignServiceImpl::WatchCampaign(
     grpc::CallbackServerContext* ctx, const v1::WatchCampaignRequest* req) {
+  absl::StatusOr<Principal> p = Authorize(auth_, ctx, Api::kCampaign, "WatchCampaign");
+  absl::Status st = p.status();
+  if (st.ok()) st = CheckCampaignVisible(auth_, *p, req->campaign_id());
+  if (!st.ok()) return new FailedWriteReactor<v1::Event>(st);
   return new WatchReactor(core_, req->campaign_id(), req->from_seq());
 }
 
 grpc::ServerUnaryReactor* CampaignServiceImpl::GetReport(grpc::CallbackServerContext* ctx,
                                                          const v1::GetReportRequest* req,
                                                          v1::CampaignReport* resp) {
-  return Respond(ctx, resp, [&] { return core_->GetReport(req->campaign_id()); });
+  return AuthorizedRespond(auth_, ctx, Api::kCampaign, "GetReport", resp,
+                           [&](const Principal& p) -> absl::StatusOr<v1::CampaignReport> {
+                             TAILOR_RETURN_IF_ERROR(
+                                 CheckCampaignVisible(auth_, p, req->campaign_id()));
+                             return core_->GetReport(req->campaign_id());
+                           });
 }
 
 grpc::ServerUnaryReactor* CampaignServiceImpl::ListArtifacts(
     grpc::CallbackServerContext* ctx, const v1::ListArtifactsRequest* req,
     v1::ListArtifactsResponse* resp) {
-  return Respond(ctx, resp, [&] { return core_->ListArtifacts(req->campaign_id()); });
+  return AuthorizedRespond(auth_, ctx, Api::kCampaign, "ListArtifacts", resp,
+                           [&](const Principal& p) -> absl::StatusOr<v1::ListArtifactsResponse> {
+                             TAILOR_RETURN_IF_ERROR(
+                                 CheckCampaignVisible(auth_, p, req->campaign_id()));
+                             return core_->ListArtifacts(req->campaign_id());
+                           });
 }
 
 grpc::ServerUnaryReactor* CampaignServiceImpl::ListCostTables(
     grpc::CallbackServerContext* ctx, const v1::ListCostTablesRequest* req,
     v1::ListCostTablesResponse* resp) {
-  return Respond(ctx, resp, [&] { return core_->ListCostTables(req->device_kind()); });
+  return AuthorizedRespond(auth_, ctx, Api::kAnyRole, "ListCostTables", resp,
+                           [&](const Principal&) {
+                             return core_->ListCostTables(req->device_kind());
+                           });
 }
 
 grpc::ServerUnaryReactor* CampaignServiceImpl::GetCostTable(grpc::CallbackServerContext* ctx,
                                                             const v1::GetCostTableRequest* req,
                                                             v1::CostTable* resp) {
-  return Respond(ctx, resp, [&] { return core_->GetCostTable(*req); });
+  // Workers read cost tables with their agent token.
+  return AuthorizedRespond(auth_, ctx, Api::kAnyRole, "GetCostTable", resp,
+                           [&](const Principal&) { return core_->GetCostTable(*req); });
 }
 
 grpc::ServerWriteReactor<v1::LogChunk>* CampaignServiceImpl::GetJobLog(
     grpc::CallbackServerContext* ctx, const v1::GetJobLogRequest* req) {
+  absl::StatusOr<Principal> p = Authorize(auth_, ctx, Api::kCampaign, "GetJobLog");
+  absl::Status st = p.status();
+  if (st.ok() && !p->is_admin()) {
+    absl::StatusOr<v1::Job> job = core_->GetJob(req->job_id());
+    st = job.status();
+    if (st.ok() && !CheckCampaignVisible(auth_, *p, job->campaign_id()).ok()) {
+      st = absl::NotFoundError(absl::StrCat("job '", req->job_id(), "' not found"));
+    }
+  }
+  if (!st.ok()) return new FailedWriteReactor<v1::LogChunk>(st);
   return new LogReactor(core_, *req);
 }
 
@@ -417,53 +593,73 @@ grpc::ServerWriteReactor<v1::LogChunk>* CampaignServiceImpl::GetJobLog(
 grpc::ServerUnaryReactor* AgentServiceImpl::Register(grpc::CallbackServerContext* ctx,
                                                      const v1::RegisterAgentRequest* req,
                                                      v1::RegisterAgentResponse* resp) {
-  return Respond(ctx, resp, [&] { return core_->Register(req->info()); });
+  return AuthorizedRespond(auth_, ctx, Api::kAgent, "Register", resp,
+                           [&](const Principal&) { return core_->Register(req->info()); });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::Heartbeat(grpc::CallbackServerContext* ctx,
                                                       const v1::HeartbeatRequest* req,
                                                       v1::HeartbeatResponse* resp) {
-  return Respond(ctx, resp, [&] { return core_->Heartbeat(*req); });
+  return AuthorizedRespond(auth_, ctx, Api::kAgent, "Heartbeat", resp,
+                           [&](const Principal&) { return core_->Heartbeat(*req); });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::AcquireJob(grpc::CallbackServerContext* ctx,
                                                        const v1::AcquireJobRequest* req,
                                                        v1::AcquireJobResponse* resp) {
+  if (absl::StatusOr<Principal> p = Authorize(auth_, ctx, Api::kAgent, "AcquireJob"); !p.ok()) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(p.status()));
+    return reactor;
+  }
   return new AcquireReactor(core_, *req, resp);
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::ReportProgress(
     grpc::CallbackServerContext* ctx, const v1::ReportProgressRequest* req,
     v1::ReportProgressResponse* resp) {
-  return Respond(ctx, resp, [&] { return core_->ReportProgress(*req); });
+  return AuthorizedRespond(auth_, ctx, Api::kAgent, "ReportProgress", resp,
+                           [&](const Principal&) { return core_->ReportProgress(*req); });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::CompleteJob(grpc::CallbackServerContext* ctx,
                                                         const v1::CompleteJobRequest* req,
                                                         v1::CompleteJobResponse* resp) {
-  return Respond(ctx, resp, [&] { return core_->CompleteJob(*req); });
+  return AuthorizedRespond(auth_, ctx, Api::kAgent, "CompleteJob", resp,
+                           [&](const Principal&) { return core_->CompleteJob(*req); });
 }
 
 grpc::ServerReadReactor<v1::UploadArtifactRequest>* AgentServiceImpl::UploadArtifact(
     grpc::CallbackServerContext* ctx, v1::Artifact* resp) {
+  if (absl::StatusOr<Principal> p = Authorize(auth_, ctx, Api::kAgent, "UploadArtifact");
+      !p.ok()) {
+    return new FailedReadReactor<v1::UploadArtifactRequest>(p.status());
+  }
   return new UploadReactor(core_, resp);
 }
 
 grpc::ServerWriteReactor<v1::ArtifactChunk>* AgentServiceImpl::DownloadArtifact(
     grpc::CallbackServerContext* ctx, const v1::DownloadArtifactRequest* req) {
+  // `tailor artifacts get` downloads with a submitter token: its own team's artifacts only.
+  absl::StatusOr<Principal> p = Authorize(auth_, ctx, Api::kAnyRole, "DownloadArtifact");
+  absl::Status st = p.status();
+  if (st.ok()) st = CheckArtifactVisible(auth_, *p, req->digest());
+  if (!st.ok()) return new FailedWriteReactor<v1::ArtifactChunk>(st);
   return new DownloadReactor(core_, *req);
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::PutCostTable(grpc::CallbackServerContext* ctx,
                                                          const v1::PutCostTableRequest* req,
                                                          v1::CostTable* resp) {
-  return Respond(ctx, resp, [&] { return core_->PutCostTable(*req); });
+  return AuthorizedRespond(auth_, ctx, Api::kAgent, "PutCostTable", resp,
+                           [&](const Principal&) { return core_->PutCostTable(*req); });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::GetAssignment(grpc::CallbackServerContext* ctx,
                                                           const v1::GetAssignmentRequest* req,
                                                           v1::AcquireJobResponse* resp) {
-  return Respond(ctx, resp, [&] { return core_->GetAssignment(req->lease_id()); });
+  return AuthorizedRespond(auth_, ctx, Api::kAgent, "GetAssignment", resp,
+                           [&](const Principal&) { return core_->GetAssignment(req->lease_id()); });
 }
 
 // --- AdminService ---
@@ -471,25 +667,167 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetAssignment(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* AdminServiceImpl::ListQueue(grpc::CallbackServerContext* ctx,
                                                       const v1::ListQueueRequest* req,
                                                       v1::ListQueueResponse* resp) {
-  return Respond(ctx, resp, [&] { return core_->ListQueue(*req); });
+  return AuthorizedRespond(auth_, ctx, Api::kAdmin, "ListQueue", resp,
+                           [&](const Principal&) { return core_->ListQueue(*req); });
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::ListAgents(grpc::CallbackServerContext* ctx,
                                                        const v1::ListAgentsRequest* req,
                                                        v1::ListAgentsResponse* resp) {
-  return Respond(ctx, resp, [&] { return core_->ListAgents(*req); });
+  return AuthorizedRespond(auth_, ctx, Api::kAdmin, "ListAgents", resp,
+                           [&](const Principal&) { return core_->ListAgents(*req); });
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::DrainAgent(grpc::CallbackServerContext* ctx,
                                                        const v1::DrainAgentRequest* req,
                                                        v1::Agent* resp) {
-  return Respond(ctx, resp, [&] { return core_->DrainAgent(*req); });
+  return AuthorizedRespond(auth_, ctx, Api::kAdmin, "DrainAgent", resp,
+                           [&](const Principal& p) -> absl::StatusOr<v1::Agent> {
+                             absl::StatusOr<v1::Agent> a = core_->DrainAgent(*req);
+                             if (a.ok()) {
+                               Audit(auth_, p, req->undrain() ? "UndrainAgent" : "DrainAgent",
+                                     req->agent_id());
+                             }
+                             return a;
+                           });
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::Recompress(grpc::CallbackServerContext* ctx,
                                                        const v1::RecompressRequest* req,
                                                        v1::RecompressResponse* resp) {
-  return Respond(ctx, resp, [&] { return core_->Recompress(*req); });
+  return AuthorizedRespond(
+      auth_, ctx, Api::kAdmin, "Recompress", resp,
+      [&](const Principal& p) -> absl::StatusOr<v1::RecompressResponse> {
+        absl::StatusOr<v1::RecompressResponse> r = core_->Recompress(*req);
+        if (r.ok() && !req->dry_run()) {
+          Audit(auth_, p, "Recompress", req->engine_version(),
+                absl::StrCat("engine=", req->engine().empty() ? "*" : req->engine(),
+                             " entries=", r->entries_size()));
+        }
+        return r;
+      });
+}
+
+// --- TokenService ---
+
+v1::ApiToken TokenToProto(const storage::TokenRow& row) {
+  v1::ApiToken t;
+  t.set_id(row.id);
+  t.set_team(row.team);
+  absl::StatusOr<Role> role = ParseRole(row.role);
+  if (role.ok()) {
+    switch (*role) {
+      case Role::kSubmitter:
+        t.set_role(v1::TOKEN_ROLE_SUBMITTER);
+        break;
+      case Role::kAdmin:
+        t.set_role(v1::TOKEN_ROLE_ADMIN);
+        break;
+      case Role::kAgent:
+        t.set_role(v1::TOKEN_ROLE_AGENT);
+        break;
+    }
+  }
+  t.set_description(row.description);
+  *t.mutable_created_at() = ToProto(row.created_at);
+  if (row.revoked_at.has_value()) *t.mutable_revoked_at() = ToProto(*row.revoked_at);
+  return t;
+}
+
+namespace {
+
+absl::StatusOr<Role> RoleFromProto(v1::TokenRole role) {
+  switch (role) {
+    case v1::TOKEN_ROLE_SUBMITTER:
+      return Role::kSubmitter;
+    case v1::TOKEN_ROLE_ADMIN:
+      return Role::kAdmin;
+    case v1::TOKEN_ROLE_AGENT:
+      return Role::kAgent;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("role: must be SUBMITTER, ADMIN or AGENT, got ", static_cast<int>(role)));
+  }
+}
+
+absl::Status NoRegistry() {
+  return absl::UnimplementedError("this coordinator was started without a token registry");
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* TokenServiceImpl::CreateToken(grpc::CallbackServerContext* ctx,
+                                                        const v1::CreateTokenRequest* req,
+                                                        v1::CreateTokenResponse* resp) {
+  return AuthorizedRespond(
+      auth_, ctx, Api::kAdmin, "CreateToken", resp,
+      [&](const Principal& p) -> absl::StatusOr<v1::CreateTokenResponse> {
+        if (auth_.registry == nullptr) return NoRegistry();
+        TAILOR_ASSIGN_OR_RETURN(Role role, RoleFromProto(req->role()));
+        TAILOR_ASSIGN_OR_RETURN(IssuedToken issued,
+                                auth_.registry->Create(role, req->team(), req->description()));
+        Audit(auth_, p, "CreateToken", issued.row.id,
+              absl::StrCat("role=", issued.row.role, " team=", issued.row.team));
+        v1::CreateTokenResponse out;
+        *out.mutable_token() = TokenToProto(issued.row);
+        out.set_secret(std::move(issued.secret));
+        return out;
+      });
+}
+
+grpc::ServerUnaryReactor* TokenServiceImpl::ListTokens(grpc::CallbackServerContext* ctx,
+                                                       const v1::ListTokensRequest* req,
+                                                       v1::ListTokensResponse* resp) {
+  return AuthorizedRespond(auth_, ctx, Api::kAdmin, "ListTokens", resp,
+                           [&](const Principal&) -> absl::StatusOr<v1::ListTokensResponse> {
+                             if (auth_.registry == nullptr) return NoRegistry();
+                             TAILOR_ASSIGN_OR_RETURN(
+                                 std::vector<storage::TokenRow> rows,
+                                 auth_.registry->List(req->include_revoked()));
+                             v1::ListTokensResponse out;
+                             for (const auto& row : rows) *out.add_tokens() = TokenToProto(row);
+                             return out;
+                           });
+}
+
+grpc::ServerUnaryReactor* TokenServiceImpl::RevokeToken(grpc::CallbackServerContext* ctx,
+                                                        const v1::RevokeTokenRequest* req,
+                                                        v1::ApiToken* resp) {
+  return AuthorizedRespond(auth_, ctx, Api::kAdmin, "RevokeToken", resp,
+                           [&](const Principal& p) -> absl::StatusOr<v1::ApiToken> {
+                             if (auth_.registry == nullptr) return NoRegistry();
+                             TAILOR_ASSIGN_OR_RETURN(storage::TokenRow row,
+                                                     auth_.registry->Revoke(req->id()));
+                             Audit(auth_, p, "RevokeToken", row.id);
+                             return TokenToProto(row);
+                           });
+}
+
+grpc::ServerUnaryReactor* TokenServiceImpl::ListAuditEvents(
+    grpc::CallbackServerContext* ctx, const v1::ListAuditEventsRequest* req,
+    v1::ListAuditEventsResponse* resp) {
+  return AuthorizedRespond(
+      auth_, ctx, Api::kAdmin, "ListAuditEvents", resp,
+      [&](const Principal&) -> absl::StatusOr<v1::ListAuditEventsResponse> {
+        if (auth_.registry == nullptr) return NoRegistry();
+        if (req->limit() < 0 || req->limit() > 10000) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("limit: must be in 0..10000, got ", req->limit()));
+        }
+        TAILOR_ASSIGN_OR_RETURN(std::vector<storage::AuditRow> rows,
+                                auth_.registry->ListAudit(req->limit() == 0 ? 100 : req->limit()));
+        v1::ListAuditEventsResponse out;
+        for (const auto& row : rows) {
+          v1::AuditEvent* e = out.add_events();
+          e->set_id(row.id);
+          e->set_token_id(row.token_id);
+          e->set_verb(row.verb);
+          e->set_target(row.target);
+          e->set_detail(row.detail);
+          *e->mutable_time() = ToProto(row.time);
+        }
+        return out;
+      });
 }
 
 }  // namespace tailor::coordinator

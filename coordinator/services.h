@@ -1,7 +1,9 @@
 #ifndef TAILOR_COORDINATOR_SERVICES_H_
 #define TAILOR_COORDINATOR_SERVICES_H_
 
+#include "coordinator/auth.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/token_auth.h"
 #include "tailor/v1/admin.grpc.pb.h"
 #include "tailor/v1/agent.grpc.pb.h"
 #include "tailor/v1/campaign.grpc.pb.h"
@@ -10,10 +12,25 @@ namespace tailor::coordinator {
 
 // Thin gRPC adapters (callback API): translate, call one Coordinator method, map the status.
 // Long-polls and streams are reactors that never block a gRPC thread while waiting.
+//
+// Every call is authorized first, from its "authorization: Bearer <token>" metadata:
+// UNAUTHENTICATED for a missing, unknown or revoked token, PERMISSION_DENIED for a role that
+// may not call the method. Submitters use the campaign API for their own team (another team's
+// campaign is NOT_FOUND, worded as for a missing id); agents the agent API and cost tables;
+// admins everything. Admin verbs are recorded in the audit log.
+
+// What the services authorize with. A null authenticator means authentication is off (every
+// caller is an anonymous admin); a null registry means nothing is audited and the token API
+// answers UNIMPLEMENTED.
+struct ServiceAuth {
+  Authenticator* authenticator = nullptr;
+  TokenRegistry* registry = nullptr;
+};
 
 class CampaignServiceImpl final : public v1::CampaignService::CallbackService {
  public:
-  explicit CampaignServiceImpl(Coordinator* core) : core_(core) {}
+  explicit CampaignServiceImpl(Coordinator* core, ServiceAuth auth = {})
+      : core_(core), auth_(auth) {}
 
   grpc::ServerUnaryReactor* SubmitCampaign(grpc::CallbackServerContext* ctx,
                                            const v1::SubmitCampaignRequest* req,
@@ -46,11 +63,13 @@ class CampaignServiceImpl final : public v1::CampaignService::CallbackService {
 
  private:
   Coordinator* core_;
+  ServiceAuth auth_;
 };
 
 class AgentServiceImpl final : public v1::AgentService::CallbackService {
  public:
-  explicit AgentServiceImpl(Coordinator* core) : core_(core) {}
+  explicit AgentServiceImpl(Coordinator* core, ServiceAuth auth = {})
+      : core_(core), auth_(auth) {}
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
                                      const v1::RegisterAgentRequest* req,
@@ -80,11 +99,13 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
 
  private:
   Coordinator* core_;
+  ServiceAuth auth_;
 };
 
 class AdminServiceImpl final : public v1::AdminService::CallbackService {
  public:
-  explicit AdminServiceImpl(Coordinator* core) : core_(core) {}
+  explicit AdminServiceImpl(Coordinator* core, ServiceAuth auth = {})
+      : core_(core), auth_(auth) {}
 
   grpc::ServerUnaryReactor* ListQueue(grpc::CallbackServerContext* ctx,
                                       const v1::ListQueueRequest* req,
@@ -101,7 +122,33 @@ class AdminServiceImpl final : public v1::AdminService::CallbackService {
 
  private:
   Coordinator* core_;
+  ServiceAuth auth_;
 };
+
+// Token management and the audit log; admin only.
+class TokenServiceImpl final : public v1::TokenService::CallbackService {
+ public:
+  explicit TokenServiceImpl(ServiceAuth auth) : auth_(auth) {}
+
+  grpc::ServerUnaryReactor* CreateToken(grpc::CallbackServerContext* ctx,
+                                        const v1::CreateTokenRequest* req,
+                                        v1::CreateTokenResponse* resp) override;
+  grpc::ServerUnaryReactor* ListTokens(grpc::CallbackServerContext* ctx,
+                                       const v1::ListTokensRequest* req,
+                                       v1::ListTokensResponse* resp) override;
+  grpc::ServerUnaryReactor* RevokeToken(grpc::CallbackServerContext* ctx,
+                                        const v1::RevokeTokenRequest* req,
+                                        v1::ApiToken* resp) override;
+  grpc::ServerUnaryReactor* ListAuditEvents(grpc::CallbackServerContext* ctx,
+                                            const v1::ListAuditEventsRequest* req,
+                                            v1::ListAuditEventsResponse* resp) override;
+
+ private:
+  ServiceAuth auth_;
+};
+
+// The proto view of a stored token (never its hash).
+v1::ApiToken TokenToProto(const storage::TokenRow& row);
 
 }  // namespace tailor::coordinator
 

@@ -10,10 +10,12 @@
 
 #include <atomic>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
 #include "absl/time/time.h"
 #include "common/agent_runtime.h"
 #include "common/grpc_util.h"
@@ -38,6 +40,7 @@ struct Flags {
   int verify_repetitions = 0;
   int verify_task_samples = 0;
   std::string ca_cert;
+  std::string token_file;
   int max_jobs = 1;
   double stop_grace_s = 30;
 };
@@ -50,6 +53,14 @@ int Usage(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Block the stop signals in every thread (the runtime's threads inherit this mask) and take
+  // them synchronously on one thread, where calling into the runtime is safe. Blocked first
+  // thing, so a SIGTERM during start-up (device detection) is a clean stop too, not a kill.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   Flags flags;
   CLI::App app{"tailor-profiler-agent: registers a target device with the tailor coordinator "
                "and runs probe/profile/verify jobs for it"};
@@ -64,8 +75,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str();
-  app.add_option("--token", flags.token, "bearer token (default $TAILOR_TOKEN)");
-  app.add_option("--ca-cert", flags.ca_cert, "PEM CA certificate; enables TLS");
+  auto* token_opt = app.add_option("--token", flags.token,
+                                   "agent-role bearer token (default $TAILOR_TOKEN; visible in "
+                                   "ps, prefer --token-file)");
+  app.add_option("--token-file", flags.token_file,
+                 "file holding the agent-role bearer token (first line)")
+      ->check(CLI::ExistingFile)
+      ->excludes(token_opt);
+  app.add_option("--ca-cert", flags.ca_cert,
+                 "PEM CA certificate; enables TLS (default $TAILOR_CA_CERT)")
+      ->check(CLI::ExistingFile);
   app.add_option("--max-jobs", flags.max_jobs, "jobs run at the same time")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
@@ -109,20 +128,18 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  // Block the stop signals in every thread (the runtime's threads inherit this mask) and take
-  // them synchronously on one thread, where calling into the runtime is safe.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-
   tailor::AgentRuntimeOptions options;
   options.coordinator = tailor::ResolveCoordinatorAddress(flags.coordinator);
   options.info = tailor::profiler::MakeAgentInfo(*device, flags.name,
                                                  tailor::profiler::LocalHostname(), flags.engine,
                                                  flags.engine_version);
   options.token = flags.token;
+  if (!flags.token_file.empty()) {
+    std::ifstream in(flags.token_file);
+    std::getline(in, options.token);
+    options.token = std::string(absl::StripAsciiWhitespace(options.token));
+    if (options.token.empty()) return Usage("--token-file: '" + flags.token_file + "' is empty");
+  }
   options.ca_cert = flags.ca_cert;
   options.work_dir = flags.work_dir;
   options.max_concurrent_jobs = flags.max_jobs;

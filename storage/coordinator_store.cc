@@ -479,6 +479,146 @@ absl::StatusOr<bool> CoordinatorStore::ArtifactKnown(const std::string& digest) 
   return s.Step();
 }
 
+namespace {
+
+constexpr char kTokenColumns[] =
+    "id, token_hash, team, role, description, created_at, revoked_at";
+
+TokenRow ReadToken(const Statement& s) {
+  TokenRow r;
+  r.id = s.ColumnText(0);
+  r.token_hash = s.ColumnText(1);
+  r.team = s.ColumnText(2);
+  r.role = s.ColumnText(3);
+  r.description = s.ColumnText(4);
+  r.created_at = FromMicros(s.ColumnInt(5));
+  if (!s.ColumnIsNull(6)) r.revoked_at = FromMicros(s.ColumnInt(6));
+  return r;
+}
+
+}  // namespace
+
+absl::Status CoordinatorStore::InsertToken(const TokenRow& row) {
+  TAILOR_ASSIGN_OR_RETURN(
+      Statement s,
+      db_->Prepare(absl::StrCat("INSERT INTO api_tokens (", kTokenColumns,
+                                ") VALUES (?,?,?,?,?,?,?)")));
+  s.Bind(1, row.id)
+      .Bind(2, row.token_hash)
+      .Bind(3, row.team)
+      .Bind(4, row.role)
+      .Bind(5, row.description)
+      .Bind(6, ToMicros(row.created_at));
+  if (row.revoked_at.has_value()) {
+    s.Bind(7, ToMicros(*row.revoked_at));
+  } else {
+    s.BindNull(7);
+  }
+  return s.Run();
+}
+
+absl::StatusOr<std::optional<TokenRow>> CoordinatorStore::FindTokenByHash(
+    const std::string& token_hash) {
+  TAILOR_ASSIGN_OR_RETURN(
+      Statement s, db_->Prepare(absl::StrCat("SELECT ", kTokenColumns,
+                                             " FROM api_tokens WHERE token_hash = ?")));
+  s.Bind(1, token_hash);
+  TAILOR_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return std::optional<TokenRow>();
+  return std::make_optional(ReadToken(s));
+}
+
+absl::StatusOr<TokenRow> CoordinatorStore::GetToken(const std::string& id) {
+  TAILOR_ASSIGN_OR_RETURN(
+      Statement s,
+      db_->Prepare(absl::StrCat("SELECT ", kTokenColumns, " FROM api_tokens WHERE id = ?")));
+  s.Bind(1, id);
+  TAILOR_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("token '", id, "' not found"));
+  return ReadToken(s);
+}
+
+absl::StatusOr<std::vector<TokenRow>> CoordinatorStore::ListTokens(bool include_revoked) {
+  TAILOR_ASSIGN_OR_RETURN(
+      Statement s,
+      db_->Prepare(absl::StrCat("SELECT ", kTokenColumns, " FROM api_tokens",
+                                include_revoked ? "" : " WHERE revoked_at IS NULL",
+                                " ORDER BY created_at, id")));
+  std::vector<TokenRow> out;
+  while (true) {
+    TAILOR_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(ReadToken(s));
+  }
+  return out;
+}
+
+absl::StatusOr<TokenRow> CoordinatorStore::RevokeToken(const std::string& id, absl::Time at) {
+  TAILOR_ASSIGN_OR_RETURN(
+      Statement s, db_->Prepare("UPDATE api_tokens SET revoked_at = ? "
+                                "WHERE id = ? AND revoked_at IS NULL"));
+  s.Bind(1, ToMicros(at)).Bind(2, id);
+  TAILOR_RETURN_IF_ERROR(s.Run());
+  return GetToken(id);
+}
+
+absl::StatusOr<int64_t> CoordinatorStore::InsertAuditEvent(const AuditRow& row) {
+  TAILOR_ASSIGN_OR_RETURN(
+      Statement s, db_->Prepare("INSERT INTO audit_events (time, token_id, verb, target, "
+                                "detail) VALUES (?,?,?,?,?)"));
+  s.Bind(1, ToMicros(row.time))
+      .Bind(2, row.token_id)
+      .Bind(3, row.verb)
+      .Bind(4, row.target)
+      .Bind(5, row.detail);
+  TAILOR_RETURN_IF_ERROR(s.Run());
+  return db_->LastInsertRowId();
+}
+
+absl::StatusOr<std::vector<AuditRow>> CoordinatorStore::ListAuditEvents(int limit) {
+  TAILOR_ASSIGN_OR_RETURN(
+      Statement s, db_->Prepare("SELECT id, time, token_id, verb, target, detail "
+                                "FROM audit_events ORDER BY id DESC LIMIT ?"));
+  s.Bind(1, static_cast<int64_t>(limit));
+  std::vector<AuditRow> out;
+  while (true) {
+    TAILOR_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    AuditRow r;
+    r.id = s.ColumnInt(0);
+    r.time = FromMicros(s.ColumnInt(1));
+    r.token_id = s.ColumnText(2);
+    r.verb = s.ColumnText(3);
+    r.target = s.ColumnText(4);
+    r.detail = s.ColumnText(5);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> CoordinatorStore::CampaignTeam(const std::string& campaign_id) {
+  TAILOR_ASSIGN_OR_RETURN(Statement s, db_->Prepare("SELECT team FROM campaigns WHERE id = ?"));
+  s.Bind(1, campaign_id);
+  TAILOR_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("campaign '", campaign_id, "' not found"));
+  return s.ColumnText(0);
+}
+
+absl::StatusOr<std::vector<std::string>> CoordinatorStore::TeamsOfArtifact(
+    const std::string& digest) {
+  TAILOR_ASSIGN_OR_RETURN(
+      Statement s, db_->Prepare("SELECT DISTINCT c.team FROM artifacts a "
+                                "JOIN campaigns c ON c.id = a.campaign_id WHERE a.digest = ?"));
+  s.Bind(1, digest);
+  std::vector<std::string> out;
+  while (true) {
+    TAILOR_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(s.ColumnText(0));
+  }
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Open(const std::string& path) {
   Database::Options options;
   options.create_if_missing = false;

@@ -29,6 +29,27 @@ struct AttemptRow {
   std::string external_id;
 };
 
+// An API token as stored: only the SHA-256 (hex) of the secret is kept.
+struct TokenRow {
+  std::string id;          // "tok-..."
+  std::string token_hash;  // sha256 hex of the bearer secret
+  std::string team;
+  std::string role;  // submitter | admin | agent
+  std::string description;
+  absl::Time created_at;
+  std::optional<absl::Time> revoked_at;  // nullopt while active
+};
+
+// One use of an admin verb.
+struct AuditRow {
+  int64_t id = 0;  // assigned on insert
+  absl::Time time;
+  std::string token_id;  // empty when authentication is off
+  std::string verb;
+  std::string target;
+  std::string detail;
+};
+
 // Typed access to the coordinator's tables. Not thread-safe: the coordinator core calls it
 // under its own mutex and wraps multi-row changes in a Transaction from Begin().
 class CoordinatorStore {
@@ -101,6 +122,26 @@ class CoordinatorStore {
   absl::Status InsertArtifact(const v1::Artifact& artifact);
   absl::StatusOr<std::vector<v1::Artifact>> ListArtifacts(const std::string& campaign_id);
   absl::StatusOr<bool> ArtifactKnown(const std::string& digest);
+
+  // API tokens. InsertToken: ALREADY_EXISTS when the id or hash is taken.
+  absl::Status InsertToken(const TokenRow& row);
+  absl::StatusOr<std::optional<TokenRow>> FindTokenByHash(const std::string& token_hash);
+  absl::StatusOr<TokenRow> GetToken(const std::string& id);  // NOT_FOUND
+  // Oldest first; revoked tokens only with include_revoked.
+  absl::StatusOr<std::vector<TokenRow>> ListTokens(bool include_revoked);
+  // Sets revoked_at unless already set (the first revocation time is kept) and returns the
+  // row. NOT_FOUND for an unknown id.
+  absl::StatusOr<TokenRow> RevokeToken(const std::string& id, absl::Time at);
+
+  // Audit log. InsertAuditEvent returns the new row's id.
+  absl::StatusOr<int64_t> InsertAuditEvent(const AuditRow& row);
+  absl::StatusOr<std::vector<AuditRow>> ListAuditEvents(int limit);  // newest first
+
+  // Ownership, for authorization. CampaignTeam: NOT_FOUND "campaign '<id>' not found" (the
+  // same words as GetCampaign). TeamsOfArtifact: the teams of every campaign that recorded
+  // the digest (empty when none did).
+  absl::StatusOr<std::string> CampaignTeam(const std::string& campaign_id);
+  absl::StatusOr<std::vector<std::string>> TeamsOfArtifact(const std::string& digest);
 
  private:
   explicit CoordinatorStore(std::unique_ptr<Database> db) : db_(std::move(db)) {}

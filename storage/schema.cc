@@ -111,6 +111,17 @@ CREATE TABLE api_tokens (
   revoked_at  INTEGER
 );
 )sql"},
+      // Admin verbs and the token that used them (coordinator/token_auth.h).
+      {2, R"sql(
+CREATE TABLE audit_events (
+  id       INTEGER PRIMARY KEY AUTOINCREMENT,
+  time     INTEGER NOT NULL,
+  token_id TEXT NOT NULL,
+  verb     TEXT NOT NULL,
+  target   TEXT NOT NULL,
+  detail   TEXT NOT NULL DEFAULT ''
+);
+)sql"},
   };
   return *migrations;
 }

@@ -93,6 +93,10 @@ absl::Status LocalLauncher::Launch(const v1::AcquireJobResponse& a) {
         "MASTER_ADDR=127.0.0.1",
         absl::StrCat("MASTER_PORT=", master_port),
     };
+    if (!options_.token.empty()) env.push_back(absl::StrCat("TAILOR_TOKEN=", options_.token));
+    if (!options_.ca_cert.empty()) {
+      env.push_back(absl::StrCat("TAILOR_CA_CERT=", options_.ca_cert));
+    }
     // Everything the child needs is built before fork: between fork and exec a child of a
     // multi-threaded process may only make async-signal-safe calls (no malloc).
     std::vector<std::string> full_env;

@@ -21,6 +21,8 @@ struct LocalLauncherOptions {
   std::string coordinator;  // HOST:PORT the workers dial
   std::string data_dir;     // logs go to data_dir/logs/<job>/attempt-<n>[.rank<r>].log
   int max_ranks = 16;       // per job on this host
+  std::string token;        // TAILOR_TOKEN of the ranks (an agent token; empty = none)
+  std::string ca_cert;      // TAILOR_CA_CERT of the ranks (PEM path; empty = plaintext)
 };
 
 // Starts each launcher-placed job as WORLD_SIZE tailor-worker processes on this host, wired

@@ -195,6 +195,11 @@ absl::StatusOr<std::string> BuildSbatchScript(const SlurmLauncherOptions& o,
       "# Survives attempts: a retried search or distillation resumes from its checkpoints.\n",
       "export TAILOR_CHECKPOINT_DIR=", ShellQuote(absl::StrCat(work, "/checkpoints")), "\n",
       "export TAILOR_LAUNCHER=slurm\n",
+      o.token_file.empty()
+          ? std::string()
+          : absl::StrCat("export TAILOR_TOKEN=\"$(cat ", ShellQuote(o.token_file), ")\"\n"),
+      o.ca_cert.empty() ? std::string()
+                        : absl::StrCat("export TAILOR_CA_CERT=", ShellQuote(o.ca_cert), "\n"),
       "# The c10d store listens on the first node; a port derived from the job id keeps jobs\n",
       "# sharing a node apart.\n",
       "export MASTER_PORT=$((", o.master_port_base, " + SLURM_JOB_ID % ", o.master_port_span,

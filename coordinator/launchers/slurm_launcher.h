@@ -47,6 +47,10 @@ struct SlurmLauncherOptions {
   // The c10d rendezvous port is MASTER_PORT = base + job id % span on the first node.
   int master_port_base = 20000;
   int master_port_span = 20000;
+  // Authentication and TLS of the ranks: the script exports TAILOR_TOKEN read from token_file
+  // (so the secret is not copied into the script) and TAILOR_CA_CERT. Empty = not exported.
+  std::string token_file;
+  std::string ca_cert;
 };
 
 // What the launcher tells the coordinator. The production sink (CoordinatorSlurmSink) calls

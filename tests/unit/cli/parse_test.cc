@@ -184,14 +184,43 @@ TEST(ParseTest, UnknownVerbsAndOptions) {
   EXPECT_THAT(Usage({}), HasSubstr("subcommand is required"));
   EXPECT_EQ(Usage({"frobnicate"}),
             "tailor: unknown command 'frobnicate'; commands are agents, artifacts, cancel, "
-            "costs, drain, list, logs, queue, recompress, report, status, submit, watch\n"
+            "costs, drain, list, logs, queue, recompress, report, status, submit, tokens, "
+            "watch\n"
             "Run with --help for more information.\n");
   EXPECT_THAT(Usage({"--coordinator", "h:1", "frobnicate"}), HasSubstr("'frobnicate'"));
   EXPECT_THAT(Usage({"artifacts", "put", "x"}),
               HasSubstr("unknown command 'artifacts put'; use artifacts list or get"));
   EXPECT_THAT(Usage({"status", "cmp-1", "--bogus"}), HasSubstr("--bogus"));
-  EXPECT_THAT(Usage({"tokens", "list"}), HasSubstr("unknown command 'tokens'"));
+  EXPECT_THAT(Usage({"tokens", "mint"}),
+              HasSubstr("unknown command 'tokens mint'; use tokens create or list or revoke or "
+                        "audit"));
   EXPECT_THAT(Usage({"status"}), HasSubstr("ID is required"));
+}
+
+TEST(ParseTest, Tokens) {
+  Invocation inv = Ok({"tokens", "create", "--role", "submitter", "--team", "vision",
+                       "--description", "CI"});
+  EXPECT_EQ(inv.verb, Verb::kTokensCreate);
+  EXPECT_EQ(inv.role, "submitter");
+  EXPECT_EQ(inv.team, "vision");
+  EXPECT_EQ(inv.description, "CI");
+  EXPECT_EQ(Ok({"tokens", "create", "--role", "admin"}).verb, Verb::kTokensCreate);
+  EXPECT_THAT(Usage({"tokens", "create", "--role", "submitter"}),
+              HasSubstr("a submitter token needs --team"));
+  EXPECT_THAT(Usage({"tokens", "create", "--role", "root"}), HasSubstr("--role"));
+  EXPECT_THAT(Usage({"tokens", "create"}), HasSubstr("--role is required"));
+  inv = Ok({"tokens", "list", "--all", "--json"});
+  EXPECT_EQ(inv.verb, Verb::kTokensList);
+  EXPECT_TRUE(inv.all);
+  EXPECT_TRUE(inv.json);
+  inv = Ok({"tokens", "revoke", "tok-1", "--token", "secret"});
+  EXPECT_EQ(inv.verb, Verb::kTokensRevoke);
+  EXPECT_EQ(inv.target, "tok-1");
+  EXPECT_EQ(inv.global.token, "secret");
+  inv = Ok({"tokens", "audit", "--limit", "5"});
+  EXPECT_EQ(inv.verb, Verb::kTokensAudit);
+  EXPECT_EQ(inv.limit, 5);
+  EXPECT_THAT(Usage({"tokens", "audit", "--limit", "0"}), HasSubstr("--limit"));
 }
 
 TEST(ParseTest, NumericOptionsSayWhatTheyExpect) {
