@@ -1,6 +1,7 @@
 // tailor-coordinator: the only writer of the database; serves the campaign, agent and admin
 // APIs.
 #include <csignal>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -9,7 +10,12 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "coordinator/server.h"
+#include "coordinator/token_auth.h"
 #include "spdlog/spdlog.h"
+
+#ifndef TAILOR_WEB_DIST_DIR
+#define TAILOR_WEB_DIST_DIR ""
+#endif
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -44,6 +50,41 @@ std::string SbatchArg(const std::string& v) {
   return "";
 }
 
+// --create-token: writes a token into the database without a server and prints it once.
+int CreateTokenOffline(const std::string& data_dir, const std::string& role_name,
+                       const std::string& team, const std::string& description) {
+  if (role_name.empty()) {
+    std::cerr << "tailor-coordinator: --create-token needs --role submitter|admin|agent\n";
+    return 2;
+  }
+  auto role = tailor::coordinator::ParseRole(role_name);
+  if (!role.ok()) {
+    std::cerr << "tailor-coordinator: --" << role.status().message() << "\n";
+    return 2;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir, ec);
+  auto registry = tailor::coordinator::TokenRegistry::Open(data_dir + "/tailor.db",
+                                                           tailor::Clock::Real());
+  if (!registry.ok()) {
+    std::cerr << "tailor-coordinator: " << registry.status().message() << "\n";
+    return 1;
+  }
+  auto issued = (*registry)->Create(*role, team, description);
+  if (!issued.ok()) {
+    std::cerr << "tailor-coordinator: --create-token: " << issued.status().message() << "\n";
+    return issued.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  (void)(*registry)->Audit(tailor::coordinator::Principal{}, "CreateToken", issued->row.id,
+                           absl::StrCat("role=", issued->row.role, " team=", issued->row.team,
+                                        " offline"));
+  std::cerr << "created " << issued->row.role << " token " << issued->row.id
+            << (team.empty() ? "" : " for team " + team)
+            << "; the secret below is shown once and never stored:\n";
+  std::cout << issued->secret << std::endl;
+  return 0;
+}
+
 bool IsLoopback(const std::string& listen) {
   return listen.rfind("127.", 0) == 0 || listen.rfind("localhost:", 0) == 0 ||
          listen.rfind("[::1]:", 0) == 0;
@@ -63,8 +104,15 @@ int main(int argc, char** argv) {
   auto& slurm = options.slurm;
   app.add_option("--data-dir", options.data_dir, "database, blobs and logs")->capture_default_str();
   app.add_option("--listen", options.listen, "gRPC address HOST:PORT")->capture_default_str();
-  app.add_option("--http-port", http_port, "dashboard and /metrics port (0 = off)")
+  app.add_option("--http-port", http_port,
+                 "dashboard, /metrics, /healthz and /readyz port on the --listen host (0 picks "
+                 "a free port, -1 = off)")
+      ->check(CLI::Range(-1, 65535))
       ->capture_default_str();
+  std::string web_dir;
+  app.add_option("--web-dir", web_dir,
+                 "the dashboard's built script and styles (default: the build's web/dist, "
+                 "else web/ next to this binary)");
   app.add_option("--launcher", launcher, "how cluster jobs start: local or slurm")
       ->check(CLI::IsMember({"local", "slurm", "none"}))
       ->capture_default_str();
@@ -111,7 +159,31 @@ int main(int argc, char** argv) {
                "retry with backoff)");
   app.add_option("--slurm-bin-dir", options.slurm_bin_dir,
                  "--launcher slurm: directory of sbatch/squeue/sacct/scancel (default: PATH)");
-  app.add_flag("--insecure", insecure, "allow plaintext on a non-loopback address");
+  app.add_flag("--insecure", insecure,
+               "allow plaintext, or --auth off, on a non-loopback address");
+  std::string auth = "off";
+  bool create_token = false;
+  std::string token_role, token_team, token_description;
+  app.add_option("--auth", auth,
+                 "off: every caller is an admin (loopback only, unless --insecure); tokens: "
+                 "every call needs a bearer token (tailor tokens create)")
+      ->check(CLI::IsMember({"off", "tokens"}))
+      ->capture_default_str();
+  app.add_option("--tls-cert", options.tls_cert, "PEM certificate chain; serve gRPC over TLS")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-key", options.tls_key, "PEM private key of --tls-cert")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-ca", options.tls_ca,
+                 "CA the launchers' ranks verify this coordinator with (default: --tls-cert, "
+                 "which then must hold the full chain)")
+      ->check(CLI::ExistingFile);
+  app.add_flag("--create-token", create_token,
+               "create a token in --data-dir's database offline (no server), print its secret "
+               "once and exit: bootstraps the first admin");
+  app.add_option("--role", token_role, "--create-token: submitter, admin or agent")
+      ->check(CLI::IsMember({"submitter", "admin", "agent"}));
+  app.add_option("--team", token_team, "--create-token: the token's team (submitters)");
+  app.add_option("--description", token_description, "--create-token: what the token is for");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -119,16 +191,46 @@ int main(int argc, char** argv) {
     std::cerr << "tailor-coordinator: " << st.message() << "\n";
     return 2;
   }
-  if (!IsLoopback(options.listen) && !insecure) {
-    std::cerr << "tailor-coordinator: refusing plaintext gRPC on non-loopback address "
-              << options.listen << "; pass --insecure to allow it\n";
+  if (create_token) return CreateTokenOffline(options.data_dir, token_role, token_team,
+                                              token_description);
+  if (!token_role.empty() || !token_team.empty() || !token_description.empty()) {
+    std::cerr << "tailor-coordinator: --role, --team and --description need --create-token\n";
     return 2;
+  }
+  options.auth_tokens = auth == "tokens";
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    std::cerr << "tailor-coordinator: --tls-cert and --tls-key go together\n";
+    return 2;
+  }
+  if (!options.tls_ca.empty() && options.tls_cert.empty()) {
+    std::cerr << "tailor-coordinator: --tls-ca needs --tls-cert and --tls-key\n";
+    return 2;
+  }
+  if (!IsLoopback(options.listen) && !insecure) {
+    if (options.tls_cert.empty()) {
+      std::cerr << "tailor-coordinator: refusing plaintext gRPC on non-loopback address "
+                << options.listen << "; pass --tls-cert/--tls-key, or --insecure to allow it\n";
+      return 2;
+    }
+    if (!options.auth_tokens) {
+      std::cerr << "tailor-coordinator: refusing --auth off on non-loopback address "
+                << options.listen << "; pass --auth tokens, or --insecure to allow it\n";
+      return 2;
+    }
   }
   options.core.lease_ttl = absl::Seconds(lease_ttl_s);
   options.core.heartbeat_interval = absl::Seconds(heartbeat_s);
   options.core.agent_offline_after = absl::Seconds(std::max(5 * heartbeat_s, 3.0));
   options.core.backoff_base = absl::Seconds(backoff_base_s);
-  (void)http_port;
+  options.http_port = http_port;
+  options.web_dir = web_dir;
+  if (options.web_dir.empty()) {
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+    options.web_dir = std::filesystem::exists(self / "web" / "dashboard.js", ec)
+                          ? (self / "web").string()
+                          : std::string(TAILOR_WEB_DIST_DIR);
+  }
   options.launcher = launcher;
   slurm.poll_interval = absl::Milliseconds(static_cast<int64_t>(slurm_poll_s * 1000));
   if (launcher != "slurm" && (!slurm.partition.empty() || !slurm.account.empty() ||
@@ -151,6 +253,9 @@ int main(int argc, char** argv) {
   }
   // Scripts read the bound port from stdout (useful with --listen 127.0.0.1:0).
   std::cout << "listening on port " << *port << std::endl;
+  if ((*server)->http_port() >= 0) {
+    std::cout << "http listening on port " << (*server)->http_port() << std::endl;
+  }
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -1,12 +1,45 @@
 #include "coordinator/server.h"
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace tailor::coordinator {
+
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read '", path, "'"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (ss.str().find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": '", path, "' is not a PEM file"));
+  }
+  return ss.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
+    const ServerOptions& options) {
+  if (options.tls_cert.empty() && options.tls_key.empty()) {
+    return grpc::InsecureServerCredentials();
+  }
+  if (options.tls_cert.empty() || options.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key: give both or neither");
+  }
+  grpc::SslServerCredentialsOptions ssl;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  TAILOR_ASSIGN_OR_RETURN(pair.cert_chain, ReadPem(options.tls_cert, "--tls-cert"));
+  TAILOR_ASSIGN_OR_RETURN(pair.private_key, ReadPem(options.tls_key, "--tls-key"));
+  ssl.pem_key_cert_pairs.push_back(std::move(pair));
+  return grpc::SslServerCredentials(ssl);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
     const ServerOptions& options, Clock* clock) {
@@ -26,24 +59,54 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
   CoordinatorOptions core_options = options.core;
   core_options.data_dir = options.data_dir;
   s->core_ = std::make_unique<Coordinator>(s->store_.get(), s->blobs_.get(), clock, core_options);
+  // /metrics counts from the start, recovery included.
+  s->metrics_ = std::make_unique<CoordinatorMetrics>();
+  CoordinatorMetrics* metrics = s->metrics_.get();
+  s->store_->db()->set_commit_observer([metrics](absl::Duration d) { metrics->ObserveCommit(d); });
+  s->core_->SetObserver(metrics);
   TAILOR_RETURN_IF_ERROR(s->core_->Recover());
+  TAILOR_ASSIGN_OR_RETURN(s->tokens_, TokenRegistry::Open(db_path, clock));
+  if (options.auth_tokens) {
+    s->authenticator_ = std::make_unique<TokenAuthenticator>(s->tokens_.get());
+  } else {
+    s->authenticator_ = std::make_unique<AllowAllAuthenticator>();
+  }
+  TAILOR_ASSIGN_OR_RETURN(s->credentials_, ServerCredentialsFor(options));
   return s;
 }
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(absl::ZeroDuration()); }
 
 absl::StatusOr<int> CoordinatorServer::Start() {
-  campaign_service_ = std::make_unique<CampaignServiceImpl>(core_.get());
-  agent_service_ = std::make_unique<AgentServiceImpl>(core_.get());
-  admin_service_ = std::make_unique<AdminServiceImpl>(core_.get());
+  const ServiceAuth auth{authenticator_.get(), tokens_.get()};
+  campaign_service_ = std::make_unique<CampaignServiceImpl>(core_.get(), auth);
+  agent_service_ = std::make_unique<AgentServiceImpl>(core_.get(), auth);
+  admin_service_ = std::make_unique<AdminServiceImpl>(core_.get(), auth);
+  token_service_ = std::make_unique<TokenServiceImpl>(auth);
+  // The ranks the launchers start authenticate with an agent token and verify TLS with the CA.
+  std::string rank_token;
+  if (options_.auth_tokens && options_.launcher != "none") {
+    TAILOR_ASSIGN_OR_RETURN(rank_token, EnsureLauncherToken(tokens_.get(), LauncherTokenPath()));
+  }
+  std::string rank_ca;
+  if (!options_.tls_cert.empty()) {
+    std::error_code ec;
+    rank_ca = std::filesystem::absolute(
+                  options_.tls_ca.empty() ? options_.tls_cert : options_.tls_ca, ec)
+                  .string();
+  }
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(options_.listen, credentials_, &port);
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
   builder.RegisterService(campaign_service_.get());
   builder.RegisterService(agent_service_.get());
   builder.RegisterService(admin_service_.get());
+  builder.RegisterService(token_service_.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(metrics_->GrpcInterceptorFactory());  // counts and times every call
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port == 0) {
     return absl::UnavailableError(
@@ -60,6 +123,8 @@ absl::StatusOr<int> CoordinatorServer::Start() {
     lo.worker_bin = worker_bin;
     lo.coordinator = absl::StrCat("127.0.0.1:", port);
     lo.data_dir = options_.data_dir;
+    lo.token = rank_token;
+    lo.ca_cert = rank_ca;
     Coordinator* core = core_.get();
     launcher_ = std::make_unique<LocalLauncher>(
         lo, [core](const std::string& lease_id, const std::string& why) {
@@ -86,6 +151,11 @@ absl::StatusOr<int> CoordinatorServer::Start() {
       so.coordinator = absl::StrCat(
           host == "0.0.0.0" || host == "[::]" || host.empty() ? "127.0.0.1" : host, ":", port);
     }
+    if (!rank_token.empty()) {
+      std::error_code ec;
+      so.token_file = std::filesystem::absolute(LauncherTokenPath(), ec).string();
+    }
+    so.ca_cert = rank_ca;
     // Pending jobs have no worker to heartbeat for them: the launcher does, well within the
     // TTL.
     so.keepalive_interval = std::min(so.keepalive_interval, options_.core.lease_ttl / 3);
@@ -119,12 +189,44 @@ absl::StatusOr<int> CoordinatorServer::Start() {
       }
     }
   });
+  if (options_.http_port >= 0) {
+    http::HttpServerOptions ho;
+    // The same interface as gRPC: loopback by default, every interface for a wildcard.
+    std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    ho.host = host.empty() ? "0.0.0.0" : host;
+    ho.port = options_.http_port;
+    ho.web_dir = options_.web_dir;
+    ho.tls_cert = options_.tls_cert;
+    ho.tls_key = options_.tls_key;
+    ho.ready = [this] {
+      return serving_.load() ? absl::OkStatus()
+                             : absl::UnavailableError("the coordinator is starting or stopping");
+    };
+    ho.slurm_calls = [this]() -> std::optional<MetricsSnapshot::SlurmCalls> {
+      auto* slurm = dynamic_cast<SlurmLauncher*>(launcher_.get());
+      if (slurm == nullptr) return std::nullopt;
+      const SlurmLauncher::Stats st = slurm->stats();
+      return MetricsSnapshot::SlurmCalls{st.sbatch, st.squeue, st.sacct, st.scancel};
+    };
+    http_ = std::make_unique<http::HttpServer>(core_.get(), authenticator_.get(), metrics_.get(),
+                                               std::move(ho));
+    TAILOR_ASSIGN_OR_RETURN(http_port_, http_->Start());
+    spdlog::info("dashboard, /metrics, /healthz and /readyz on {}://{}:{}",
+                 options_.tls_cert.empty() ? "http" : "https", host, http_port_);
+  }
+  serving_ = true;
   spdlog::info("tailor-coordinator serving on port {} (data dir {})", port, options_.data_dir);
   return port;
 }
 
 void CoordinatorServer::Shutdown(absl::Duration grace) {
   if (stop_.exchange(true)) return;
+  serving_ = false;
+  // First: its handlers read the launcher, which goes below.
+  if (http_ != nullptr) http_->Stop();
   if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   if (ticker_.joinable()) ticker_.join();
   if (core_ != nullptr) core_->SetLauncher(nullptr);

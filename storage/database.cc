@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -469,8 +470,13 @@ absl::Status Transaction::Commit() {
   if (done_) return absl::FailedPreconditionError("transaction already finished");
   // On failure (e.g. a deferred foreign-key violation) the transaction stays open and the
   // destructor rolls it back.
+  // Wall time on the steady clock: this measures the disk, not the coordinator's clock.
+  const auto start = std::chrono::steady_clock::now();
   TAILOR_RETURN_IF_ERROR(db_->Exec("COMMIT"));
   done_ = true;
+  if (db_->commit_observer_) {
+    db_->commit_observer_(absl::FromChrono(std::chrono::steady_clock::now() - start));
+  }
   return absl::OkStatus();
 }
 

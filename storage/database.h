@@ -2,6 +2,7 @@
 #define TAILOR_STORAGE_DATABASE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -114,17 +115,25 @@ class Database {
   // Online backup (sqlite3_backup) into a new file at `dest_path`.
   absl::Status BackupTo(const std::string& dest_path);
 
+  // Called after every successful Transaction::Commit with how long the COMMIT took (the
+  // coordinator's /metrics). Set it before the connection is shared; empty: not measured.
+  void set_commit_observer(std::function<void(absl::Duration)> observer) {
+    commit_observer_ = std::move(observer);
+  }
+
   sqlite3* raw() const { return db_; }
   const std::string& path() const { return path_; }
 
  private:
   friend class Statement;
+  friend class Transaction;
   Database(sqlite3* db, std::string path);
   void Return(std::string sql, sqlite3_stmt* stmt);
 
   sqlite3* db_;
   std::string path_;
   std::multimap<std::string, sqlite3_stmt*> cache_;
+  std::function<void(absl::Duration)> commit_observer_;
 };
 
 // BEGIN IMMEDIATE ... COMMIT; rolls back on destruction unless committed. Not nestable.
