@@ -100,9 +100,9 @@ void Coordinator::UnitOfWork::Emit(const std::string& campaign_id, const std::st
   e.set_campaign_state(CampaignView(campaign_id).state());
   if (!job_id.empty()) e.set_job_state(JobView(job_id).state());
   if (progress != nullptr) *e.mutable_progress() = *progress;
+  // Logged by CommitLocked once durable: a unit of work that fails to commit (e.g. a full
+  // disk) must not leave "campaign_submitted" lines for campaigns that do not exist.
   events_.push_back(std::move(e));
-  spdlog::info("campaign={} job={} {}: {}", campaign_id, job_id.empty() ? "-" : job_id, type,
-               message);
 }
 
 absl::Status Coordinator::CommitLocked(UnitOfWork& uow, Effects& fx) {
@@ -139,6 +139,24 @@ absl::Status Coordinator::CommitLocked(UnitOfWork& uow, Effects& fx) {
     }
     for (const auto& e : uow.events_) TAILOR_RETURN_IF_ERROR(store_->AppendEvent(e));
     TAILOR_RETURN_IF_ERROR(txn.Commit());
+  }
+  for (const auto& e : uow.events_) {
+    spdlog::info("campaign={} job={} {}: {}", e.campaign_id(),
+                 e.job_id().empty() ? "-" : e.job_id(), e.type(), e.message());
+  }
+  if (observer_ != nullptr) {
+    // Before the mirroring below, so `before` is still the pre-operation job.
+    for (const auto& e : uow.events_) {
+      const v1::Job* before = nullptr;
+      const v1::Job* after = nullptr;
+      if (!e.job_id().empty()) {
+        auto b = jobs_.find(e.job_id());
+        if (b != jobs_.end()) before = &b->second;
+        auto a = uow.jobs_.find(e.job_id());
+        after = a != uow.jobs_.end() ? &a->second : before;
+      }
+      observer_->OnEvent(e, before, after);
+    }
   }
 
   // Durable; now mirror it in memory.
@@ -187,6 +205,11 @@ absl::Status Coordinator::CommitLocked(UnitOfWork& uow, Effects& fx) {
     campaigns_.erase(it);
   }
   return absl::OkStatus();
+}
+
+void Coordinator::SetObserver(CoordinatorObserver* observer) {
+  absl::MutexLock lock(&mu_);
+  observer_ = observer;
 }
 
 void Coordinator::NotifyLocked(const std::string& campaign_id, Effects& fx) {

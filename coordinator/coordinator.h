@@ -72,6 +72,17 @@ class Launcher {
   virtual void Adopt(const std::vector<LaunchedAttempt>& attempts) { (void)attempts; }
 };
 
+// Sees every committed event, for metrics (job outcomes, retries, how long runnable jobs wait
+// for a lease). Called with the coordinator's lock held, right after the transaction that
+// wrote the event committed: implementations must be quick and must not call the Coordinator.
+class CoordinatorObserver {
+ public:
+  virtual ~CoordinatorObserver() = default;
+  // `before`: the event's job as it was before the operation (null for campaign events and
+  // new jobs); `after`: as committed (null for campaign events).
+  virtual void OnEvent(const v1::Event& event, const v1::Job* before, const v1::Job* after) = 0;
+};
+
 // Where a lease came from and what it may touch (for uploads and cost tables).
 struct LeaseInfo {
   std::string lease_id;
@@ -97,6 +108,9 @@ class Coordinator {
   // Attaches the launcher (nullptr detaches) and hands it, through Launcher::Adopt, the active
   // attempts held as "launcher:<name>" (after Recover: those launched before a restart).
   void SetLauncher(Launcher* launcher);
+  // Attaches the metrics observer (nullptr detaches); it must outlive the Coordinator or be
+  // detached first.
+  void SetObserver(CoordinatorObserver* observer);
 
   // --- campaigns ---
   // Validates, plans and stores a campaign in one transaction. Idempotent by request id.
@@ -219,6 +233,10 @@ class Coordinator {
   std::string WaitingReasonLocked(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::Campaign ViewLocked(const v1::Campaign& stored, std::vector<v1::Job> jobs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why a target's measurements are out of date ("" when current): the newest-registered
+  // agent for its device kind and engine runs another engine version.
+  std::string StaleReasonLocked(const v1::Target& target) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkStaleLocked(v1::CostTable& table) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<v1::Campaign> CampaignWithJobsLocked(const std::string& id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NotifyLocked(const std::string& campaign_id, Effects& fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -231,6 +249,7 @@ class Coordinator {
 
   absl::Mutex mu_;
   Launcher* launcher_ ABSL_GUARDED_BY(mu_) = nullptr;
+  CoordinatorObserver* observer_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::map<std::string, LiveCampaign> campaigns_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::Job> jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, LiveLease> leases_ ABSL_GUARDED_BY(mu_);

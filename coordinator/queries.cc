@@ -46,8 +46,30 @@ std::string Coordinator::WaitingReasonLocked(const v1::Job& job) {
                       "' fits: ", mismatch);
 }
 
+std::string Coordinator::StaleReasonLocked(const v1::Target& target) {
+  // The most recent registration decides what the fleet runs now: upgrading one agent of a
+  // device kind is the moment its old measurements stop describing the serving stack.
+  const v1::Agent* newest = nullptr;
+  for (const auto& [id, agent] : agents_) {
+    const v1::AgentInfo& info = agent.info();
+    if (info.engine_version().empty() || info.device_kind() != target.device_kind() ||
+        info.engine() != target.engine()) {
+      continue;
+    }
+    if (newest == nullptr ||
+        FromProto(agent.registered_at()) > FromProto(newest->registered_at())) {
+      newest = &agent;
+    }
+  }
+  if (newest == nullptr || newest->info().engine_version() == target.engine_version()) return "";
+  return absl::StrCat("agent ", newest->info().name(), " registered ", target.engine(), " ",
+                      newest->info().engine_version(), " on ", target.device_kind(),
+                      "; this target was measured with ", target.engine_version());
+}
+
 v1::Campaign Coordinator::ViewLocked(const v1::Campaign& stored, std::vector<v1::Job> jobs) {
   v1::Campaign view = stored;
+  view.set_stale_reason(StaleReasonLocked(stored.contract().target()));
   for (v1::Job& job : jobs) {
     if (job.state() == v1::JOB_RUNNABLE) job.set_waiting_reason(WaitingReasonLocked(job));
     *view.add_jobs() = std::move(job);
@@ -144,6 +166,7 @@ absl::StatusOr<v1::ListCostTablesResponse> Coordinator::ListCostTables(
   v1::ListCostTablesResponse resp;
   for (auto& t : tables) {
     t.clear_entries();  // listings stay small; `costs show` fetches one table whole
+    MarkStaleLocked(t);
     *resp.add_tables() = std::move(t);
   }
   return resp;
@@ -151,7 +174,11 @@ absl::StatusOr<v1::ListCostTablesResponse> Coordinator::ListCostTables(
 
 absl::StatusOr<v1::CostTable> Coordinator::GetCostTable(const v1::GetCostTableRequest& req) {
   absl::MutexLock lock(&mu_);
-  if (!req.id().empty()) return store_->GetCostTable(req.id());
+  if (!req.id().empty()) {
+    TAILOR_ASSIGN_OR_RETURN(v1::CostTable table, store_->GetCostTable(req.id()));
+    MarkStaleLocked(table);
+    return table;
+  }
   if (req.fingerprint().empty()) {
     return absl::InvalidArgumentError("give a fingerprint or a cost table id");
   }
@@ -170,7 +197,17 @@ absl::StatusOr<v1::CostTable> Coordinator::GetCostTable(const v1::GetCostTableRe
     return absl::NotFoundError(
         absl::StrCat("no cost table with fingerprint '", req.fingerprint(), "'"));
   }
-  return store_->GetCostTable(match->id());
+  TAILOR_ASSIGN_OR_RETURN(v1::CostTable table, store_->GetCostTable(match->id()));
+  MarkStaleLocked(table);
+  return table;
+}
+
+void Coordinator::MarkStaleLocked(v1::CostTable& table) {
+  v1::Target target;
+  target.set_device_kind(table.device_kind());
+  target.set_engine(table.engine());
+  target.set_engine_version(table.engine_version());
+  table.set_stale(!StaleReasonLocked(target).empty());
 }
 
 absl::StatusOr<v1::ListQueueResponse> Coordinator::ListQueue(const v1::ListQueueRequest& req) {

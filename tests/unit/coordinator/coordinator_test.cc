@@ -544,6 +544,51 @@ TEST_F(CoordinatorTest, RecompressSubmitsOncePerVersion) {
   EXPECT_EQ(core_->ListCampaigns(v1::ListCampaignsRequest())->campaigns_size(), 2);
 }
 
+TEST_F(CoordinatorTest, AgentWithNewEngineVersionMarksCampaignsStaleUntilRecompressed) {
+  auto register_engine = [&](const std::string& name, const std::string& version) {
+    v1::AgentInfo info;
+    info.set_name(name);
+    info.set_device_kind("cpu");
+    info.set_engine("tailor-builtin");
+    info.set_engine_version(version);
+    info.add_job_kinds("probe");
+    ASSERT_THAT(core_->Register(info), IsOk());
+  };
+  register_engine("old-box", "1");
+  v1::DeploymentContract contract = ProbeContract("nightly");
+  contract.set_recurring(true);
+  const v1::Campaign c = Submit(contract, "r1");
+  EXPECT_EQ(core_->GetCampaign(c.id())->stale_reason(), "");
+
+  // A GPU agent's upgrade says nothing about CPU measurements.
+  clock_.Advance(absl::Seconds(1));
+  v1::AgentInfo gpu;
+  gpu.set_name("gpu-box");
+  gpu.set_device_kind("NVIDIA H200");
+  gpu.set_engine("tailor-builtin");
+  gpu.set_engine_version("2");
+  gpu.add_job_kinds("probe");
+  ASSERT_THAT(core_->Register(gpu), IsOk());
+  EXPECT_EQ(core_->GetCampaign(c.id())->stale_reason(), "");
+
+  clock_.Advance(absl::Seconds(1));
+  register_engine("new-box", "2");
+  EXPECT_EQ(core_->GetCampaign(c.id())->stale_reason(),
+            "agent new-box registered tailor-builtin 2 on cpu; this target was measured with 1");
+  auto listed = core_->ListCampaigns(v1::ListCampaignsRequest());
+  ASSERT_THAT(listed, IsOk());
+  ASSERT_EQ(listed->campaigns_size(), 1);
+  EXPECT_NE(listed->campaigns(0).stale_reason(), "");
+
+  v1::RecompressRequest req;
+  req.set_engine_version("2");
+  auto submitted = core_->Recompress(req);
+  ASSERT_THAT(submitted, IsOk());
+  ASSERT_EQ(submitted->entries_size(), 1);
+  EXPECT_EQ(core_->GetCampaign(submitted->entries(0).new_campaign_id())->stale_reason(), "");
+  EXPECT_NE(core_->GetCampaign(c.id())->stale_reason(), "");
+}
+
 TEST_F(CoordinatorTest, ListQueueOrdersByPriorityAndExplainsWaiting) {
   Submit(ProbeContract("a", 0), "r1");
   Submit(ProbeContract("b", 5), "r2");
