@@ -70,6 +70,43 @@ bool HasControlChar(absl::string_view s) {
   });
 }
 
+// Protobuf strings must be UTF-8: a textproto can smuggle other bytes in through escapes
+// ("\377"), and such a contract would not survive the wire (proto3 peers refuse to parse it)
+// nor the JSON form. Found by the contract_textproto fuzzer.
+bool IsValidUtf8(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    int n = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (s.size() - i <= static_cast<size_t>(n)) return false;
+    for (int k = 1; k <= n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
 bool IsSearchBudgetSet(const v1::Budget& b) {
   return b.has_latency_ms_max() || b.has_throughput_tokens_per_s_min() || b.has_memory_mib_max();
 }
@@ -126,9 +163,10 @@ class Checker {
 
 void CheckIdentity(const DeploymentContract& c, Checker& k) {
   if (c.name().empty()) {
-    k.Add("name", "required; 1-64 characters of [A-Za-z0-9._-]");
-  } else if (!MatchesClass(c.name(), "._-", /*upper_ok=*/true, 1, 64)) {
-    k.Add("name", absl::StrCat("must match [A-Za-z0-9._-]{1,64}, got ", Quote(c.name())));
+    k.Add("name", absl::StrCat("required; 1-", kMaxNameChars, " characters of [A-Za-z0-9._-]"));
+  } else if (!MatchesClass(c.name(), "._-", /*upper_ok=*/true, 1, kMaxNameChars)) {
+    k.Add("name", absl::StrCat("must match [A-Za-z0-9._-]{1,", kMaxNameChars, "}, got ",
+                               Quote(c.name())));
   }
   if (c.method() == v1::METHOD_UNSPECIFIED) {
     k.Add("method", "required; one of AUTOCOMPRESS, BLOCK_REMOVAL, ENTROPY_CODE, PROBE");
@@ -155,11 +193,14 @@ void CheckParent(const DeploymentContract& c, Checker& k) {
     k.Add("parent", "set exactly one of path, artifact_digest, got both");
   }
   if (has_path) {
-    if (p.path().size() > 4096) {
-      k.Add("parent.path", absl::StrCat("must be at most 4096 bytes, got ", p.path().size()));
+    if (p.path().size() > kMaxParentPathBytes) {
+      k.Add("parent.path", absl::StrCat("must be at most ", kMaxParentPathBytes, " bytes, got ",
+                                        p.path().size()));
     } else if (HasControlChar(p.path())) {
       k.Add("parent.path", absl::StrCat("must not contain control characters, got ",
                                         Quote(p.path())));
+    } else if (!IsValidUtf8(p.path())) {
+      k.Add("parent.path", absl::StrCat("must be valid UTF-8, got ", Quote(p.path())));
     }
   }
   if (has_digest && !IsSha256Hex(p.artifact_digest())) {
@@ -174,24 +215,28 @@ void CheckTarget(const DeploymentContract& c, Checker& k) {
   const std::string& dk = t.device_kind();
   if (dk.empty()) {
     k.Add("target.device_kind", "required; the device kind of a profiler agent, e.g. \"cpu\"");
-  } else if (dk.size() > 128) {
-    k.Add("target.device_kind", absl::StrCat("must be at most 128 characters, got ", dk.size()));
+  } else if (dk.size() > kMaxDeviceKindChars) {
+    k.Add("target.device_kind", absl::StrCat("must be at most ", kMaxDeviceKindChars,
+                                             " characters, got ", dk.size()));
   } else if (HasControlChar(dk)) {
     k.Add("target.device_kind",
           absl::StrCat("must not contain control characters, got ", Quote(dk)));
+  } else if (!IsValidUtf8(dk)) {
+    k.Add("target.device_kind", absl::StrCat("must be valid UTF-8, got ", Quote(dk)));
   } else if (absl::ascii_isspace(static_cast<unsigned char>(dk.front())) ||
              absl::ascii_isspace(static_cast<unsigned char>(dk.back()))) {
     // Agents match device kinds exactly; stray spaces would leave the campaign waiting forever.
     k.Add("target.device_kind",
           absl::StrCat("must not start or end with whitespace, got ", Quote(dk)));
   }
-  if (!t.engine().empty() && !MatchesClass(t.engine(), "._+-", true, 1, 64)) {
-    k.Add("target.engine",
-          absl::StrCat("must match [A-Za-z0-9._+-]{1,64}, got ", Quote(t.engine())));
+  if (!t.engine().empty() && !MatchesClass(t.engine(), "._+-", true, 1, kMaxNameChars)) {
+    k.Add("target.engine", absl::StrCat("must match [A-Za-z0-9._+-]{1,", kMaxNameChars,
+                                        "}, got ", Quote(t.engine())));
   }
-  if (!t.engine_version().empty() && !MatchesClass(t.engine_version(), "._+-", true, 1, 64)) {
-    k.Add("target.engine_version",
-          absl::StrCat("must match [A-Za-z0-9._+-]{1,64}, got ", Quote(t.engine_version())));
+  if (!t.engine_version().empty() &&
+      !MatchesClass(t.engine_version(), "._+-", true, 1, kMaxNameChars)) {
+    k.Add("target.engine_version", absl::StrCat("must match [A-Za-z0-9._+-]{1,", kMaxNameChars,
+                                                "}, got ", Quote(t.engine_version())));
   }
   v1::Precision p = t.precision();
   if (!v1::Precision_IsValid(p)) {
@@ -391,8 +436,8 @@ void CheckBlockRemoval(const DeploymentContract& c, Checker& k) {
 void CheckCandidateList(const std::string& field,
                         const google::protobuf::RepeatedField<int32_t>& values, int64_t lo,
                         int64_t hi, Checker& k) {
-  if (values.size() > 16) {
-    k.Add(field, absl::StrCat("at most 16 entries, got ", values.size()));
+  if (values.size() > kMaxCandidates) {
+    k.Add(field, absl::StrCat("at most ", kMaxCandidates, " entries, got ", values.size()));
     return;
   }
   for (int i = 0; i < values.size(); ++i) {
@@ -445,8 +490,9 @@ void CheckResourceRequest(const std::string& block, const v1::ResourceRequest& r
     k.Add(p + "gpus_per_node",
           absl::StrCat("must be 0 when target.device_kind is \"cpu\", got ", r.gpus_per_node()));
   }
-  if (!MatchesClass(r.gpu_type(), "_-", /*upper_ok=*/false, 0, 32)) {
-    k.Add(p + "gpu_type", absl::StrCat("must match [a-z0-9_-]{0,32}, got ", Quote(r.gpu_type())));
+  if (!MatchesClass(r.gpu_type(), "_-", /*upper_ok=*/false, 0, kMaxGpuTypeChars)) {
+    k.Add(p + "gpu_type", absl::StrCat("must match [a-z0-9_-]{0,", kMaxGpuTypeChars, "}, got ",
+                                       Quote(r.gpu_type())));
   } else if (!r.gpu_type().empty() && gpus_ok) {
     int32_t gpus = r.has_gpus_per_node() ? r.gpus_per_node() : (cpu_target ? 0 : 1);
     if (gpus == 0) {
@@ -473,24 +519,28 @@ void CheckResources(const DeploymentContract& c, Checker& k) {
 
 void CheckOwnership(const DeploymentContract& c, Checker& k) {
   if (c.has_priority()) k.Int("priority", c.priority(), -1000, 1000);
-  if (!c.team().empty() && !MatchesClass(c.team(), "_-", /*upper_ok=*/false, 1, 64)) {
-    k.Add("team", absl::StrCat("must match [a-z0-9_-]{1,64}, got ", Quote(c.team())));
+  if (!c.team().empty() && !MatchesClass(c.team(), "_-", /*upper_ok=*/false, 1, kMaxNameChars)) {
+    k.Add("team", absl::StrCat("must match [a-z0-9_-]{1,", kMaxNameChars, "}, got ",
+                               Quote(c.team())));
   }
-  if (c.labels_size() > 32) {
-    k.Add("labels", absl::StrCat("at most 32 entries, got ", c.labels_size()));
+  if (c.labels_size() > kMaxLabels) {
+    k.Add("labels", absl::StrCat("at most ", kMaxLabels, " entries, got ", c.labels_size()));
   }
   // Map order is unspecified; sort so the error list is deterministic.
   std::vector<std::pair<std::string, std::string>> labels(c.labels().begin(), c.labels().end());
   std::sort(labels.begin(), labels.end());
   for (const auto& [key, value] : labels) {
     std::string field = absl::StrCat("labels[\"", absl::CEscape(key), "\"]");
-    if (!MatchesClass(key, "_.-", /*upper_ok=*/false, 1, 63)) {
-      k.Add(field, "key must match [a-z0-9_.-]{1,63}");
+    if (!MatchesClass(key, "_.-", /*upper_ok=*/false, 1, kMaxLabelKeyChars)) {
+      k.Add(field, absl::StrCat("key must match [a-z0-9_.-]{1,", kMaxLabelKeyChars, "}"));
     }
-    if (value.size() > 256) {
-      k.Add(field, absl::StrCat("value must be at most 256 characters, got ", value.size()));
+    if (value.size() > kMaxLabelValueChars) {
+      k.Add(field, absl::StrCat("value must be at most ", kMaxLabelValueChars,
+                                " characters, got ", value.size()));
     } else if (HasControlChar(value)) {
       k.Add(field, absl::StrCat("value must not contain control characters, got ", Quote(value)));
+    } else if (!IsValidUtf8(value)) {
+      k.Add(field, absl::StrCat("value must be valid UTF-8, got ", Quote(value)));
     }
   }
   if (c.probe().has_duration_ms()) {

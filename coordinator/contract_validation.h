@@ -9,6 +9,18 @@
 
 namespace tailor::coordinator {
 
+// Input limits on the contract's strings and lists (docs/operations.md, "Input limits"). The
+// whole contract text is capped by kMaxContractBytes (common/contract_io.h); numeric ranges
+// are in docs/contract.md.
+inline constexpr size_t kMaxNameChars = 64;          // name, team, target.engine(_version)
+inline constexpr size_t kMaxParentPathBytes = 4096;  // parent.path
+inline constexpr size_t kMaxDeviceKindChars = 128;   // target.device_kind
+inline constexpr size_t kMaxGpuTypeChars = 32;       // resources.<block>.gpu_type
+inline constexpr int kMaxLabels = 32;                // labels entries
+inline constexpr size_t kMaxLabelKeyChars = 63;      // labels key
+inline constexpr size_t kMaxLabelValueChars = 256;   // labels value
+inline constexpr int kMaxCandidates = 16;            // entropy.* candidate lists
+
 // One violated rule: the field path as written in a contract ("workload.batch_size",
 // "resources.search.nodes", "entropy.table_log[1]") and why.
 struct FieldError {

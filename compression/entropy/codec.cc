@@ -707,7 +707,8 @@ absl::Status ChunkDecoder::Next(int64_t n, uint8_t* out) {
   bool ok = true;
   if (k == 1) {
     for (; ok && produced + group <= n; produced += group) {
-      uint32_t s0, s1, s2, s3;
+      // Zeroed: a failed decode still stores this group (branch-free) before returning.
+      uint32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
       ok = DecodeOne(x0, table, mask, tl, p, end_, esc, esc_end_, alphabet_, &s0) &&
            DecodeOne(x1, table, mask, tl, p, end_, esc, esc_end_, alphabet_, &s1) &&
            DecodeOne(x2, table, mask, tl, p, end_, esc, esc_end_, alphabet_, &s2) &&
@@ -720,7 +721,7 @@ absl::Status ChunkDecoder::Next(int64_t n, uint8_t* out) {
     }
   } else {
     for (; ok && produced + group <= n; produced += group) {
-      uint32_t s[4];
+      uint32_t s[4] = {0, 0, 0, 0};
       ok = DecodeOne(x0, table, mask, tl, p, end_, esc, esc_end_, alphabet_, &s[0]) &&
            DecodeOne(x1, table, mask, tl, p, end_, esc, esc_end_, alphabet_, &s[1]) &&
            DecodeOne(x2, table, mask, tl, p, end_, esc, esc_end_, alphabet_, &s[2]) &&

@@ -34,6 +34,12 @@ absl::Status CheckNonNegative(absl::string_view field, int64_t value) {
   return absl::OkStatus();
 }
 
+// Inclusive upper bound of the input limits (config.h).
+absl::Status CheckAtMost(absl::string_view field, int64_t value, int64_t max) {
+  if (value > max) return FieldError(field, absl::StrCat("must be <= ", max, ", got ", value));
+  return absl::OkStatus();
+}
+
 absl::Status CheckZero(absl::string_view field, int64_t value, absl::string_view why) {
   if (value != 0) return FieldError(field, absl::StrCat("must be 0 when ", why, ", got ", value));
   return absl::OkStatus();
@@ -41,6 +47,7 @@ absl::Status CheckZero(absl::string_view field, int64_t value, absl::string_view
 
 absl::Status ValidateAttention(const std::string& p, const AttentionSpec& a) {
   TAILOR_RETURN_IF_ERROR(CheckNonNegative(p + ".heads", a.heads));
+  TAILOR_RETURN_IF_ERROR(CheckAtMost(p + ".heads", a.heads, kMaxHeads));
   if (a.heads == 0) {
     // An absent layer: the other fields are ignored but must not suggest otherwise.
     TAILOR_RETURN_IF_ERROR(CheckZero(p + ".kv_heads", a.kv_heads, "heads is 0"));
@@ -56,6 +63,7 @@ absl::Status ValidateAttention(const std::string& p, const AttentionSpec& a) {
                       absl::StrCat("must divide heads (", a.heads, "), got ", a.kv_heads));
   }
   TAILOR_RETURN_IF_ERROR(CheckPositive(p + ".head_dim", a.head_dim));
+  TAILOR_RETURN_IF_ERROR(CheckAtMost(p + ".head_dim", a.head_dim, kMaxHeads));
   if (a.head_dim % 2 != 0) {
     return FieldError(p + ".head_dim",
                       absl::StrCat("must be even (rotary pairs), got ", a.head_dim));
@@ -65,17 +73,24 @@ absl::Status ValidateAttention(const std::string& p, const AttentionSpec& a) {
 
 absl::Status ValidateMamba(const std::string& p, const MambaSpec& m) {
   TAILOR_RETURN_IF_ERROR(CheckNonNegative(p + ".heads", m.heads));
+  TAILOR_RETURN_IF_ERROR(CheckAtMost(p + ".heads", m.heads, kMaxHeads));
   if (m.heads == 0) return absl::OkStatus();
   TAILOR_RETURN_IF_ERROR(CheckPositive(p + ".head_dim", m.head_dim));
+  TAILOR_RETURN_IF_ERROR(CheckAtMost(p + ".head_dim", m.head_dim, kMaxHeads));
   TAILOR_RETURN_IF_ERROR(CheckPositive(p + ".state", m.state));
+  TAILOR_RETURN_IF_ERROR(CheckAtMost(p + ".state", m.state, kMaxHeads));
   TAILOR_RETURN_IF_ERROR(CheckPositive(p + ".conv_kernel", m.conv_kernel));
+  TAILOR_RETURN_IF_ERROR(CheckAtMost(p + ".conv_kernel", m.conv_kernel, kMaxConvKernel));
   TAILOR_RETURN_IF_ERROR(CheckPositive(p + ".chunk", m.chunk));
+  TAILOR_RETURN_IF_ERROR(CheckAtMost(p + ".chunk", m.chunk, kMaxChunk));
   return absl::OkStatus();
 }
 
 absl::Status ValidateMoe(const std::string& p, const MoeSpec& m) {
   TAILOR_RETURN_IF_ERROR(CheckNonNegative(p + ".experts", m.experts));
+  TAILOR_RETURN_IF_ERROR(CheckAtMost(p + ".experts", m.experts, kMaxExperts));
   TAILOR_RETURN_IF_ERROR(CheckNonNegative(p + ".shared_ffn", m.shared_ffn));
+  TAILOR_RETURN_IF_ERROR(CheckAtMost(p + ".shared_ffn", m.shared_ffn, kMaxWidth));
   if (m.experts == 0) {
     TAILOR_RETURN_IF_ERROR(CheckZero(p + ".top_k", m.top_k, "experts is 0"));
     TAILOR_RETURN_IF_ERROR(CheckZero(p + ".expert_ffn", m.expert_ffn, "experts is 0"));
@@ -87,6 +102,7 @@ absl::Status ValidateMoe(const std::string& p, const MoeSpec& m) {
                       absl::StrCat("must be <= experts (", m.experts, "), got ", m.top_k));
   }
   TAILOR_RETURN_IF_ERROR(CheckPositive(p + ".expert_ffn", m.expert_ffn));
+  TAILOR_RETURN_IF_ERROR(CheckAtMost(p + ".expert_ffn", m.expert_ffn, kMaxWidth));
   return absl::OkStatus();
 }
 
@@ -369,14 +385,21 @@ bool HybridConfig::operator==(const HybridConfig& o) const {
 
 absl::Status ValidateHybridConfig(const HybridConfig& c) {
   TAILOR_RETURN_IF_ERROR(CheckPositive("vocab", c.vocab));
+  TAILOR_RETURN_IF_ERROR(CheckAtMost("vocab", c.vocab, kMaxVocab));
   TAILOR_RETURN_IF_ERROR(CheckPositive("hidden", c.hidden));
+  TAILOR_RETURN_IF_ERROR(CheckAtMost("hidden", c.hidden, kMaxWidth));
   TAILOR_RETURN_IF_ERROR(CheckPositive("max_seq", c.max_seq));
+  TAILOR_RETURN_IF_ERROR(CheckAtMost("max_seq", c.max_seq, kMaxSeq));
   if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta)) {
     return FieldError("rope_theta",
                       absl::StrCat("must be a finite number > 0, got ", c.rope_theta));
   }
   if (!(c.norm_eps > 0) || !std::isfinite(c.norm_eps)) {
     return FieldError("norm_eps", absl::StrCat("must be a finite number > 0, got ", c.norm_eps));
+  }
+  if (c.num_layers() > kMaxLayers) {
+    return FieldError("layers",
+                      absl::StrCat("at most ", kMaxLayers, " entries, got ", c.num_layers()));
   }
   for (size_t i = 0; i < c.layers.size(); ++i) {
     const LayerSpec& l = c.layers[i];
@@ -393,6 +416,7 @@ absl::Status ValidateHybridConfig(const HybridConfig& c) {
         break;
       case LayerKind::kMlp:
         TAILOR_RETURN_IF_ERROR(CheckNonNegative(p + ".ffn", l.mlp.ffn));
+        TAILOR_RETURN_IF_ERROR(CheckAtMost(p + ".ffn", l.mlp.ffn, kMaxWidth));
         break;
     }
   }
@@ -400,6 +424,11 @@ absl::Status ValidateHybridConfig(const HybridConfig& c) {
 }
 
 absl::StatusOr<HybridConfig> ParseHybridConfigJson(absl::string_view json_text) {
+  if (json_text.size() > kMaxConfigJsonBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("config: ", json_text.size(),
+                                                   " bytes, larger than the limit of ",
+                                                   kMaxConfigJsonBytes, " bytes"));
+  }
   Json j = Json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError("config: not valid JSON");
   if (!j.is_object()) return absl::InvalidArgumentError("config: must be a JSON object");
@@ -427,6 +456,10 @@ absl::StatusOr<HybridConfig> ParseHybridConfigJson(absl::string_view json_text) 
   TAILOR_ASSIGN_OR_RETURN(c.norm_eps, GetNumber(j, "", "norm_eps"));
   TAILOR_ASSIGN_OR_RETURN(const Json* layers, GetField(j, "", "layers"));
   if (!layers->is_array()) return FieldError("layers", "must be an array");
+  if (layers->size() > static_cast<size_t>(kMaxLayers)) {
+    return FieldError("layers",
+                      absl::StrCat("at most ", kMaxLayers, " entries, got ", layers->size()));
+  }
   for (size_t i = 0; i < layers->size(); ++i) {
     TAILOR_ASSIGN_OR_RETURN(LayerSpec l, ParseLayer((*layers)[i], absl::StrCat("layers[", i, "]")));
     c.layers.push_back(l);

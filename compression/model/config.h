@@ -103,8 +103,25 @@ struct HybridConfig {
   bool operator!=(const HybridConfig& other) const { return !(*this == other); }
 };
 
+// Input limits (docs/operations.md, "Input limits"). Far above any model tailor trains, and
+// small enough that no parameter count or byte size computed from a valid config overflows
+// int64 (the largest valid config has < 2^62 parameters).
+inline constexpr size_t kMaxConfigJsonBytes = 16 << 20;  // config.json text
+inline constexpr int64_t kMaxLayers = 1024;              // layers
+inline constexpr int64_t kMaxExperts = 1024;             // layers[i].moe.experts
+inline constexpr int64_t kMaxVocab = int64_t{1} << 24;   // vocab
+inline constexpr int64_t kMaxSeq = int64_t{1} << 24;     // max_seq
+// hidden, mlp.ffn, moe.expert_ffn, moe.shared_ffn
+inline constexpr int64_t kMaxWidth = int64_t{1} << 20;
+// attention.heads, attention.kv_heads, attention.head_dim, mamba.heads, mamba.head_dim,
+// mamba.state
+inline constexpr int64_t kMaxHeads = 4096;
+inline constexpr int64_t kMaxConvKernel = 256;           // mamba.conv_kernel
+inline constexpr int64_t kMaxChunk = 65536;              // mamba.chunk
+
 // Checks every field; the error names the field, e.g.
-// "layers[3].moe.top_k: must be <= experts (4), got 6".
+// "layers[3].moe.top_k: must be <= experts (4), got 6" or
+// "layers: at most 1024 entries, got 1025".
 absl::Status ValidateHybridConfig(const HybridConfig& config);
 
 // JSON form (docs/model.md). Parsing is strict: unknown keys, wrong types and missing
