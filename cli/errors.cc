@@ -1,5 +1,6 @@
 #include "cli/errors.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace tailor::cli {
@@ -36,6 +37,11 @@ std::string HintFor(const absl::Status& status, absl::string_view address,
       return absl::StrCat("the coordinator at ", address,
                           " does not serve this call; upgrade it to match this CLI");
     case absl::StatusCode::kResourceExhausted:
+      if (absl::StrContains(status.message(), "disk is full") ||
+          absl::StrContains(status.message(), "No space left")) {
+        return "the coordinator's data directory (database and blobs) is out of space; free "
+               "space there and retry";
+      }
       return "the coordinator is at a limit (load or message size); retry later";
     default:
       return "";

@@ -580,9 +580,10 @@ absl::Status AgentRuntime::RunAssigned(const v1::AcquireJobResponse& assignment,
   }
   {
     absl::MutexLock lock(&mu_);
-    // Without an agent id the keepalive is a progress re-send; a third of the TTL leaves two
-    // chances before the lease expires.
-    if (agent_id_.empty() && assignment.lease().ttl_ms() > 0) {
+    // Without an agent id the keepalive is a progress re-send, with one ("launcher:<name>",
+    // never registered, so never told an interval) a heartbeat; either way every third of the
+    // TTL, which leaves two chances before the lease expires whatever --lease-ttl is.
+    if (assignment.lease().ttl_ms() > 0) {
       heartbeat_interval_ =
           std::max(absl::Milliseconds(assignment.lease().ttl_ms() / 3), absl::Milliseconds(20));
     }

@@ -14,8 +14,17 @@ PACKAGES=(
   # training step ~7x slower than OpenBLAS.
   libopenblas0-openmp
   jq procps psmisc curl
+  # deploy/dev-ca.sh: the local CA and server certificate for TLS tests and development.
+  openssl
   # A real single-node Slurm for `--launcher slurm` and its e2e tests (deploy/dev-slurm/).
   slurm-wlm munge
+  # The sanitizer and fuzzing stage (deploy/sanitize.sh): clang, libFuzzer and the sanitizer
+  # runtimes, llvm-symbolizer for readable stacks.
+  clang libclang-rt-14-dev llvm
+  # /metrics (Prometheus text format) and the dashboard: its charts are bundled with npm
+  # (web/, tests/browser/; npm ships with NodeSource's nodejs, else Debian's npm package) and
+  # its browser test drives Debian's headless chromium.
+  prometheus-cpp-dev chromium nodejs
 )
 
 missing=()

@@ -72,6 +72,7 @@ void Cluster::KillAgent(const std::string& name) {
 RunResult Cluster::Cli(std::vector<std::string> args, absl::Duration timeout) {
   std::vector<std::string> argv = {BinDir() + "/tailor", "--coordinator",
                                    absl::StrCat("127.0.0.1:", port_)};
+  argv.insert(argv.end(), cli_args_.begin(), cli_args_.end());
   argv.insert(argv.end(), args.begin(), args.end());
   return Run(argv, timeout);
 }

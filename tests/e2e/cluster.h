@@ -29,9 +29,19 @@ class Cluster {
   void KillCoordinator();  // SIGKILL
   Process* StartAgent(const std::string& name, const std::vector<std::string>& extra_args = {});
   void KillAgent(const std::string& name);
+  // The processes, for other signals (SIGTERM, SIGSTOP/SIGCONT); null when never started.
+  Process* coordinator() { return coordinator_.get(); }
+  Process* agent(const std::string& name) {
+    auto it = agents_.find(name);
+    return it == agents_.end() ? nullptr : it->second.get();
+  }
 
   // Runs the tailor CLI against this cluster.
   RunResult Cli(std::vector<std::string> args, absl::Duration timeout = absl::Seconds(60));
+  // Global options put before every Cli() call's arguments (and so every Status(), Submit()
+  // and WaitForState()), e.g. {"--token", T, "--ca-cert", CA} for a cluster with --auth
+  // tokens or TLS.
+  void set_cli_args(std::vector<std::string> args) { cli_args_ = std::move(args); }
   // `tailor status ID --json` parsed; null json on failure.
   nlohmann::json Status(const std::string& campaign_id);
   // Submits a contract file; returns the campaign id ("" on failure).
@@ -54,6 +64,7 @@ class Cluster {
   int restarts_ = 0;
   std::unique_ptr<Process> coordinator_;
   std::map<std::string, std::unique_ptr<Process>> agents_;
+  std::vector<std::string> cli_args_;
 };
 
 // The job with `key` in a `tailor status --json` campaign; null when absent (or the campaign
