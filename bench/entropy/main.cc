@@ -19,6 +19,11 @@
 #include "compression/entropy/quantize.h"
 #include "compression/entropy/gemv.h"
 #include "nlohmann/json.hpp"
+#ifdef TAILOR_ENTROPY_CUDA
+#include <cuda_runtime_api.h>
+
+#include "compression/entropy/gemv_cuda.h"
+#endif
 
 namespace te = tailor::entropy;
 
@@ -74,6 +79,70 @@ double MedianSeconds(int reps, Fn fn) {
   return s[s.size() / 2];
 }
 
+#ifdef TAILOR_ENTROPY_CUDA
+// Batch-1 GEMV on the device: fused decode-GEMV from the coded container vs the dense
+// warp-per-row kernel on the storage bytes, CUDA-event timed (median of 7 batches of 20
+// back-to-back launches, so launch overhead is included as a decode step would pay it).
+nlohmann::json CudaRow(const char* name, const te::TensorView& view, const te::CodecConfig& config) {
+  auto coded = te::Parse(*te::Encode(view, config));
+  if (!coded.ok()) return {{"error", coded.status().ToString()}};
+  auto cm = te::UploadCoded(*coded);
+  auto dm = te::UploadDense(view);
+  if (!cm.ok() || !dm.ok()) {
+    return {{"error", (cm.ok() ? dm.status() : cm.status()).ToString()}};
+  }
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(view.cols);
+  for (float& v : x) v = normal(rng);
+  auto xd = te::CudaBuffer::Alloc(x.size() * sizeof(float));
+  auto yd = te::CudaBuffer::Alloc(view.rows * sizeof(float));
+  if (!xd.ok() || !yd.ok()) return {{"error", "cudaMalloc"}};
+  cudaMemcpy(xd->get(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice);
+  const float* xp = static_cast<const float*>(xd->get());
+  float* yp = static_cast<float*>(yd->get());
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  auto time_us = [&](auto launch) {
+    for (int i = 0; i < 3; ++i) (void)launch();
+    std::vector<double> us;
+    for (int b = 0; b < 7; ++b) {
+      cudaEventRecord(e0);
+      for (int i = 0; i < 20; ++i) (void)launch();
+      cudaEventRecord(e1);
+      cudaEventSynchronize(e1);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, e0, e1);
+      us.push_back(1e3 * ms / 20);
+    }
+    std::sort(us.begin(), us.end());
+    return us[us.size() / 2];
+  };
+  const double fused_us = time_us([&] { return te::FusedGemvCuda(*cm, xp, nullptr, yp, nullptr); });
+  const absl::Status decode = te::CudaDecodeStatus(*cm, nullptr);
+  const double dense_us = time_us([&] { return te::DenseGemvCuda(*dm, xp, nullptr, yp, nullptr); });
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  const double dense_bytes = static_cast<double>(view.data.size());
+  const double bpw = 8.0 * coded->size_bytes() / (view.rows * view.cols);
+  std::printf("  cuda %-11s k=%d tl=%-2d cw=%-5d %6.3f b/w  dense %8.2f us  fused %8.2f us  "
+              "ratio %5.2f  decode %7.1f GB/s (coded %6.1f GB/s)%s\n",
+              name, config.symbols_per_codeword, config.table_log, config.chunk_width, bpw,
+              dense_us, fused_us, fused_us / dense_us, dense_bytes / fused_us / 1e3,
+              coded->size_bytes() / fused_us / 1e3, decode.ok() ? "" : "  DECODE ERROR");
+  return {{"tensor", name}, {"k", config.symbols_per_codeword}, {"table_log", config.table_log},
+          {"chunk_width", config.chunk_width}, {"bits_per_weight", bpw},
+          {"dtype_bits", te::DTypeBits(view.dtype)},
+          {"entropy_bits_per_weight_k1", te::EmpiricalBitsPerWeight(view, 1)},
+          {"dense_gemv_us", dense_us}, {"fused_gemv_us", fused_us},
+          {"fused_over_dense", fused_us / dense_us},
+          {"decode_gb_per_s", dense_bytes / fused_us / 1e3},
+          {"coded_gb_per_s", coded->size_bytes() / fused_us / 1e3},
+          {"decode_status", decode.ToString()}};
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -87,6 +156,15 @@ int main(int argc, char** argv) {
     if (a == "--threads") threads = std::stoi(argv[i + 1]);
     if (a == "--json") json_path = argv[i + 1];
   }
+#ifdef TAILOR_ENTROPY_CUDA
+  // --cuda-only 1: skip the CPU autotune, CUDA rows for fixed configurations only.
+  bool cuda_only = false;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::string(argv[i]) == "--cuda-only") cuda_only = std::string(argv[i + 1]) == "1";
+  }
+  const bool have_cuda = te::CudaDeviceCount() > 0;
+  if (!have_cuda) std::printf("no CUDA device: CUDA rows skipped\n");
+#endif
   struct Spec {
     const char* name;
     te::DType dtype;
@@ -99,6 +177,24 @@ int main(int argc, char** argv) {
                                    {"int8_gauss", te::DType::kInt8, false},
                                    {"int4_gauss", te::DType::kInt4, false},
                                    {"int4_t3", te::DType::kInt4, true}};
+#ifdef TAILOR_ENTROPY_CUDA
+  if (cuda_only) {
+    nlohmann::json rows_json = nlohmann::json::array();
+    for (const Spec& s : specs) {
+      if (!have_cuda) break;
+      const std::vector<uint8_t> dense = Make(s.dtype, rows, cols, s.heavy, 1);
+      const te::TensorView view{s.dtype, rows, cols, dense};
+      const int max_k = s.dtype == te::DType::kInt4 ? 4 : 2;
+      for (int k : {1, max_k}) {
+        for (int cw : {256, 1024, 4096}) rows_json.push_back(CudaRow(s.name, view, {k, 12, cw}));
+      }
+    }
+    std::ofstream(json_path) << nlohmann::json{{"rows", rows}, {"cols", cols},
+                                               {"cuda_device", have_cuda}, {"cuda", rows_json}}
+                                    .dump(2);
+    return 0;
+  }
+#endif
   // The Pareto frontiers, plotted: x = bits/weight (0..dense bits), y = fused GEMV latency
   // relative to the tensor's dense GEMV (0..20x, ticks every 5x, grey line at 1x); one colour per tensor, the dense point as
   // a larger square, frontier points joined. Axes only (no text): docs/benchmarks.md has
@@ -187,6 +283,9 @@ int main(int argc, char** argv) {
                   best->config.symbols_per_codeword, best->config.table_log,
                   best->config.chunk_width, dec_gbs, cpy_gbs, dense_pt.latency_us,
                   best->latency_us, best->latency_us / dense_pt.latency_us, f->frontier.size());
+#ifdef TAILOR_ENTROPY_CUDA
+      if (have_cuda) j["cuda"] = CudaRow(s.name, view, best->config);
+#endif
     } else {
       total_best += f->dense_bytes;
     }
