@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/struct_values.h"
 #include "compression/costmodel/cost_table_proto.h"
 #include "compression/engine/engine.h"
 #include "compression/engine/package_build.h"
@@ -24,24 +25,12 @@
 namespace tailor::profiler {
 namespace {
 
+using ::tailor::struct_values::Num;
+using ::tailor::struct_values::Str;
+using ::tailor::struct_values::Bool;
+
 using google::protobuf::Struct;
 using google::protobuf::Value;
-
-Value Num(double v) {
-  Value out;
-  out.set_number_value(v);
-  return out;
-}
-Value Str(const std::string& v) {
-  Value out;
-  out.set_string_value(v);
-  return out;
-}
-Value Bool(bool v) {
-  Value out;
-  out.set_bool_value(v);
-  return out;
-}
 
 std::string InputField(const JobContext& ctx, const std::string& field) {
   for (const auto& [key, result] : ctx.inputs()) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/struct_values.h"
 #include "compression/costmodel/cost_table_proto.h"
 #include "compression/engine/engine.h"
 #include "compression/model/config.h"
@@ -22,20 +23,11 @@ namespace tailor::profiler {
 
 namespace {
 
+using ::tailor::struct_values::Num;
+using ::tailor::struct_values::Str;
+
 using google::protobuf::Struct;
 using google::protobuf::Value;
-
-Value Num(double v) {
-  Value out;
-  out.set_number_value(v);
-  return out;
-}
-
-Value Str(const std::string& v) {
-  Value out;
-  out.set_string_value(v);
-  return out;
-}
 
 absl::StatusOr<std::string> Json(const Struct& s) {
   std::string json;

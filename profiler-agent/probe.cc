@@ -20,11 +20,15 @@
 #include "common/logging.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
+#include "common/struct_values.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace tailor::profiler {
 
 namespace {
+
+using ::tailor::struct_values::Num;
+using ::tailor::struct_values::Str;
 
 // Splits "key<TAB>: value" lines. Keys keep their case: on x86 "model" (a number) and
 // "model name" (the string we want) differ only by suffix.
@@ -49,17 +53,6 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 
 // Keeps the optimizer from deleting work whose result we never read.
 inline void DoNotOptimize(const void* p) { asm volatile("" : : "g"(p) : "memory"); }
-
-google::protobuf::Value Num(double v) {
-  google::protobuf::Value out;
-  out.set_number_value(v);
-  return out;
-}
-google::protobuf::Value Str(const std::string& v) {
-  google::protobuf::Value out;
-  out.set_string_value(v);
-  return out;
-}
 
 google::protobuf::Struct HostInfoStruct(const HostInfo& host, const ProbeConfig& config) {
   google::protobuf::Struct s;

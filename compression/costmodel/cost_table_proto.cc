@@ -2,20 +2,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/struct_values.h"
 #include "compression/costmodel/cost_model.h"
 
 namespace tailor::costmodel {
 
 namespace {
 
+using ::tailor::struct_values::Num;
+
 using google::protobuf::Struct;
 using google::protobuf::Value;
-
-Value Num(double v) {
-  Value out;
-  out.set_number_value(v);
-  return out;
-}
 
 Value Row(const KindCounts& row) {
   Value out;
