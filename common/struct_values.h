@@ -5,7 +5,10 @@
 // (google.protobuf.Struct fields).
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace tailor::struct_values {
 
@@ -25,6 +28,18 @@ inline google::protobuf::Value Bool(bool v) {
   google::protobuf::Value out;
   out.set_bool_value(v);
   return out;
+}
+
+// A job result as indented JSON with proto field names (what jobs upload as artifacts).
+inline absl::StatusOr<std::string> Json(const google::protobuf::Struct& s) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  if (auto st = google::protobuf::util::MessageToJsonString(s, &json, options); !st.ok()) {
+    return absl::InternalError(absl::StrCat("result to JSON: ", st.ToString()));
+  }
+  return json;
 }
 
 }  // namespace tailor::struct_values

@@ -27,6 +27,7 @@ namespace {
 
 using ::tailor::struct_values::Num;
 using ::tailor::struct_values::Str;
+using ::tailor::struct_values::Json;
 using ::tailor::struct_values::Bool;
 
 using google::protobuf::Struct;
@@ -101,17 +102,6 @@ double MedianUs(int reps, Fn fn) {
     t.push_back(1e6 * (NowSeconds() - a));
   }
   return engine::Median(t);
-}
-
-absl::StatusOr<std::string> Json(const Struct& s) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  if (auto st = google::protobuf::util::MessageToJsonString(s, &json, options); !st.ok()) {
-    return absl::InternalError(absl::StrCat("result to JSON: ", st.ToString()));
-  }
-  return json;
 }
 
 }  // namespace

@@ -25,20 +25,10 @@ namespace {
 
 using ::tailor::struct_values::Num;
 using ::tailor::struct_values::Str;
+using ::tailor::struct_values::Json;
 
 using google::protobuf::Struct;
 using google::protobuf::Value;
-
-absl::StatusOr<std::string> Json(const Struct& s) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  if (auto st = google::protobuf::util::MessageToJsonString(s, &json, options); !st.ok()) {
-    return absl::InternalError(absl::StrCat("result to JSON: ", st.ToString()));
-  }
-  return json;
-}
 
 uint64_t SeedOf(const v1::DeploymentContract& c) { return c.has_seed() ? c.seed() : 1; }
 
