@@ -35,7 +35,7 @@ std::string Contract(const std::string& name, const std::string& parent) {
 }
 
 TEST(AutocompressE2E, ShortCampaignMeetsBudgetsAndReusesCostTable) {
-  Cluster cluster("autocompress");
+  Cluster cluster("autocompress", Cluster::WithProductionLeases());
   const std::string parent = cluster.TrainTinyParent();
   ASSERT_FALSE(parent.empty());
   ASSERT_TRUE(cluster.StartCoordinator());
@@ -181,13 +181,8 @@ bool IsTerminalJobState(const nlohmann::json& state) {
 // A rank SIGKILLed mid-search fails the attempt (the launcher sees the dead rank and stops
 // the survivor) and the retry resumes from the last checkpoint.
 TEST(AutocompressE2E, RankKilledMidSearchRetriesFromCheckpoint) {
-  // Leases longer than the harness's 3 s: ctest runs this beside other end-to-end tests on a
-  // 2-core CI machine, and what is under test is the launcher noticing the dead rank, not
-  // lease expiry under CPU starvation.
-  Cluster::Options options;
-  options.lease_ttl_s = 15;
-  options.heartbeat_s = 1;
-  Cluster cluster("autocompress-kill", options);
+  // What is under test is the launcher noticing the dead rank, not lease expiry.
+  Cluster cluster("autocompress-kill", Cluster::WithProductionLeases());
   const std::string parent = cluster.TrainTinyParent();
   ASSERT_FALSE(parent.empty());
   ASSERT_TRUE(cluster.StartCoordinator());

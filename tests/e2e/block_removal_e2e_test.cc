@@ -1,7 +1,8 @@
 // BLOCK_REMOVAL through real processes: a coordinator, a CPU profiler agent and the local
 // launcher's tailor-worker jobs run gate_gradients (2 ranks) -> solve -> evaluate_candidates
 // -> distill (2 ranks) -> verify on a barely trained parent, then the report shows the
-// spectrum of kept states and the Block Influence comparison.
+// spectrum of kept states and the Block Influence comparison. A second campaign adds the
+// entropy-coded package as the last step.
 #include <cmath>
 #include <set>
 
@@ -12,6 +13,10 @@
 
 namespace tailor::e2e {
 namespace {
+
+// The 6-block student of the tiny parent is 2,081,632 bytes dense (1.985 MiB of f32 weights);
+// a budget below that makes the selector code some tensors.
+constexpr double kTailBudgetMib = 1.85;
 
 std::string Contract(const std::string& parent) {
   return absl::StrCat(
@@ -26,7 +31,7 @@ std::string Contract(const std::string& parent) {
 }
 
 TEST(BlockRemovalE2E, ExactSolveEvaluateDistillVerify) {
-  Cluster cluster("blockremoval");
+  Cluster cluster("blockremoval", Cluster::WithProductionLeases());
   const std::string parent = cluster.TrainTinyParent();
   ASSERT_FALSE(parent.empty());
   ASSERT_TRUE(cluster.StartCoordinator());
@@ -124,6 +129,61 @@ TEST(BlockRemovalE2E, ExactSolveEvaluateDistillVerify) {
   EXPECT_THAT(text.out, ::testing::HasSubstr("0 (ground)"));
   EXPECT_THAT(text.out, ::testing::HasSubstr("vs Block Influence (blocks "));
   EXPECT_THAT(text.out, ::testing::HasSubstr("architecture: hidden="));
+}
+
+// The entropy tail (package { entropy_code: true }): after the student is verified, the agent
+// autotunes its codes, a worker selects them under the weight budget and the agent verifies
+// the package against its dense twin. No distillation, to keep the run short.
+TEST(BlockRemovalE2E, EntropyCodedPackageTail) {
+  Cluster cluster("blockremoval-entropy", Cluster::WithProductionLeases());
+  const std::string parent = cluster.TrainTinyParent();
+  ASSERT_FALSE(parent.empty());
+  ASSERT_TRUE(cluster.StartCoordinator());
+  cluster.StartAgent("cpu0", {"--verify-repetitions", "3", "--verify-task-samples", "2"});
+  const std::string contract = absl::StrCat(
+      "name: \"blocks-packaged\"\nmethod: BLOCK_REMOVAL\nparent { path: \"", parent, "\" }\n",
+      "target { device_kind: \"cpu\" precision: FP32 }\n",
+      "workload { batch_size: 1 input_tokens: 16 output_tokens: 8 cached_prefix_tokens: 0 }\n",
+      "budget { weight_memory_mib_max: ", kTailBudgetMib, " }\n",
+      "block_removal { blocks_to_remove: 2 calibration_samples: 16 candidates: 2 solver: EXACT "
+      "distill: false }\n",
+      "package { entropy_code: true }\n",
+      "entropy { symbols_per_codeword: [1, 2] table_log: [10] chunk_width: [1024] }\n");
+  const std::string id =
+      cluster.Submit(cluster.WriteFile("packaged.textproto", contract), "packaged-1");
+  ASSERT_FALSE(id.empty());
+  const bool done = cluster.WaitForState(id, "CAMPAIGN_SUCCEEDED", absl::Minutes(8));
+  nlohmann::json campaign = cluster.Status(id);
+  ASSERT_TRUE(done) << campaign.dump(2);
+  for (const char* key : {"gate_gradients", "solve", "evaluate_candidates", "verify",
+                          "entropy_autotune", "entropy_select", "entropy_verify"}) {
+    EXPECT_EQ(JobOf(campaign, key)["state"], "JOB_SUCCEEDED") << key;
+  }
+  EXPECT_TRUE(JobOf(campaign, "distill").is_null());
+  // The package is built from the verified student, not from the parent.
+  const nlohmann::json eval = JobOf(campaign, "evaluate_candidates")["result"];
+  const nlohmann::json select = JobOf(campaign, "entropy_select")["result"];
+  EXPECT_EQ(select["source_model_digest"], eval["model_digest"]) << select.dump(2);
+  EXPECT_GT(select["dense_bytes"].get<double>(), kTailBudgetMib * (1 << 20)) << select.dump(2);
+  EXPECT_GT(select["coded_tensors"].get<double>(), 0) << select.dump(2);
+  EXPECT_LE(select["resident_bytes"].get<double>(), kTailBudgetMib * (1 << 20));
+  EXPECT_EQ(select["exact"], true);
+
+  nlohmann::json r = cluster.Report(id);
+  ASSERT_FALSE(r.is_null());
+  const nlohmann::json& e = r["details"]["entropy"];
+  EXPECT_EQ(e["outputs_identical"], true) << e.dump(2);
+  EXPECT_EQ(e["fused_equals_dense"], true) << e.dump(2);
+  EXPECT_LE(e["resident_bytes"].get<double>(), kTailBudgetMib * (1 << 20));
+  // The block-removal summary is still there beside the package's.
+  EXPECT_EQ(r["details"]["block_removal"]["blocks_to_remove"], 2) << r.dump(2);
+  // The weight budget is judged on the package alone (the plain student exceeds it).
+  ASSERT_EQ(r["budgets"].size(), 1u) << r.dump(2);
+  const nlohmann::json& b = r["budgets"][0];
+  EXPECT_EQ(b["resource"], "weight_memory_mib (package)");
+  EXPECT_EQ(b["met"], true) << b.dump();
+  EXPECT_LE(b["measured"].get<double>(), kTailBudgetMib);
+  EXPECT_EQ(b["predicted"].get<double>(), select["predicted"]["weight_memory_mib"].get<double>());
 }
 
 }  // namespace

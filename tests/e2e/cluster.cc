@@ -83,6 +83,16 @@ nlohmann::json Cluster::Status(const std::string& campaign_id) {
   return nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
 }
 
+nlohmann::json Cluster::Report(const std::string& campaign_id) {
+  RunResult r = Cli({"report", campaign_id, "--json"});
+  if (r.exit_code != 0) {
+    ADD_FAILURE() << "tailor report " << campaign_id << " exited " << r.exit_code << ": "
+                  << r.err;
+    return nullptr;
+  }
+  return nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+}
+
 std::string Cluster::Submit(const std::string& contract_path, const std::string& request_id) {
   std::vector<std::string> args = {"submit", contract_path, "--json"};
   if (!request_id.empty()) {

@@ -20,6 +20,15 @@ class Cluster {
     // Appended to the coordinator's command line (e.g. --launcher slurm ...).
     std::vector<std::string> coordinator_args;
   };
+  // For tests of multi-rank training jobs that do not test lease expiry: the coordinator's
+  // default 15 s lease. ctest runs end-to-end tests side by side on the 2-core CI machine,
+  // where oversubscribed ranks can miss a 3 s lease and turn one planned retry into several.
+  static Options WithProductionLeases() {
+    Options o;
+    o.lease_ttl_s = 15;
+    o.heartbeat_s = 1;
+    return o;
+  }
   explicit Cluster(const std::string& name, Options options);
   explicit Cluster(const std::string& name) : Cluster(name, Options()) {}
   ~Cluster();
@@ -44,6 +53,8 @@ class Cluster {
   void set_cli_args(std::vector<std::string> args) { cli_args_ = std::move(args); }
   // `tailor status ID --json` parsed; null json on failure.
   nlohmann::json Status(const std::string& campaign_id);
+  // `tailor report ID --json` parsed; null json (and a test failure) on failure.
+  nlohmann::json Report(const std::string& campaign_id);
   // Submits a contract file; returns the campaign id ("" on failure).
   std::string Submit(const std::string& contract_path, const std::string& request_id = "");
   bool WaitForState(const std::string& campaign_id, const std::string& state,

@@ -20,7 +20,7 @@ std::string Contract(const std::string& parent) {
 }
 
 TEST(EntropyE2E, AutotuneSelectVerifyWithinBudget) {
-  Cluster cluster("entropy");
+  Cluster cluster("entropy", Cluster::WithProductionLeases());
   const std::string parent = cluster.TrainTinyParent();
   ASSERT_FALSE(parent.empty());
   ASSERT_TRUE(cluster.StartCoordinator());
@@ -43,9 +43,8 @@ TEST(EntropyE2E, AutotuneSelectVerifyWithinBudget) {
   EXPECT_GT(select["coded_tensors"].get<double>(), 0);  // the budget forces coding
   EXPECT_EQ(select["exact"], true);
 
-  RunResult report = cluster.Cli({"report", id, "--json"});
-  ASSERT_EQ(report.exit_code, 0) << report.err;
-  nlohmann::json r = nlohmann::json::parse(report.out);
+  nlohmann::json r = cluster.Report(id);
+  ASSERT_FALSE(r.is_null());
   const nlohmann::json& e = r["details"]["entropy"];
   EXPECT_EQ(e["outputs_identical"], true) << e.dump(2);
   EXPECT_EQ(e["fused_equals_dense"], true);

@@ -31,7 +31,7 @@ nlohmann::json WaitJobDone(Cluster& cluster, const std::string& id, const std::s
 }
 
 TEST(WorkerE2E, TwoRankRankingMatchesOneRank) {
-  Cluster cluster("worker");
+  Cluster cluster("worker", Cluster::WithProductionLeases());
   const std::string parent = cluster.TrainTinyParent();
   ASSERT_FALSE(parent.empty());
   ASSERT_TRUE(cluster.StartCoordinator());

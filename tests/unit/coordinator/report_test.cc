@@ -83,5 +83,37 @@ TEST(ReportTest, MissingMeasurementIsNotMet) {
   EXPECT_EQ(r.quality_size(), 0);
 }
 
+// The weight budget of a campaign with the entropy tail is the package's: one row, predicted
+// by entropy_select and measured by entropy_verify; the plain student (verify measured 1.985
+// MiB, over the budget) is not held to it. Without the tail the student's row is there.
+TEST(ReportTest, WeightBudgetOfAPackagedStudentIsThePackages) {
+  v1::Campaign c;
+  c.set_id("c2");
+  c.mutable_contract()->set_method(v1::BLOCK_REMOVAL);
+  c.mutable_contract()->mutable_budget()->set_weight_memory_mib_max(1.85);
+  std::vector<v1::Job> jobs = {
+      JobWith("solve", R"({"predicted": {"weight_memory_mib": 1.985}})"),
+      JobWith("verify", R"({"measured": {"weight_memory_mib": 1.985}})"),
+      JobWith("entropy_select", R"({"predicted": {"weight_memory_mib": 1.75},
+                                    "resident_bytes": 1835008})"),
+      JobWith("entropy_verify", R"({"measured": {"weight_memory_mib": 1.75},
+                                    "entropy": {"outputs_identical": true}})"),
+  };
+  c.mutable_contract()->mutable_package()->set_entropy_code(true);
+  v1::CampaignReport packaged = BuildReport(c, jobs, {});
+  ASSERT_EQ(packaged.budgets_size(), 1);
+  EXPECT_EQ(packaged.budgets(0).resource(), "weight_memory_mib (package)");
+  EXPECT_DOUBLE_EQ(packaged.budgets(0).predicted(), 1.75);
+  EXPECT_DOUBLE_EQ(packaged.budgets(0).measured(), 1.75);
+  EXPECT_TRUE(packaged.budgets(0).met());
+
+  c.mutable_contract()->mutable_package()->set_entropy_code(false);
+  v1::CampaignReport plain = BuildReport(c, {jobs[0], jobs[1]}, {});
+  ASSERT_EQ(plain.budgets_size(), 1);
+  EXPECT_EQ(plain.budgets(0).resource(), "weight_memory_mib");
+  EXPECT_DOUBLE_EQ(plain.budgets(0).measured(), 1.985);
+  EXPECT_FALSE(plain.budgets(0).met());
+}
+
 }  // namespace
 }  // namespace tailor::coordinator
