@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cli/errors.h"
+#include "common/duration_flag.h"
 #include "common/ids.h"
 #include "common/sha256.h"
 
@@ -191,9 +192,21 @@ Subcommands DeclareVerbs(CLI::App& app, Invocation& inv) {
       ->check(CLI::IsMember({"submitter", "admin", "agent"}));
   tcreate->add_option("--team", inv.team, "The token's team (required for submitters)");
   tcreate->add_option("--description", inv.description, "What the token is for");
+  tcreate
+      ->add_option_function<std::string>(
+          "--expires-in",
+          [&inv](const std::string& text) {
+            absl::StatusOr<absl::Duration> d = ParseDurationFlag(text);
+            if (!d.ok()) {
+              throw CLI::ValidationError("--expires-in", std::string(d.status().message()));
+            }
+            inv.expires_in = *d;
+          },
+          "Lifetime like 90d, 12h, 30m or 3600s, at most 3650d (default: never expires)")
+      ->type_name("DURATION");
   tcreate->add_flag("--json", inv.json, "Print the token and its secret as JSON");
   CLI::App* tlist = add(tokens, "list", "List tokens (never their secrets)", Verb::kTokensList);
-  tlist->add_flag("--all", inv.all, "Include revoked tokens");
+  tlist->add_flag("--all", inv.all, "Include revoked and expired tokens");
   tlist->add_flag("--json", inv.json, "Print JSON");
   CLI::App* trevoke = add(tokens, "revoke", "Revoke a token at once", Verb::kTokensRevoke);
   trevoke->add_option("ID", inv.target, "Token id (tok-...)")->required();

@@ -2,9 +2,12 @@
 #define TAILOR_CLI_PARSE_H_
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "absl/time/time.h"
 
 namespace tailor::cli {
 
@@ -45,7 +48,7 @@ struct Invocation {
   // The verb's positional: FILE (submit), campaign ID (status, watch, cancel, report,
   // artifacts list), AGENT_ID (drain), DIGEST (artifacts get), FINGERPRINT (costs show),
   // JOB (logs) or token ID (tokens revoke). `team` is also the team of `tokens create`, `all`
-  // also includes revoked tokens in `tokens list`.
+  // also includes revoked and expired tokens in `tokens list`.
   std::string target;
   bool json = false;
   bool wait = false;             // submit
@@ -63,6 +66,7 @@ struct Invocation {
   bool dry_run = false;          // recompress
   std::string role;              // tokens create
   std::string description;       // tokens create
+  std::optional<absl::Duration> expires_in;  // tokens create; nullopt: never expires
   int64_t limit = 100;           // tokens audit
 };
 

@@ -1,11 +1,13 @@
 // `tailor tokens create|list|revoke|audit`: API tokens and the audit log (admin tokens only).
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
 #include "cli/errors.h"
 #include "cli/format.h"
 #include "cli/table.h"
 #include "common/grpc_util.h"
+#include "common/proto_time.h"
 
 namespace tailor::cli {
 namespace {
@@ -39,6 +41,14 @@ absl::StatusOr<v1::TokenRole> ParseTokenRole(absl::string_view name) {
       absl::StrCat("--role must be submitter, admin or agent, got '", name, "'"));
 }
 
+// The EXPIRES cell: "never", the time, or the time marked "(expired)" once it has passed
+// (only `--all` lists those).
+std::string FormatExpiry(const v1::ApiToken& token, absl::Time now, absl::TimeZone tz) {
+  if (!token.has_expires_at()) return "never";
+  const std::string at = FormatTimestamp(token.expires_at(), tz);
+  return FromProto(token.expires_at()) <= now ? absl::StrCat(at, " (expired)") : at;
+}
+
 }  // namespace
 
 int RunTokensCreate(const Invocation& inv, const CliEnv& env) {
@@ -49,12 +59,20 @@ int RunTokensCreate(const Invocation& inv, const CliEnv& env) {
   request.set_role(*role);
   request.set_team(inv.team);
   request.set_description(inv.description);
+  if (inv.expires_in.has_value()) {
+    // Out-of-range values (0, over 3650 days) go as they are: the coordinator is the one
+    // place that judges them.
+    request.set_expires_in_seconds(absl::ToInt64Seconds(*inv.expires_in));
+  }
   v1::CreateTokenResponse response;
   auto ctx = env.CallContext();
   absl::Status status = FromGrpcStatus(env.tokens->CreateToken(ctx.get(), request, &response));
   if (!status.ok()) {
     return Fail(env, "cannot create a token", status,
-                "a submitter token needs --team; teams are [a-z0-9_-]{1,64}");
+                absl::StartsWith(status.message(), "expires_in:")
+                    ? "--expires-in takes 1s to 3650d, like 90d; without it the token never "
+                      "expires"
+                    : "a submitter token needs --team; teams are [a-z0-9_-]{1,64}");
   }
   if (inv.json) {
     PrintJson(*env.out, response);
@@ -65,6 +83,9 @@ int RunTokensCreate(const Invocation& inv, const CliEnv& env) {
   *env.err << "created " << RoleName(response.token().role()) << " token "
            << response.token().id()
            << (response.token().team().empty() ? "" : " for team " + response.token().team())
+           << (response.token().has_expires_at()
+                   ? " expiring " + FormatTimestamp(response.token().expires_at(), env.tz)
+                   : "")
            << "; the secret is shown once and never stored:\n";
   *env.out << response.secret() << "\n";
   return kExitOk;
@@ -91,11 +112,14 @@ int RunTokensList(const Invocation& inv, const CliEnv& env) {
                {"TEAM"},
                {"CREATED"},
                {"REVOKED"},
+               {"EXPIRES"},
                {"DESCRIPTION", Align::kLeft, 0, true}});
+  const absl::Time now = env.clock->Now();
   for (const v1::ApiToken& t : response.tokens()) {
     table.AddRow({t.id(), RoleName(t.role()), t.team().empty() ? "-" : t.team(),
                   FormatTimestamp(t.created_at(), env.tz),
                   t.has_revoked_at() ? FormatTimestamp(t.revoked_at(), env.tz) : "-",
+                  FormatExpiry(t, now, env.tz),
                   t.description().empty() ? "-" : t.description()});
   }
   *env.out << table.Render(env.width);

@@ -3,11 +3,13 @@
 #include <csignal>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/duration_flag.h"
 #include "common/logging.h"
 #include "coordinator/server.h"
 #include "coordinator/token_auth.h"
@@ -52,7 +54,8 @@ std::string SbatchArg(const std::string& v) {
 
 // --create-token: writes a token into the database without a server and prints it once.
 int CreateTokenOffline(const std::string& data_dir, const std::string& role_name,
-                       const std::string& team, const std::string& description) {
+                       const std::string& team, const std::string& description,
+                       const std::string& expires_in_text) {
   if (role_name.empty()) {
     std::cerr << "tailor-coordinator: --create-token needs --role submitter|admin|agent\n";
     return 2;
@@ -62,6 +65,15 @@ int CreateTokenOffline(const std::string& data_dir, const std::string& role_name
     std::cerr << "tailor-coordinator: --" << role.status().message() << "\n";
     return 2;
   }
+  std::optional<absl::Duration> expires_in;
+  if (!expires_in_text.empty()) {
+    absl::StatusOr<absl::Duration> parsed = tailor::ParseDurationFlag(expires_in_text);
+    if (!parsed.ok()) {
+      std::cerr << "tailor-coordinator: --expires-in: " << parsed.status().message() << "\n";
+      return 2;
+    }
+    expires_in = *parsed;
+  }
   std::error_code ec;
   std::filesystem::create_directories(data_dir, ec);
   auto registry = tailor::coordinator::TokenRegistry::Open(data_dir + "/tailor.db",
@@ -70,16 +82,19 @@ int CreateTokenOffline(const std::string& data_dir, const std::string& role_name
     std::cerr << "tailor-coordinator: " << registry.status().message() << "\n";
     return 1;
   }
-  auto issued = (*registry)->Create(*role, team, description);
+  auto issued = (*registry)->Create(*role, team, description, expires_in);
   if (!issued.ok()) {
     std::cerr << "tailor-coordinator: --create-token: " << issued.status().message() << "\n";
     return issued.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   (void)(*registry)->Audit(tailor::coordinator::Principal{}, "CreateToken", issued->row.id,
-                           absl::StrCat("role=", issued->row.role, " team=", issued->row.team,
+                           absl::StrCat(tailor::coordinator::CreateTokenAuditDetail(issued->row),
                                         " offline"));
   std::cerr << "created " << issued->row.role << " token " << issued->row.id
             << (team.empty() ? "" : " for team " + team)
+            << (issued->row.expires_at.has_value()
+                    ? " expiring " + tailor::coordinator::Rfc3339Utc(*issued->row.expires_at)
+                    : "")
             << "; the secret below is shown once and never stored:\n";
   std::cout << issued->secret << std::endl;
   return 0;
@@ -163,7 +178,7 @@ int main(int argc, char** argv) {
                "allow plaintext, or --auth off, on a non-loopback address");
   std::string auth = "off";
   bool create_token = false;
-  std::string token_role, token_team, token_description;
+  std::string token_role, token_team, token_description, token_expires_in;
   app.add_option("--auth", auth,
                  "off: every caller is an admin (loopback only, unless --insecure); tokens: "
                  "every call needs a bearer token (tailor tokens create)")
@@ -184,6 +199,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"submitter", "admin", "agent"}));
   app.add_option("--team", token_team, "--create-token: the token's team (submitters)");
   app.add_option("--description", token_description, "--create-token: what the token is for");
+  app.add_option("--expires-in", token_expires_in,
+                 "--create-token: lifetime like 90d, 12h, 30m or 3600s (at most 3650d; default: "
+                 "never expires)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -192,9 +210,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (create_token) return CreateTokenOffline(options.data_dir, token_role, token_team,
-                                              token_description);
-  if (!token_role.empty() || !token_team.empty() || !token_description.empty()) {
-    std::cerr << "tailor-coordinator: --role, --team and --description need --create-token\n";
+                                              token_description, token_expires_in);
+  if (!token_role.empty() || !token_team.empty() || !token_description.empty() ||
+      !token_expires_in.empty()) {
+    std::cerr << "tailor-coordinator: --role, --team, --description and --expires-in need "
+                 "--create-token\n";
     return 2;
   }
   options.auth_tokens = auth == "tokens";

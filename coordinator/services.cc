@@ -731,6 +731,7 @@ v1::ApiToken TokenToProto(const storage::TokenRow& row) {
   t.set_description(row.description);
   *t.mutable_created_at() = ToProto(row.created_at);
   if (row.revoked_at.has_value()) *t.mutable_revoked_at() = ToProto(*row.revoked_at);
+  if (row.expires_at.has_value()) *t.mutable_expires_at() = ToProto(*row.expires_at);
   return t;
 }
 
@@ -764,10 +765,12 @@ grpc::ServerUnaryReactor* TokenServiceImpl::CreateToken(grpc::CallbackServerCont
       [&](const Principal& p) -> absl::StatusOr<v1::CreateTokenResponse> {
         if (auth_.registry == nullptr) return NoRegistry();
         TAILOR_ASSIGN_OR_RETURN(Role role, RoleFromProto(req->role()));
-        TAILOR_ASSIGN_OR_RETURN(IssuedToken issued,
-                                auth_.registry->Create(role, req->team(), req->description()));
-        Audit(auth_, p, "CreateToken", issued.row.id,
-              absl::StrCat("role=", issued.row.role, " team=", issued.row.team));
+        std::optional<absl::Duration> expires_in;
+        if (req->has_expires_in_seconds()) expires_in = absl::Seconds(req->expires_in_seconds());
+        TAILOR_ASSIGN_OR_RETURN(
+            IssuedToken issued,
+            auth_.registry->Create(role, req->team(), req->description(), expires_in));
+        Audit(auth_, p, "CreateToken", issued.row.id, CreateTokenAuditDetail(issued.row));
         v1::CreateTokenResponse out;
         *out.mutable_token() = TokenToProto(issued.row);
         out.set_secret(std::move(issued.secret));

@@ -40,6 +40,21 @@ bool ValidTeam(absl::string_view team) {
   return true;
 }
 
+absl::Status ValidateExpiresIn(absl::Duration expires_in) {
+  if (expires_in <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expires_in: must be positive, got ", absl::ToInt64Seconds(expires_in), "s"));
+  }
+  if (expires_in > kMaxTokenLifetime) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expires_in: must be at most ", absl::ToInt64Hours(kMaxTokenLifetime) / 24,
+                     " days (", absl::ToInt64Seconds(kMaxTokenLifetime), "s), got ",
+                     absl::ToInt64Seconds(expires_in), "s; omit it for a token that never "
+                     "expires"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::string_view RoleName(Role role) {
@@ -80,6 +95,18 @@ std::string NewTokenSecret() {
 
 std::string HashTokenSecret(absl::string_view secret) { return Sha256::Hex(secret); }
 
+std::string Rfc3339Utc(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
+}
+
+std::string CreateTokenAuditDetail(const storage::TokenRow& row) {
+  std::string detail = absl::StrCat("role=", row.role, " team=", row.team);
+  if (row.expires_at.has_value()) {
+    absl::StrAppend(&detail, " expires_at=", Rfc3339Utc(*row.expires_at));
+  }
+  return detail;
+}
+
 std::string BearerFromHeader(absl::string_view authorization) {
   absl::string_view v = absl::StripAsciiWhitespace(authorization);
   if (v.size() < 7 || !absl::EqualsIgnoreCase(v.substr(0, 7), "bearer ")) return "";
@@ -101,7 +128,8 @@ TokenRegistry::TokenRegistry(std::unique_ptr<storage::CoordinatorStore> store, C
     : clock_(clock), cache_ttl_(cache_ttl), store_(std::move(store)) {}
 
 absl::StatusOr<IssuedToken> TokenRegistry::Create(Role role, const std::string& team,
-                                                  const std::string& description) {
+                                                  const std::string& description,
+                                                  std::optional<absl::Duration> expires_in) {
   if (role == Role::kSubmitter && team.empty()) {
     return absl::InvalidArgumentError("team: required for a submitter token");
   }
@@ -113,6 +141,7 @@ absl::StatusOr<IssuedToken> TokenRegistry::Create(Role role, const std::string& 
     return absl::InvalidArgumentError(absl::StrCat("description: at most ", kMaxDescription,
                                                    " characters, got ", description.size()));
   }
+  if (expires_in.has_value()) TAILOR_RETURN_IF_ERROR(ValidateExpiresIn(*expires_in));
   IssuedToken issued;
   issued.secret = NewTokenSecret();
   storage::TokenRow& row = issued.row;
@@ -122,14 +151,16 @@ absl::StatusOr<IssuedToken> TokenRegistry::Create(Role role, const std::string& 
   row.role = std::string(RoleName(role));
   row.description = description;
   row.created_at = clock_->Now();
+  if (expires_in.has_value()) row.expires_at = row.created_at + *expires_in;
   absl::MutexLock lock(&mu_);
   TAILOR_RETURN_IF_ERROR(store_->InsertToken(row));
   return issued;
 }
 
 absl::StatusOr<std::vector<storage::TokenRow>> TokenRegistry::List(bool include_revoked) {
+  const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
-  return store_->ListTokens(include_revoked);
+  return store_->ListTokens(include_revoked, now);
 }
 
 absl::StatusOr<storage::TokenRow> TokenRegistry::Revoke(const std::string& id) {
@@ -151,12 +182,18 @@ absl::StatusOr<Principal> TokenRegistry::Lookup(absl::string_view secret) {
   const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
   if (auto it = cache_.find(hash); it != cache_.end()) {
-    if (now - it->second.fetched_at < cache_ttl_) return it->second.principal;
+    // An expired entry falls through to the database, which words the error.
+    const bool expired = it->second.expires_at.has_value() && now >= *it->second.expires_at;
+    if (now - it->second.fetched_at < cache_ttl_ && !expired) return it->second.principal;
     cache_.erase(it);
   }
   TAILOR_ASSIGN_OR_RETURN(std::optional<storage::TokenRow> row, store_->FindTokenByHash(hash));
   if (!row.has_value() || row->revoked_at.has_value()) {
     return absl::UnauthenticatedError("invalid or revoked token");
+  }
+  if (row->expires_at.has_value() && now >= *row->expires_at) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("token ", row->id, " expired at ", Rfc3339Utc(*row->expires_at)));
   }
   absl::StatusOr<Role> role = ParseRole(row->role);
   if (!role.ok()) {
@@ -167,7 +204,7 @@ absl::StatusOr<Principal> TokenRegistry::Lookup(absl::string_view secret) {
   p.token_id = row->id;
   p.role = *role;
   if (p.role == Role::kSubmitter) p.team = row->team;
-  cache_[hash] = Cached{p, now};
+  cache_[hash] = Cached{p, now, row->expires_at};
   return p;
 }
 
@@ -212,7 +249,8 @@ absl::StatusOr<std::string> EnsureLauncherToken(TokenRegistry* registry,
       const std::string secret(absl::StripAsciiWhitespace(ss.str()));
       absl::StatusOr<Principal> p = registry->Lookup(secret);
       if (p.ok() && p->role == Role::kAgent) return secret;
-      spdlog::info("launcher token in {} is no longer valid; creating a new one", path);
+      spdlog::info("launcher token in {} is no longer valid ({}); creating a new one", path,
+                   p.ok() ? "not an agent token" : std::string(p.status().message()));
     }
   }
   TAILOR_ASSIGN_OR_RETURN(IssuedToken issued,

@@ -6,6 +6,7 @@
 // waits for the coordinator's lock.
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,11 +32,23 @@ std::string NewTokenSecret();
 // What the database keeps of a secret: its SHA-256, hex.
 std::string HashTokenSecret(absl::string_view secret);
 
+// The longest lifetime Create accepts: a token meant to outlive this is one meant never to
+// expire, which is what no expiry says.
+inline constexpr absl::Duration kMaxTokenLifetime = absl::Hours(24 * 3650);
+
 // A token just created: the stored row and the secret, which exists nowhere else.
 struct IssuedToken {
   storage::TokenRow row;
   std::string secret;
 };
+
+// "2026-11-30T10:00:00Z" (whole seconds, UTC): how expiry times are written in errors, the
+// audit log and the coordinator's own output.
+std::string Rfc3339Utc(absl::Time t);
+
+// The audit detail of CreateToken: "role=submitter team=vision", and for a token that
+// expires " expires_at=2026-11-30T10:00:00Z".
+std::string CreateTokenAuditDetail(const storage::TokenRow& row);
 
 // Tokens, the audit log and the ownership lookups authorization needs. Thread-safe.
 class TokenRegistry {
@@ -51,14 +64,19 @@ class TokenRegistry {
                 absl::Duration cache_ttl = absl::Seconds(5));
 
   // INVALID_ARGUMENT (naming the field) for a submitter without a team, a team that is not
-  // [a-z0-9_-]{1,64}, or a description over 256 characters.
+  // [a-z0-9_-]{1,64}, a description over 256 characters, or an `expires_in` that is not in
+  // (0, kMaxTokenLifetime]. Without `expires_in` the token never expires.
   absl::StatusOr<IssuedToken> Create(Role role, const std::string& team,
-                                     const std::string& description);
+                                     const std::string& description,
+                                     std::optional<absl::Duration> expires_in = std::nullopt);
+  // Oldest first. Revoked and expired tokens only with include_revoked.
   absl::StatusOr<std::vector<storage::TokenRow>> List(bool include_revoked);
   // NOT_FOUND for an unknown id; revoking twice keeps the first time.
   absl::StatusOr<storage::TokenRow> Revoke(const std::string& id);
 
-  // The principal of a bearer secret. UNAUTHENTICATED when it is empty, unknown or revoked.
+  // The principal of a bearer secret. UNAUTHENTICATED when it is empty, unknown, revoked or
+  // expired ("token tok-... expired at 2026-11-30T10:00:00Z"). Expiry is exact even for
+  // cached tokens.
   absl::StatusOr<Principal> Lookup(absl::string_view secret);
 
   // Records one use of an admin verb.
@@ -74,6 +92,7 @@ class TokenRegistry {
   struct Cached {
     Principal principal;
     absl::Time fetched_at;
+    std::optional<absl::Time> expires_at;
   };
 
   Clock* const clock_;
@@ -98,8 +117,8 @@ class TokenAuthenticator : public Authenticator {
 
 // The agent-role token the coordinator hands the ranks its launchers start (TAILOR_TOKEN).
 // Its secret is kept in `path` (mode 0600) so that ranks started before a restart (Slurm
-// jobs) keep working: the file's token is reused while it is valid, otherwise a new one is
-// created and the file rewritten.
+// jobs) keep working: the file's token is reused while it is valid, otherwise (revoked,
+// expired, unknown) a new one is created and the file rewritten. Its tokens never expire.
 absl::StatusOr<std::string> EnsureLauncherToken(TokenRegistry* registry, const std::string& path);
 
 // The secret of "authorization: Bearer <secret>" ("" when the header is absent or uses

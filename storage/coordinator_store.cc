@@ -482,7 +482,16 @@ absl::StatusOr<bool> CoordinatorStore::ArtifactKnown(const std::string& digest) 
 namespace {
 
 constexpr char kTokenColumns[] =
-    "id, token_hash, team, role, description, created_at, revoked_at";
+    "id, token_hash, team, role, description, created_at, revoked_at, expires_at";
+
+// NULL for nullopt: "not revoked", "never expires".
+void BindOptionalTime(Statement& s, int index, const std::optional<absl::Time>& t) {
+  if (t.has_value()) {
+    s.Bind(index, ToMicros(*t));
+  } else {
+    s.BindNull(index);
+  }
+}
 
 TokenRow ReadToken(const Statement& s) {
   TokenRow r;
@@ -493,6 +502,7 @@ TokenRow ReadToken(const Statement& s) {
   r.description = s.ColumnText(4);
   r.created_at = FromMicros(s.ColumnInt(5));
   if (!s.ColumnIsNull(6)) r.revoked_at = FromMicros(s.ColumnInt(6));
+  if (!s.ColumnIsNull(7)) r.expires_at = FromMicros(s.ColumnInt(7));
   return r;
 }
 
@@ -502,18 +512,15 @@ absl::Status CoordinatorStore::InsertToken(const TokenRow& row) {
   TAILOR_ASSIGN_OR_RETURN(
       Statement s,
       db_->Prepare(absl::StrCat("INSERT INTO api_tokens (", kTokenColumns,
-                                ") VALUES (?,?,?,?,?,?,?)")));
+                                ") VALUES (?,?,?,?,?,?,?,?)")));
   s.Bind(1, row.id)
       .Bind(2, row.token_hash)
       .Bind(3, row.team)
       .Bind(4, row.role)
       .Bind(5, row.description)
       .Bind(6, ToMicros(row.created_at));
-  if (row.revoked_at.has_value()) {
-    s.Bind(7, ToMicros(*row.revoked_at));
-  } else {
-    s.BindNull(7);
-  }
+  BindOptionalTime(s, 7, row.revoked_at);
+  BindOptionalTime(s, 8, row.expires_at);
   return s.Run();
 }
 
@@ -538,12 +545,16 @@ absl::StatusOr<TokenRow> CoordinatorStore::GetToken(const std::string& id) {
   return ReadToken(s);
 }
 
-absl::StatusOr<std::vector<TokenRow>> CoordinatorStore::ListTokens(bool include_revoked) {
+absl::StatusOr<std::vector<TokenRow>> CoordinatorStore::ListTokens(bool include_inactive,
+                                                                  absl::Time now) {
   TAILOR_ASSIGN_OR_RETURN(
       Statement s,
-      db_->Prepare(absl::StrCat("SELECT ", kTokenColumns, " FROM api_tokens",
-                                include_revoked ? "" : " WHERE revoked_at IS NULL",
-                                " ORDER BY created_at, id")));
+      db_->Prepare(absl::StrCat(
+          "SELECT ", kTokenColumns, " FROM api_tokens",
+          include_inactive ? "" : " WHERE revoked_at IS NULL AND "
+                                  "(expires_at IS NULL OR expires_at > ?)",
+          " ORDER BY created_at, id")));
+  if (!include_inactive) s.Bind(1, ToMicros(now));
   std::vector<TokenRow> out;
   while (true) {
     TAILOR_ASSIGN_OR_RETURN(bool row, s.Step());

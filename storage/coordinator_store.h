@@ -38,6 +38,7 @@ struct TokenRow {
   std::string description;
   absl::Time created_at;
   std::optional<absl::Time> revoked_at;  // nullopt while active
+  std::optional<absl::Time> expires_at;  // nullopt: never expires
 };
 
 // One use of an admin verb.
@@ -127,8 +128,8 @@ class CoordinatorStore {
   absl::Status InsertToken(const TokenRow& row);
   absl::StatusOr<std::optional<TokenRow>> FindTokenByHash(const std::string& token_hash);
   absl::StatusOr<TokenRow> GetToken(const std::string& id);  // NOT_FOUND
-  // Oldest first; revoked tokens only with include_revoked.
-  absl::StatusOr<std::vector<TokenRow>> ListTokens(bool include_revoked);
+  // Oldest first. Revoked tokens, and those expired at `now`, only with include_inactive.
+  absl::StatusOr<std::vector<TokenRow>> ListTokens(bool include_inactive, absl::Time now);
   // Sets revoked_at unless already set (the first revocation time is kept) and returns the
   // row. NOT_FOUND for an unknown id.
   absl::StatusOr<TokenRow> RevokeToken(const std::string& id, absl::Time at);

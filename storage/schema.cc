@@ -122,6 +122,11 @@ CREATE TABLE audit_events (
   detail   TEXT NOT NULL DEFAULT ''
 );
 )sql"},
+      // Token expiry (coordinator/token_auth.h). NULL, what every existing token gets, is
+      // "never expires", so upgrading changes no token's validity.
+      {3, R"sql(
+ALTER TABLE api_tokens ADD COLUMN expires_at INTEGER;
+)sql"},
   };
   return *migrations;
 }

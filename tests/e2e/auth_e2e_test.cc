@@ -13,7 +13,10 @@
 #include <regex>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "common/contract_io.h"
 #include "common/sha256.h"
 #include "gmock/gmock.h"
@@ -540,6 +543,52 @@ TEST(AuthE2E, MatrixOfEveryRpc) {
     ASSERT_EQ(cli.exit_code, 0) << cli.err;
     EXPECT_THAT(cli.out, HasSubstr("DrainAgent"));
   }
+}
+
+// A token made with `tokens create --expires-in 2s` works, then is refused with a message that
+// says it expired: the coordinator's 5 s token cache does not extend it. `tokens list` hides
+// it afterwards unless --all, which marks it expired.
+TEST(AuthE2E, ExpiringTokenIsRefusedOnceExpired) {
+  Cluster cluster("auth-expiry", WithArgs({"--auth", "tokens", "--launcher", "none"}));
+  const std::string admin = BootstrapAdmin(cluster);
+  ASSERT_TRUE(cluster.StartCoordinator());
+
+  RunResult created = cluster.Cli({"--token", admin, "tokens", "create", "--role", "submitter",
+                                   "--team", "team-a", "--expires-in", "8s", "--json"});
+  const absl::Time created_by = absl::Now();
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  const nlohmann::json token = nlohmann::json::parse(created.out);
+  const std::string secret = token["secret"];
+  const std::string id = token["token"]["id"];
+  // Protobuf JSON: "2026-11-30T10:00:02.123456Z"; messages print whole seconds.
+  const std::string expires_at = token["token"]["expires_at"];
+  ASSERT_GE(expires_at.size(), 19u) << created.out;
+
+  RunResult used = cluster.Cli({"--token", secret, "list"});
+  EXPECT_EQ(used.exit_code, 0) << used.err;
+  EXPECT_THAT(used.out, HasSubstr("no campaigns"));
+  RunResult listed = cluster.Cli({"--token", admin, "tokens", "list"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_THAT(listed.out, HasSubstr("EXPIRES"));
+  EXPECT_THAT(listed.out, HasSubstr(id));
+
+  // 8 s leaves the two calls above time even on a loaded CI machine.
+  absl::SleepFor(created_by + absl::Milliseconds(8200) - absl::Now());
+  RunResult refused = cluster.Cli({"--token", secret, "list"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr(absl::StrCat("token ", id, " expired at ",
+                                                  expires_at.substr(0, 19), "Z")));
+
+  listed = cluster.Cli({"--token", admin, "tokens", "list"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_EQ(listed.out.find(id), std::string::npos) << listed.out;
+  listed = cluster.Cli({"--token", admin, "tokens", "list", "--all"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  std::string row;
+  for (absl::string_view line : absl::StrSplit(listed.out, '\n')) {
+    if (absl::StartsWith(line, id)) row = std::string(line);
+  }
+  EXPECT_THAT(row, HasSubstr("(expired)")) << listed.out;
 }
 
 // deploy/dev-ca.sh DIR; "" on failure.

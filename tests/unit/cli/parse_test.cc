@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -221,6 +223,34 @@ TEST(ParseTest, Tokens) {
   EXPECT_EQ(inv.verb, Verb::kTokensAudit);
   EXPECT_EQ(inv.limit, 5);
   EXPECT_THAT(Usage({"tokens", "audit", "--limit", "0"}), HasSubstr("--limit"));
+}
+
+TEST(ParseTest, TokensCreateExpiresIn) {
+  EXPECT_EQ(Ok({"tokens", "create", "--role", "admin"}).expires_in, std::nullopt);
+  EXPECT_EQ(Ok({"tokens", "create", "--role", "admin", "--expires-in", "90d"}).expires_in,
+            absl::Hours(24 * 90));
+  EXPECT_EQ(Ok({"tokens", "create", "--role", "admin", "--expires-in", "12h"}).expires_in,
+            absl::Hours(12));
+  EXPECT_EQ(Ok({"tokens", "create", "--role", "agent", "--expires-in", "30m"}).expires_in,
+            absl::Minutes(30));
+  EXPECT_EQ(Ok({"tokens", "create", "--role", "submitter", "--team", "t", "--expires-in",
+                "3600s"})
+                .expires_in,
+            absl::Seconds(3600));
+  // Zero and out-of-range values parse: the coordinator judges the range (INVALID_ARGUMENT
+  // naming expires_in), so every client gets the same answer.
+  EXPECT_EQ(Ok({"tokens", "create", "--role", "admin", "--expires-in", "0s"}).expires_in,
+            absl::ZeroDuration());
+  EXPECT_EQ(Ok({"tokens", "create", "--role", "admin", "--expires-in", "3651d"}).expires_in,
+            absl::Hours(24 * 3651));
+  for (const std::string bad : {"-5d", "+5d", "1.5h", "90", "d", "1h30m", "5w", " 5d", "5D"}) {
+    EXPECT_EQ(Usage({"tokens", "create", "--role", "admin", "--expires-in", bad}),
+              absl::StrCat("tailor: --expires-in: '", bad,
+                           "' is not a duration like 90d, 12h, 30m or 3600s\n"
+                           "Run with --help for more information.\n"))
+        << bad;
+  }
+  EXPECT_THAT(Usage({"tokens", "list", "--expires-in", "1d"}), HasSubstr("--expires-in"));
 }
 
 TEST(ParseTest, NumericOptionsSayWhatTheyExpect) {

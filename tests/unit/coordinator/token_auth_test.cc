@@ -168,6 +168,88 @@ TEST_F(TokenAuthTest, RevocationByAnotherProcessWithinTheCacheTtl) {
   EXPECT_EQ(auth.Authenticate(t->secret).status().code(), absl::StatusCode::kUnauthenticated);
 }
 
+// FakeClock starts at 2023-11-14T22:13:20Z.
+TEST_F(TokenAuthTest, ExpiringTokenWorksUntilItsExpiryEvenWhenCached) {
+  TokenAuthenticator auth(registry_.get());
+  const absl::Time created = clock_.Now();
+  auto t = registry_->Create(Role::kSubmitter, "team-a", "ci", absl::Hours(1));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->row.expires_at, created + absl::Hours(1));
+  EXPECT_EQ(CreateTokenAuditDetail(t->row),
+            "role=submitter team=team-a expires_at=2023-11-14T23:13:20Z");
+
+  clock_.Advance(absl::Minutes(59));
+  auto p = auth.Authenticate(t->secret);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->token_id, t->row.id);
+  // Cached one second before the expiry; the cache (5 s) must not outlive it.
+  clock_.Set(created + absl::Hours(1) - absl::Seconds(1));
+  ASSERT_TRUE(auth.Authenticate(t->secret).ok());
+  clock_.Set(created + absl::Hours(1));
+  p = auth.Authenticate(t->secret);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(p.status().message(),
+            absl::StrCat("token ", t->row.id, " expired at 2023-11-14T23:13:20Z"));
+  // And it stays expired (nothing re-cached it).
+  clock_.Advance(absl::Hours(24));
+  EXPECT_EQ(auth.Authenticate(t->secret).status().message(),
+            absl::StrCat("token ", t->row.id, " expired at 2023-11-14T23:13:20Z"));
+
+  // Listed like a revoked token: only with include_revoked.
+  auto listed = registry_->List(/*include_revoked=*/false);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_TRUE(listed->empty());
+  listed = registry_->List(/*include_revoked=*/true);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].id, t->row.id);
+  EXPECT_EQ((*listed)[0].expires_at, created + absl::Hours(1));
+  EXPECT_EQ((*listed)[0].revoked_at, std::nullopt);
+}
+
+TEST_F(TokenAuthTest, TokensWithoutExpiryStillWorkYearsLater) {
+  auto t = registry_->Create(Role::kAdmin, "ops", "");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->row.expires_at, std::nullopt);
+  EXPECT_EQ(CreateTokenAuditDetail(t->row), "role=admin team=ops");
+  clock_.Advance(absl::Hours(24 * 365 * 20));
+  auto p = registry_->Lookup(t->secret);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->is_admin());
+  auto listed = registry_->List(/*include_revoked=*/false);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), 1u);
+}
+
+TEST_F(TokenAuthTest, InvalidExpiryIsRejectedAndNothingIsWritten) {
+  const struct {
+    absl::Duration expires_in;
+    std::string message;
+  } cases[] = {
+      {absl::ZeroDuration(), "expires_in: must be positive, got 0s"},
+      {absl::Seconds(-60), "expires_in: must be positive, got -60s"},
+      {absl::Hours(24 * 3650) + absl::Seconds(1),
+       "expires_in: must be at most 3650 days (315360000s), got 315360001s; omit it for a "
+       "token that never expires"},
+      {absl::InfiniteDuration(),
+       "expires_in: must be at most 3650 days (315360000s), got 9223372036854775807s; omit it "
+       "for a token that never expires"},
+  };
+  for (const auto& c : cases) {
+    auto t = registry_->Create(Role::kAdmin, "ops", "", c.expires_in);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_EQ(t.status().message(), c.message);
+  }
+  auto listed = registry_->List(/*include_revoked=*/true);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());
+  // The bounds themselves are accepted.
+  auto longest = registry_->Create(Role::kAdmin, "ops", "", absl::Hours(24 * 3650));
+  ASSERT_TRUE(longest.ok()) << longest.status();
+  EXPECT_EQ(longest->row.expires_at, clock_.Now() + absl::Hours(24 * 3650));
+  EXPECT_TRUE(registry_->Create(Role::kAdmin, "ops", "", absl::Seconds(1)).ok());
+}
+
 TEST_F(TokenAuthTest, AuditRecordsTheToken) {
   Principal admin;
   admin.token_id = "tok-admin";
@@ -202,6 +284,43 @@ TEST_F(TokenAuthTest, LauncherTokenIsReusedUntilRevoked) {
   ASSERT_TRUE(fresh.ok());
   EXPECT_NE(*fresh, *first);
   EXPECT_TRUE(registry_->Lookup(*fresh).ok());
+}
+
+TEST_F(TokenAuthTest, LauncherTokenNeverExpiresAndAnExpiredOneIsReplaced) {
+  const std::string path = dir_ + "/launcher.token";
+  // A file holding an agent token that expires (written by hand, say).
+  auto expiring = registry_->Create(Role::kAgent, "", "", absl::Minutes(10));
+  ASSERT_TRUE(expiring.ok());
+  {
+    std::ofstream out(path);
+    out << expiring->secret << "\n";
+  }
+  auto reused = EnsureLauncherToken(registry_.get(), path);
+  ASSERT_TRUE(reused.ok()) << reused.status();
+  EXPECT_EQ(*reused, expiring->secret);  // still valid: kept
+
+  clock_.Advance(absl::Minutes(10));
+  auto fresh = EnsureLauncherToken(registry_.get(), path);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_NE(*fresh, expiring->secret);
+  std::ifstream in(path);
+  std::string stored;
+  std::getline(in, stored);
+  EXPECT_EQ(stored, *fresh);
+
+  // The launcher's own token has no expiry: it still works, and is kept, years later.
+  clock_.Advance(absl::Hours(24 * 365 * 20));
+  auto p = registry_->Lookup(*fresh);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->role, Role::kAgent);
+  auto again = EnsureLauncherToken(registry_.get(), path);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *fresh);
+  auto listed = registry_->List(/*include_revoked=*/false);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].id, p->token_id);
+  EXPECT_EQ((*listed)[0].expires_at, std::nullopt);
 }
 
 TEST(AllowAllTest, EveryoneIsAnAnonymousAdmin) {

@@ -7,6 +7,8 @@
 #include "common/proto_time.h"
 #include "gtest/gtest.h"
 #include "storage/coordinator_store.h"
+#include "storage/database.h"
+#include "storage/schema.h"
 
 namespace tailor::storage {
 namespace {
@@ -70,13 +72,108 @@ TEST_F(TokenStoreTest, InsertFindListRevoke) {
   EXPECT_EQ(store_->RevokeToken("tok-9", absl::FromUnixSeconds(1)).status().code(),
             absl::StatusCode::kNotFound);
 
-  auto active = store_->ListTokens(/*include_revoked=*/false);
+  auto active = store_->ListTokens(/*include_inactive=*/false, absl::FromUnixSeconds(4000));
   ASSERT_TRUE(active.ok());
   ASSERT_EQ(active->size(), 1u);
   EXPECT_EQ((*active)[0].id, "tok-2");
-  auto all = store_->ListTokens(/*include_revoked=*/true);
+  auto all = store_->ListTokens(/*include_inactive=*/true, absl::FromUnixSeconds(4000));
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->size(), 2u);
+}
+
+TEST_F(TokenStoreTest, ExpiryRoundTripsAndExpiredTokensAreInactive) {
+  TokenRow expiring = Row("tok-1", std::string(64, 'a'));
+  expiring.expires_at = absl::FromUnixSeconds(5000);
+  ASSERT_TRUE(store_->InsertToken(expiring).ok());
+  ASSERT_TRUE(store_->InsertToken(Row("tok-2", std::string(64, 'b'))).ok());
+
+  auto found = store_->GetToken("tok-1");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->expires_at, absl::FromUnixSeconds(5000));
+  found = store_->GetToken("tok-2");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->expires_at, std::nullopt);
+
+  auto ids = [&](bool include_inactive, absl::Time now) {
+    std::vector<std::string> out;
+    auto rows = store_->ListTokens(include_inactive, now);
+    EXPECT_TRUE(rows.ok()) << rows.status();
+    for (const TokenRow& r : *rows) out.push_back(r.id);
+    return out;
+  };
+  // Valid until the instant before expires_at; at expires_at it is expired.
+  EXPECT_EQ(ids(false, absl::FromUnixSeconds(5000) - absl::Microseconds(1)),
+            (std::vector<std::string>{"tok-1", "tok-2"}));
+  EXPECT_EQ(ids(false, absl::FromUnixSeconds(5000)), std::vector<std::string>{"tok-2"});
+  EXPECT_EQ(ids(true, absl::FromUnixSeconds(5000)),
+            (std::vector<std::string>{"tok-1", "tok-2"}));
+}
+
+// A database written by the previous schema (version 2, no api_tokens.expires_at) is
+// upgraded in place by Open: its tokens and audit log survive and never expire.
+TEST_F(TokenStoreTest, SchemaVersion2UpgradesInPlaceKeepingTokens) {
+  store_.reset();
+  const std::string path = dir_ + "/old.db";
+  {
+    auto db = Database::Open(path);
+    ASSERT_TRUE(db.ok()) << db.status();
+    const std::vector<Migration> v2(CoordinatorMigrations().begin(),
+                                    CoordinatorMigrations().begin() + 2);
+    ASSERT_TRUE((*db)->Migrate(v2).ok());
+    ASSERT_TRUE((*db)
+                    ->Exec("INSERT INTO api_tokens (id, token_hash, team, role, description, "
+                           "created_at, revoked_at) VALUES "
+                           "('tok-old', 'hash-old', 'ops', 'admin', 'first admin', 1000000, "
+                           "NULL), "
+                           "('tok-gone', 'hash-gone', '', 'agent', '', 2000000, 3000000);"
+                           "INSERT INTO audit_events (time, token_id, verb, target) VALUES "
+                           "(1000000, '', 'CreateToken', 'tok-old');")
+                    .ok());
+    auto version = (*db)->UserVersion();
+    ASSERT_TRUE(version.ok());
+    ASSERT_EQ(*version, 2);
+  }
+
+  auto store = CoordinatorStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto old = (*store)->FindTokenByHash("hash-old");
+  ASSERT_TRUE(old.ok()) << old.status();
+  ASSERT_TRUE(old->has_value());
+  EXPECT_EQ((*old)->id, "tok-old");
+  EXPECT_EQ((*old)->team, "ops");
+  EXPECT_EQ((*old)->role, "admin");
+  EXPECT_EQ((*old)->description, "first admin");
+  EXPECT_EQ((*old)->created_at, absl::FromUnixSeconds(1));
+  EXPECT_EQ((*old)->revoked_at, std::nullopt);
+  EXPECT_EQ((*old)->expires_at, std::nullopt);
+  auto gone = (*store)->GetToken("tok-gone");
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_EQ(gone->revoked_at, absl::FromUnixSeconds(3));
+  EXPECT_EQ(gone->expires_at, std::nullopt);
+  // Years later the old token is still listed as active.
+  auto active = (*store)->ListTokens(false, absl::FromUnixSeconds(1) + absl::Hours(24 * 3650));
+  ASSERT_TRUE(active.ok()) << active.status();
+  ASSERT_EQ(active->size(), 1u);
+  EXPECT_EQ((*active)[0].id, "tok-old");
+  auto events = (*store)->ListAuditEvents(10);
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0].target, "tok-old");
+  // New tokens carry an expiry in the upgraded table.
+  TokenRow fresh = Row("tok-new", std::string(64, 'n'));
+  fresh.expires_at = absl::FromUnixSeconds(9000);
+  ASSERT_TRUE((*store)->InsertToken(fresh).ok());
+  auto got = (*store)->GetToken("tok-new");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->expires_at, absl::FromUnixSeconds(9000));
+  store->reset();
+
+  auto db = Database::Open(path);
+  ASSERT_TRUE(db.ok()) << db.status();
+  auto version = (*db)->UserVersion();
+  ASSERT_TRUE(version.ok());
+  EXPECT_EQ(*version, static_cast<int>(CoordinatorMigrations().size()));
+  EXPECT_GE(*version, 3);
 }
 
 TEST_F(TokenStoreTest, DuplicateHashOrIdIsAlreadyExists) {
