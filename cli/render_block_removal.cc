@@ -37,15 +37,16 @@ bool Bool(const Struct& s, const std::string& key) {
 }
 
 // "3,5" (layer indices as `tailor report --json` lists them).
-std::string BlocksCell(const Struct& s) {
+std::string LayerList(const Struct& s, const std::string& key) {
   std::vector<std::string> out;
-  if (const Value* v = Field(s, "removed_layers"); v != nullptr && v->has_list_value()) {
+  if (const Value* v = Field(s, key); v != nullptr && v->has_list_value()) {
     for (const Value& x : v->list_value().values()) {
       out.push_back(absl::StrCat(static_cast<int64_t>(x.number_value())));
     }
   }
   return out.empty() ? "-" : absl::StrJoin(out, ",");
 }
+std::string BlocksCell(const Struct& s) { return LayerList(s, "removed_layers"); }
 
 // Energies of a Fisher matrix are small and span decades: significant digits, not decimals.
 std::string Energy(double e) {
@@ -72,6 +73,14 @@ std::string RenderBlockRemoval(const v1::CampaignReport& r, const RenderOptions&
       Field(br, "solver") != nullptr ? Field(br, "solver")->string_value() : "-", ", ",
       FormatNumber(Num(br, "states_total"), 0), " states, ",
       absl::StrFormat("%.3g", Num(br, "solve_seconds")), " s\n");
+  const Value* stages = Field(br, "stages_detail");
+  if (stages != nullptr && stages->has_list_value()) {
+    absl::StrAppend(&out, "in ", stages->list_value().values_size(),
+                    " stages, gradients recomputed after each; the spectrum is the first "
+                    "stage's (",
+                    FormatNumber(Num(br, "stage_blocks"), 0),
+                    Num(br, "stage_blocks") == 1 ? " block" : " blocks", " per state)\n");
+  }
   if (const Value* trials = Field(br, "m_search"); trials != nullptr && trials->has_list_value()) {
     // Why this M: each smaller M had no low-energy state within the budget.
     for (const Value& t : trials->list_value().values()) {
@@ -111,6 +120,18 @@ std::string RenderBlockRemoval(const v1::CampaignReport& r, const RenderOptions&
                       ", energy ", Energy(Num(*g, "energy")), "\n");
     }
   }
+  if (stages != nullptr && stages->has_list_value()) {
+    Table by_stage({{"STAGE", Align::kRight},
+                    {"BLOCKS ADDED"},
+                    {"REMOVED SO FAR"},
+                    {"EVAL LOSS", Align::kRight}});
+    for (const Value& v : stages->list_value().values()) {
+      const Struct& s = v.struct_value();
+      by_stage.AddRow({FormatNumber(Num(s, "stage"), 0), LayerList(s, "added_layers"),
+                       LayerList(s, "removed_layers"), Loss(Num(s, "loss"))});
+    }
+    absl::StrAppend(&out, by_stage.Render(options.width));
+  }
   if (!std::isnan(Num(br, "parent_loss"))) {
     absl::StrAppend(&out, "parent eval loss ", Loss(Num(br, "parent_loss")), " on ",
                     FormatNumber(Num(br, "held_out_samples"), 0), " held-out samples\n");
@@ -130,8 +151,12 @@ std::string RenderBlockRemoval(const v1::CampaignReport& r, const RenderOptions&
     } else {
       verdict = "tie";
     }
-    absl::StrAppend(&out, "CBO (rank ", FormatNumber(Num(*chosen, "rank"), 0), ", blocks ",
-                    BlocksCell(*chosen), ") eval loss ", Loss(Num(*cmp, "cbo_loss")),
+    const std::string which =
+        Field(*chosen, "stages") != nullptr
+            ? absl::StrCat("staged CBO (", FormatNumber(Num(*chosen, "stages"), 0), " stages")
+            : absl::StrCat("CBO (rank ", FormatNumber(Num(*chosen, "rank"), 0));
+    absl::StrAppend(&out, which, ", blocks ", BlocksCell(*chosen), ") eval loss ",
+                    Loss(Num(*cmp, "cbo_loss")),
                     " vs Block Influence (blocks ", BlocksCell(*b), ", energy ",
                     Energy(Num(*b, "energy")), ") eval loss ", Loss(Num(*cmp, "baseline_loss")),
                     " at M=", FormatNumber(m, 0), ": ", verdict, "\n");

@@ -425,6 +425,18 @@ void CheckBlockRemoval(const DeploymentContract& c, Checker& k) {
     k.Int("block_removal.calibration_samples", b.calibration_samples(), 1, 100000);
   }
   if (b.has_candidates()) k.Int("block_removal.candidates", b.candidates(), 1, 1000);
+  if (b.has_stages() && k.Int("block_removal.stages", b.stages(), 1, 8)) {
+    // A budget-driven M is found by solving once; stages need M up front.
+    if (b.stages() > 1 && !b.has_blocks_to_remove()) {
+      k.Add("block_removal.stages",
+            absl::StrCat(b.stages(), " stages need block_removal.blocks_to_remove (a "
+                                     "budget-driven M is chosen in one stage)"));
+    } else if (b.has_blocks_to_remove() && b.stages() > b.blocks_to_remove()) {
+      k.Add("block_removal.stages",
+            absl::StrCat("at most block_removal.blocks_to_remove (", b.blocks_to_remove(),
+                         "), got ", b.stages()));
+    }
+  }
   if (!v1::QuboSolver_IsValid(b.solver())) {
     k.Add("block_removal.solver",
           absl::StrCat("must be one of QUBO_SOLVER_UNSPECIFIED, EXACT, SIMULATED_ANNEALING, "
@@ -636,6 +648,7 @@ DeploymentContract WithDefaults(const DeploymentContract& contract) {
   v1::BlockRemovalParams* b = c.mutable_block_removal();
   if (!b->has_calibration_samples()) b->set_calibration_samples(128);
   if (!b->has_candidates()) b->set_candidates(8);
+  if (!b->has_stages()) b->set_stages(1);
 
   v1::EntropyParams* e = c.mutable_entropy();
   SetDefaultList(e->mutable_symbols_per_codeword(), {1, 2});

@@ -162,6 +162,19 @@ void AddBlockRemovalReport(const v1::Campaign& campaign, const std::vector<v1::J
     }
   }
 
+  // Staged removal: the spectrum above is the first stage's; the later stages and the final
+  // set come from evaluate_candidates.
+  SetNumber(out, "stages", Number(solve, "stages").value_or(1));
+  if (const Value* stage_rows = Field(eval, "stages");
+      stage_rows != nullptr && stage_rows->has_list_value()) {
+    f["stages_detail"] = *stage_rows;
+    CopyField(solve, "stage_blocks", out);
+    Struct& ch = *f["chosen"].mutable_struct_value();
+    ch.Clear();
+    (*ch.mutable_fields())["removed_layers"] = IntList(chosen_removed);
+    if (auto l = Number(eval, "loss")) SetNumber(ch, "loss", *l);
+    SetNumber(ch, "stages", static_cast<double>(stage_rows->list_value().values_size()));
+  }
   // The Block Influence choice at the same M: evaluate_candidates' copy carries its loss.
   const Struct* baseline = SubStruct(eval, "baseline");
   if (baseline == nullptr) baseline = SubStruct(solve, "baseline");

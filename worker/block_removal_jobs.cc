@@ -85,7 +85,59 @@ std::vector<int> LayersOf(const std::vector<int>& vars, const std::vector<int>& 
   return out;
 }
 
+// Blocks removed by stage `stage` (0-based) of `stages` when `m` are removed in all: the
+// remainder split evenly, later stages taking the extra ones (12 in 2: 6, 6; 5 in 2: 2, 3).
+int StageBlocks(int m, int stages, int stage, int removed_so_far) {
+  return (m - removed_so_far) / (stages - stage);
+}
+int FirstStageBlocks(int m, int stages) { return StageBlocks(m, stages, 0, 0); }
+
 // ---------------------------------------------------------------------------------------
+
+// The contract's calibration samples, each rank's share and the gathered A ([samples, layers],
+// zero rows filled by their owner and summed over ranks), so A is the same matrix for any
+// world size. `progress_to` is where this call's progress reports end.
+struct Calibration {
+  std::vector<tasks::Sample> mine;
+  int64_t total = 0, lo = 0;
+};
+
+Calibration CalibrationShare(const WorkerContext& ctx) {
+  const v1::DeploymentContract& c = ctx.contract();
+  Calibration cal;
+  cal.total = c.block_removal().has_calibration_samples()
+                  ? c.block_removal().calibration_samples()
+                  : 128;
+  const int world = ctx.env.world_size, rank = ctx.env.rank;
+  // Every rank draws the same stream and keeps rows [rank*m/W, (rank+1)*m/W).
+  const auto all = blockremoval::CalibrationSamples(c.seed() ^ kCalibrationSalt, cal.total,
+                                                    tasks::Split::kTrain);
+  cal.lo = rank * cal.total / world;
+  const int64_t hi = (rank + 1) * cal.total / world;
+  cal.mine.assign(all.begin() + cal.lo, all.begin() + hi);
+  return cal;
+}
+
+absl::StatusOr<at::Tensor> GatheredGateGradients(WorkerContext& ctx, model::HybridLM& model,
+                                                 const std::vector<int>& layers,
+                                                 const Calibration& cal, double progress_from,
+                                                 double progress_to) {
+  at::Tensor a = torch::zeros({cal.total, static_cast<int64_t>(layers.size())}, torch::kFloat64);
+  for (size_t s = 0; s < cal.mine.size(); ++s) {
+    TAILOR_ASSIGN_OR_RETURN(at::Tensor row, blockremoval::GateGradients(model, {cal.mine[s]}, layers));
+    a[cal.lo + static_cast<int64_t>(s)] = row[0];
+    if (ctx.Cancelled()) return absl::CancelledError("block removal cancelled");
+    if (s % 8 == 0) {
+      ctx.Progress(progress_from + (progress_to - progress_from) * static_cast<double>(s) /
+                                       cal.mine.size(),
+                   absl::StrCat("gate gradients: sample ", s + 1, "/", cal.mine.size(),
+                                " on rank 0"),
+                   s + 1, static_cast<int64_t>(cal.mine.size()));
+    }
+  }
+  if (ctx.env.world_size > 1) TAILOR_RETURN_IF_ERROR(ctx.dist->AllReduceSum(a));
+  return a;
+}
 
 absl::StatusOr<Struct> RunGateGradients(WorkerContext& ctx) {
   const v1::DeploymentContract& c = ctx.contract();
@@ -96,39 +148,19 @@ absl::StatusOr<Struct> RunGateGradients(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(model::HybridLM parent, model::LoadHybridLM(c.parent().path()));
   const std::vector<int> layers = blockremoval::PresentLayers(parent->config());
   if (layers.empty()) return absl::InvalidArgumentError("parent has no present blocks");
-  const int64_t total = c.block_removal().has_calibration_samples()
-                            ? c.block_removal().calibration_samples()
-                            : 128;
-  const int world = ctx.env.world_size, rank = ctx.env.rank;
-  // Every rank draws the same stream and keeps rows [rank*m/W, (rank+1)*m/W), so A is the same
-  // matrix for any world size.
-  const auto all = blockremoval::CalibrationSamples(c.seed() ^ kCalibrationSalt, total,
-                                                    tasks::Split::kTrain);
-  const int64_t lo = rank * total / world, hi = (rank + 1) * total / world;
-  const std::vector<tasks::Sample> mine(all.begin() + lo, all.begin() + hi);
+  const int world = ctx.env.world_size;
+  const Calibration cal = CalibrationShare(ctx);
+  const int64_t total = cal.total;
   ctx.Progress(0.05, absl::StrCat("gate gradients of ", layers.size(), " blocks on ", total,
                                   " samples over ", world, " ranks"));
-
-  at::Tensor a = torch::zeros({total, static_cast<int64_t>(layers.size())}, torch::kFloat64);
-  for (size_t s = 0; s < mine.size(); ++s) {
-    TAILOR_ASSIGN_OR_RETURN(at::Tensor row,
-                            blockremoval::GateGradients(parent, {mine[s]}, layers));
-    a[lo + static_cast<int64_t>(s)] = row[0];
-    if (ctx.Cancelled()) return absl::CancelledError("gate_gradients cancelled");
-    if (s % 8 == 0) {
-      ctx.Progress(0.05 + 0.7 * static_cast<double>(s) / mine.size(),
-                   absl::StrCat("sample ", s + 1, "/", mine.size(), " on rank 0"), s + 1,
-                   static_cast<int64_t>(mine.size()));
-    }
-  }
-  TAILOR_ASSIGN_OR_RETURN(blockremoval::InfluenceSums bi, blockremoval::BlockInfluence(parent, mine));
+  TAILOR_ASSIGN_OR_RETURN(at::Tensor a,
+                          GatheredGateGradients(ctx, parent, layers, cal, 0.05, 0.75));
+  TAILOR_ASSIGN_OR_RETURN(blockremoval::InfluenceSums bi,
+                          blockremoval::BlockInfluence(parent, cal.mine));
   std::vector<double> bi_flat = bi.sum;
   bi_flat.push_back(bi.tokens);
   at::Tensor bi_t = torch::tensor(bi_flat, torch::kFloat64);
-  if (world > 1) {
-    TAILOR_RETURN_IF_ERROR(ctx.dist->AllReduceSum(a));
-    TAILOR_RETURN_IF_ERROR(ctx.dist->AllReduceSum(bi_t));
-  }
+  if (world > 1) TAILOR_RETURN_IF_ERROR(ctx.dist->AllReduceSum(bi_t));
   const double tokens = bi_t[-1].item<double>();
   std::vector<double> influence;
   for (int l : layers) influence.push_back(bi_t[l].item<double>() / std::max(1.0, tokens));
@@ -273,6 +305,10 @@ absl::StatusOr<Struct> RunSolve(WorkerContext& ctx) {
   };
 
   int m = 0;
+  // Staged removal (stages > 1, fixed M only): this job solves the first stage's share;
+  // evaluate_candidates picks among its states and runs the later stages.
+  const int stages = br.has_stages() ? std::max(1, br.stages()) : 1;
+  int stage_m = 0;
   std::optional<blockremoval::State> ground;  // at M, kept or not (budget-driven may drop it)
   if (br.has_blocks_to_remove()) {
     m = br.blocks_to_remove();
@@ -281,7 +317,12 @@ absl::StatusOr<Struct> RunSolve(WorkerContext& ctx) {
                                                      " would remove every one of the ", q.n,
                                                      " blocks"));
     }
-    TAILOR_RETURN_IF_ERROR(solve(m));
+    if (stages > m) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "block_removal.stages: at most block_removal.blocks_to_remove (", m, "), got ", stages));
+    }
+    stage_m = FirstStageBlocks(m, stages);
+    TAILOR_RETURN_IF_ERROR(solve(stage_m));
   } else {
     if (!cost_model) {
       return absl::FailedPreconditionError("a budget-driven block removal needs the profile job");
@@ -293,6 +334,7 @@ absl::StatusOr<Struct> RunSolve(WorkerContext& ctx) {
         blockremoval::SolveForBudget(q, layers, parent_config, *cost_model, LimitsOf(c.budget()),
                                      KindOf(br.solver()), o));
     m = b.m;
+    stage_m = m;
     states = std::move(b.states);
     predicted.assign(b.predicted.begin(), b.predicted.end());
     solver_name = b.solver;
@@ -313,9 +355,11 @@ absl::StatusOr<Struct> RunSolve(WorkerContext& ctx) {
   auto& f = *result.mutable_fields();
   f["blocks_to_remove"].set_number_value(m);
   f["blocks"].set_number_value(q.n);
+  f["stages"].set_number_value(stages);
+  f["stage_blocks"].set_number_value(stage_m);  // what the spectrum's states remove
   f["solver"].set_string_value(solver_name);
   f["solve_seconds"].set_number_value(solve_seconds);
-  f["states_total"].set_number_value(blockremoval::Binomial(q.n, m));
+  f["states_total"].set_number_value(blockremoval::Binomial(q.n, stage_m));
   f["budget_driven"].set_bool_value(!br.has_blocks_to_remove());
   f["fisher_digest"].set_string_value(fisher_digest);
   f["teacher_digest"].set_string_value(teacher_digest);
@@ -339,12 +383,87 @@ absl::StatusOr<Struct> RunSolve(WorkerContext& ctx) {
   b["method"].set_string_value("block_influence");
   b["removed_layers"] = IntList(LayersOf(bi_vars, layers));
   b["energy"].set_number_value(blockremoval::Energy(q, bi_vars));
-  ctx.Progress(1.0, absl::StrFormat("%s: M=%d, %d states kept, ground energy %.4g", solver_name,
-                                    m, states.size(), states[0].energy));
+  ctx.Progress(1.0, absl::StrFormat("%s: M=%d (first stage %d of %d), %d states kept, ground "
+                                    "energy %.4g",
+                                    solver_name, m, stage_m, stages, states.size(),
+                                    states[0].energy));
   return result;
 }
 
 // ---------------------------------------------------------------------------------------
+
+std::optional<double> Number(const Struct& s, const std::string& key) {
+  auto it = s.fields().find(key);
+  if (it == s.fields().end() || it->second.kind_case() != Value::kNumberValue) {
+    return std::nullopt;
+  }
+  return it->second.number_value();
+}
+
+// Stages 2..S of a staged removal (block_removal.stages): around the model without
+// `*removed`, the gate gradients and H are computed again (every rank its share of the
+// calibration samples), the next share of M is solved for its k lowest states, and the one
+// with the lowest held-out loss (candidates round-robin over ranks) is added. Every rank runs
+// the same deterministic solve, so they agree without a broadcast. Appends one row per stage.
+absl::Status RunLaterStages(WorkerContext& ctx, const model::HybridLM& parent,
+                            const std::vector<tasks::Sample>& held_out, int m, int stages,
+                            std::vector<int>* removed, double* loss,
+                            google::protobuf::ListValue* rows) {
+  const v1::BlockRemovalParams& br = ctx.contract().block_removal();
+  const Calibration cal = CalibrationShare(ctx);
+  const int world = ctx.env.world_size;
+  for (int stage = 1; stage < stages; ++stage) {
+    const int step = StageBlocks(m, stages, stage, static_cast<int>(removed->size()));
+    TAILOR_ASSIGN_OR_RETURN(model::HybridLM current, blockremoval::WithoutBlocks(parent, *removed));
+    const std::vector<int> present = blockremoval::PresentLayers(current->config());
+    const double from = 0.5 + 0.4 * (stage - 1) / (stages - 1);
+    const double to = 0.5 + 0.4 * stage / (stages - 1);
+    TAILOR_ASSIGN_OR_RETURN(at::Tensor a, GatheredGateGradients(ctx, current, present, cal, from,
+                                                                from + 0.6 * (to - from)));
+    TAILOR_ASSIGN_OR_RETURN(blockremoval::Qubo q, blockremoval::FisherQubo(a));
+    blockremoval::SolveOptions o;
+    o.m = step;
+    o.k = br.has_candidates() ? br.candidates() : 8;
+    o.seed = ctx.contract().seed() + 1 + stage;
+    o.threads = 1;  // the same answer on every rank, and the ranks already share the cores
+    TAILOR_ASSIGN_OR_RETURN(std::vector<blockremoval::State> states,
+                            blockremoval::MakeSolver(KindOf(br.solver()), q, step)->Solve(q, o));
+    const int64_t count = static_cast<int64_t>(states.size());
+    at::Tensor losses = torch::zeros({count}, torch::kFloat64);
+    std::vector<std::vector<int>> sets;
+    for (int64_t i = 0; i < count; ++i) {
+      std::vector<int> all = *removed;
+      for (int v : states[i].removed) all.push_back(present[v]);
+      std::sort(all.begin(), all.end());
+      sets.push_back(std::move(all));
+      if (i % world != ctx.env.rank) continue;
+      TAILOR_ASSIGN_OR_RETURN(model::HybridLM candidate,
+                              blockremoval::WithoutBlocks(parent, sets.back()));
+      TAILOR_ASSIGN_OR_RETURN(double l, blockremoval::HeldOutLoss(candidate, held_out));
+      losses[i] = l;
+    }
+    if (world > 1) TAILOR_RETURN_IF_ERROR(ctx.dist->AllReduceSum(losses));
+    int64_t best = 0;
+    for (int64_t i = 1; i < count; ++i) {
+      if (losses[i].item<double>() < losses[best].item<double>()) best = i;
+    }
+    std::vector<int> added;
+    for (int v : states[best].removed) added.push_back(present[v]);
+    std::sort(added.begin(), added.end());
+    *removed = sets[best];
+    *loss = losses[best].item<double>();
+    auto& row = *rows->add_values()->mutable_struct_value()->mutable_fields();
+    row["stage"].set_number_value(stage + 1);
+    row["added_layers"] = IntList(added);
+    row["removed_layers"] = IntList(*removed);
+    row["energy"].set_number_value(states[best].energy);
+    row["candidates"].set_number_value(static_cast<double>(count));
+    row["loss"].set_number_value(*loss);
+    ctx.Progress(to, absl::StrFormat("stage %d/%d: removed %s, loss %.4f", stage + 1, stages,
+                                     absl::StrJoin(*removed, ","), *loss));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<Struct> RunEvaluateCandidates(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(const std::string teacher_digest,
@@ -393,6 +512,24 @@ absl::StatusOr<Struct> RunEvaluateCandidates(WorkerContext& ctx) {
 
   Struct result;
   auto& f = *result.mutable_fields();
+  // The removal this job delivers and its loss: the best first-stage state, extended by the
+  // later stages when there are any.
+  std::vector<int> final_removed = removed[best];
+  double final_loss = losses[best].item<double>();
+  const int stages = static_cast<int>(Number(*solve, "stages").value_or(1));
+  if (stages > 1) {
+    const int m = static_cast<int>(Number(*solve, "blocks_to_remove").value_or(0));
+    auto* list = f["stages"].mutable_list_value();
+    auto& first = *list->add_values()->mutable_struct_value()->mutable_fields();
+    first["stage"].set_number_value(1);
+    first["added_layers"] = IntList(final_removed);
+    first["removed_layers"] = IntList(final_removed);
+    first["energy"].set_number_value(energies[best]);
+    first["candidates"].set_number_value(static_cast<double>(count - 1));
+    first["loss"].set_number_value(final_loss);
+    TAILOR_RETURN_IF_ERROR(RunLaterStages(ctx, parent, held_out, m, stages, &final_removed,
+                                          &final_loss, list));
+  }
   auto* cands = f["candidates"].mutable_list_value();
   for (int64_t i = 0; i + 1 < count; ++i) {
     auto& s = *cands->add_values()->mutable_struct_value()->mutable_fields();
@@ -403,20 +540,19 @@ absl::StatusOr<Struct> RunEvaluateCandidates(WorkerContext& ctx) {
   }
   f["chosen_level"].set_number_value(static_cast<double>(best));
   f["chosen_energy"].set_number_value(energies[best]);
-  f["loss"].set_number_value(losses[best].item<double>());
+  f["loss"].set_number_value(final_loss);
   f["ground_state_loss"].set_number_value(losses[0].item<double>());
   f["parent_loss"].set_number_value(losses[count].item<double>());
-  f["removed_layers"] = IntList(removed[best]);
+  f["removed_layers"] = IntList(final_removed);
   f["held_out_samples"].set_number_value(static_cast<double>(kHeldOutSamples));
   auto& b = *f["baseline"].mutable_struct_value()->mutable_fields();
   b = baseline.fields();
   b["loss"].set_number_value(losses[count - 1].item<double>());
-  f["beats_baseline"].set_bool_value(losses[best].item<double>() <=
-                                     losses[count - 1].item<double>());
+  f["beats_baseline"].set_bool_value(final_loss <= losses[count - 1].item<double>());
   if (!ctx.is_rank0()) return result;
 
   TAILOR_ASSIGN_OR_RETURN(model::HybridLM student,
-                          blockremoval::WithoutBlocks(parent, removed[best]));
+                          blockremoval::WithoutBlocks(parent, final_removed));
   const model::HybridConfig& config = student->config();
   f["architecture"].set_string_value(autocompress::DescribeArchitecture(config));
   auto* layer_list = f["layers"].mutable_list_value();
@@ -429,9 +565,11 @@ absl::StatusOr<Struct> RunEvaluateCandidates(WorkerContext& ctx) {
   f["student_digest"].set_string_value(art.digest());
   f["model_digest"].set_string_value(art.digest());  // what verify reads without distill
   f["teacher_digest"].set_string_value(teacher_digest);
-  ctx.Progress(1.0, absl::StrFormat("chose level %d (loss %.4f; Block Influence %.4f)", best,
-                                    losses[best].item<double>(),
-                                    losses[count - 1].item<double>()));
+  ctx.Progress(1.0, absl::StrFormat("chose level %d%s (loss %.4f; Block Influence %.4f)", best,
+                                    stages > 1 ? absl::StrCat(" then ", stages - 1,
+                                                              " more stages")
+                                               : "",
+                                    final_loss, losses[count - 1].item<double>()));
   return result;
 }
 

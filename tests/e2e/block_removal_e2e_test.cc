@@ -186,5 +186,70 @@ TEST(BlockRemovalE2E, EntropyCodedPackageTail) {
   EXPECT_EQ(b["predicted"].get<double>(), select["predicted"]["weight_memory_mib"].get<double>());
 }
 
+// block_removal { stages: 2 }: solve chooses the first block among the k lowest states,
+// evaluate_candidates recomputes the gate gradients on the 7-block model (2 ranks) and adds
+// the second; the report lists both stages and compares the final set with Block Influence
+// at M = 2.
+TEST(BlockRemovalE2E, StagedRemovalRecomputesGradientsBetweenStages) {
+  Cluster cluster("blockremoval-staged", Cluster::WithProductionLeases());
+  const std::string parent = cluster.TrainTinyParent();
+  ASSERT_FALSE(parent.empty());
+  ASSERT_TRUE(cluster.StartCoordinator());
+  cluster.StartAgent("cpu0", {"--verify-repetitions", "3", "--verify-task-samples", "2"});
+  const std::string contract = absl::StrCat(
+      "name: \"blocks-staged\"\nmethod: BLOCK_REMOVAL\nparent { path: \"", parent, "\" }\n",
+      "target { device_kind: \"cpu\" precision: FP32 }\n",
+      "workload { batch_size: 1 input_tokens: 16 output_tokens: 8 cached_prefix_tokens: 0 }\n",
+      "block_removal { blocks_to_remove: 2 stages: 2 calibration_samples: 16 candidates: 3 "
+      "solver: EXACT distill: false }\n",
+      "resources { block_select { ranks_per_node: 2 } }\n");
+  const std::string id = cluster.Submit(cluster.WriteFile("staged.textproto", contract), "st-1");
+  ASSERT_FALSE(id.empty());
+  const bool done = cluster.WaitForState(id, "CAMPAIGN_SUCCEEDED", absl::Minutes(8));
+  nlohmann::json campaign = cluster.Status(id);
+  ASSERT_TRUE(done) << campaign.dump(2);
+
+  const nlohmann::json solve = JobOf(campaign, "solve")["result"];
+  EXPECT_EQ(solve["blocks_to_remove"], 2);
+  EXPECT_EQ(solve["stages"], 2);
+  EXPECT_EQ(solve["stage_blocks"], 1);
+  EXPECT_EQ(solve["states_total"], 8);  // C(8, 1)
+  ASSERT_EQ(solve["spectrum"].size(), 3u) << solve.dump(2);
+  for (const auto& st : solve["spectrum"]) EXPECT_EQ(st["removed_layers"].size(), 1u);
+  EXPECT_EQ(solve["baseline"]["removed_layers"].size(), 2u);  // Block Influence at the full M
+
+  const nlohmann::json eval = JobOf(campaign, "evaluate_candidates")["result"];
+  ASSERT_EQ(eval["stages"].size(), 2u) << eval.dump(2);
+  const nlohmann::json& s1 = eval["stages"][0];
+  const nlohmann::json& s2 = eval["stages"][1];
+  EXPECT_EQ(s1["stage"], 1);
+  EXPECT_EQ(s1["removed_layers"].size(), 1u);
+  EXPECT_EQ(s1["candidates"], 3);
+  EXPECT_EQ(s2["stage"], 2);
+  ASSERT_EQ(s2["added_layers"].size(), 1u);
+  EXPECT_NE(s2["added_layers"][0], s1["removed_layers"][0]);
+  EXPECT_EQ(s2["removed_layers"].size(), 2u);
+  EXPECT_EQ(s2["candidates"], 3);  // 7 blocks left, k = 3
+  EXPECT_EQ(eval["removed_layers"], s2["removed_layers"]);
+  EXPECT_EQ(eval["loss"], s2["loss"]);
+  EXPECT_EQ(eval["beats_baseline"],
+            eval["loss"].get<double>() <= eval["baseline"]["loss"].get<double>());
+  EXPECT_THAT(eval["architecture"].get<std::string>(), ::testing::HasSubstr("removed"));
+
+  nlohmann::json r = cluster.Report(id);
+  ASSERT_FALSE(r.is_null());
+  const nlohmann::json& br = r["details"]["block_removal"];
+  EXPECT_EQ(br["stages"], 2);
+  EXPECT_EQ(br["stages_detail"].size(), 2u) << br.dump(2);
+  EXPECT_EQ(br["chosen"]["removed_layers"], eval["removed_layers"]);
+  EXPECT_EQ(br["chosen"]["stages"], 2);
+  EXPECT_EQ(br["comparison"]["cbo_loss"], eval["loss"]);
+  RunResult text = cluster.Cli({"report", id});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, ::testing::HasSubstr("in 2 stages, gradients recomputed after each"));
+  EXPECT_THAT(text.out, ::testing::HasSubstr("STAGE  BLOCKS ADDED"));
+  EXPECT_THAT(text.out, ::testing::HasSubstr("staged CBO (2 stages, blocks "));
+}
+
 }  // namespace
 }  // namespace tailor::e2e

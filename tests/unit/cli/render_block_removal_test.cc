@@ -94,6 +94,45 @@ TEST(RenderBlockRemovalTest, BudgetDrivenShowsTheMSearchAndAnUnkeptGround) {
   EXPECT_THAT(out, HasSubstr("ground state (not within the budget): blocks 0,1, energy 0.125\n"));
 }
 
+// Staged removal: the spectrum is the first stage's (1 block), a table of stages follows and
+// the comparison names the final set.
+TEST(RenderBlockRemovalTest, StagedRemovalListsItsStages) {
+  const std::string staged = R"({
+    "blocks": 8, "blocks_to_remove": 2, "removed_fraction": 0.25, "m_source": "contract",
+    "solver": "exact", "solve_seconds": 0.00001, "states_total": 8, "stages": 2,
+    "stage_blocks": 1,
+    "ground_state": {"energy": 0.001, "removed_layers": [7], "loss": 0.41},
+    "spectrum": [
+      {"rank": 0, "level": 0, "removed_layers": [7], "energy": 0.001, "gap_to_ground": 0,
+       "loss": 0.41, "chosen": false},
+      {"rank": 1, "level": 1, "removed_layers": [5], "energy": 0.002, "gap_to_ground": 0.001,
+       "loss": 0.43, "chosen": false}],
+    "stages_detail": [
+      {"stage": 1, "added_layers": [7], "removed_layers": [7], "loss": 0.41},
+      {"stage": 2, "added_layers": [3], "removed_layers": [3, 7], "loss": 0.47}],
+    "chosen": {"removed_layers": [3, 7], "loss": 0.47, "stages": 2},
+    "baseline": {"method": "block_influence", "removed_layers": [5, 7], "energy": 0.004,
+                 "gap_to_ground": 0.003, "loss": 0.5, "same_as_chosen": false},
+    "comparison": {"cbo_loss": 0.47, "baseline_loss": 0.5, "loss_difference": 0.03,
+                   "beats_baseline": true},
+    "parent_loss": 0.3652, "held_out_samples": 96})";
+  EXPECT_EQ(RenderBlockRemoval(ReportWith(staged), RenderOptions{}),
+            "\n"
+            "block removal: 2 of 8 blocks (25%), M from the contract; solver exact, 8 states, "
+            "1e-05 s\n"
+            "in 2 stages, gradients recomputed after each; the spectrum is the first stage's "
+            "(1 block per state)\n"
+            "      RANK  BLOCKS REMOVED  ENERGY  GAP TO GROUND  EVAL LOSS  CHOSEN\n"
+            "0 (ground)  7                0.001              0       0.41\n"
+            "         1  5                0.002          0.001       0.43\n"
+            "STAGE  BLOCKS ADDED  REMOVED SO FAR  EVAL LOSS\n"
+            "    1  7             7                    0.41\n"
+            "    2  3             3,7                  0.47\n"
+            "parent eval loss 0.3652 on 96 held-out samples\n"
+            "staged CBO (2 stages, blocks 3,7) eval loss 0.47 vs Block Influence (blocks 5,7, "
+            "energy 0.004) eval loss 0.5 at M=2: CBO better by 0.03\n");
+}
+
 TEST(RenderBlockRemovalTest, ReportsWithoutDetailsRenderNothing) {
   EXPECT_EQ(RenderBlockRemoval(v1::CampaignReport(), RenderOptions{}), "");
   // The whole report includes the section.

@@ -475,6 +475,20 @@ const RuleCase kRuleCases[] = {
      "block_removal.candidates: must be >= 1, got 0"},
     {"BlockCandidatesMax", kBlockRemoval, R"pb(block_removal { candidates: 1001 })pb", nullptr,
      "block_removal.candidates: must be <= 1000, got 1001"},
+    {"BlockStagesMin", kBlockRemoval, R"pb(block_removal { stages: 0 })pb", nullptr,
+     "block_removal.stages: must be >= 1, got 0"},
+    {"BlockStagesMax", kBlockRemoval, R"pb(block_removal { stages: 9 })pb", nullptr,
+     "block_removal.stages: must be <= 8, got 9"},
+    {"BlockStagesAtMostM", kBlockRemoval, R"pb(block_removal { stages: 3 })pb", nullptr,
+     "block_removal.stages: at most block_removal.blocks_to_remove (2), got 3"},
+    {"BlockStagesNeedAFixedM", kBlockRemoval, nullptr,
+     [](DeploymentContract& c) {
+       c.mutable_block_removal()->clear_blocks_to_remove();
+       c.mutable_block_removal()->set_stages(2);
+       c.mutable_budget()->set_latency_ms_max(10);
+     },
+     "block_removal.stages: 2 stages need block_removal.blocks_to_remove (a budget-driven M is "
+     "chosen in one stage)"},
     {"BlockSolverUnknown", kBlockRemoval, nullptr,
      [](DeploymentContract& c) {
        c.mutable_block_removal()->set_solver(static_cast<v1::QuboSolver>(9));
