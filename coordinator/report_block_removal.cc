@@ -140,6 +140,13 @@ void AddBlockRemovalReport(const v1::Campaign& campaign, const std::vector<v1::J
 
   const std::vector<int> chosen_removed = eval != nullptr ? Layers(eval, "removed_layers")
                                                           : std::vector<int>{};
+  // The spectrum row to mark: the chosen state, or with stages the first stage's pick (the
+  // final set is not a state of this spectrum).
+  std::vector<int> spectrum_pick = chosen_removed;
+  if (const ListValue* stage_rows = List(eval, "stages");
+      stage_rows != nullptr && !stage_rows->values().empty()) {
+    spectrum_pick = Layers(&stage_rows->values(0).struct_value(), "removed_layers");
+  }
   ListValue& rows = *f["spectrum"].mutable_list_value();
   for (size_t i = 0; i < states.size(); ++i) {
     const Candidate& c = states[i];
@@ -150,7 +157,7 @@ void AddBlockRemovalReport(const v1::Campaign& campaign, const std::vector<v1::J
     SetNumber(row, "energy", c.energy);
     SetNumber(row, "gap_to_ground", c.energy - ground_energy);
     if (auto l = loss(c.removed)) SetNumber(row, "loss", *l);
-    const bool chosen = !chosen_removed.empty() && c.removed == chosen_removed;
+    const bool chosen = !spectrum_pick.empty() && c.removed == spectrum_pick;
     (*row.mutable_fields())["chosen"].set_bool_value(chosen);
     if (c.predicted != nullptr) {
       *(*row.mutable_fields())["predicted"].mutable_struct_value() = *c.predicted;

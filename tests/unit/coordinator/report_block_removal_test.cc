@@ -177,6 +177,49 @@ TEST(ReportBlockRemovalTest, BudgetDrivenMAndAGroundStateOutsideTheBudget) {
                    .bool_value());
 }
 
+// Staged removal: the spectrum is the first stage's, so its row marked chosen is the first
+// stage's pick ([6, 7]); `chosen` is the final set with the number of stages, and the
+// comparison uses the final loss.
+TEST(ReportBlockRemovalTest, StagedRemovalMarksTheFirstStagePickAndReportsTheFinalSet) {
+  const char solve[] = R"({
+    "blocks": 8, "blocks_to_remove": 4, "stages": 2, "stage_blocks": 2, "solver": "exact",
+    "solve_seconds": 0.5, "states_total": 28, "budget_driven": false,
+    "spectrum": [
+      {"level": 0, "energy": 0.25, "removed_layers": [6, 7]},
+      {"level": 1, "energy": 0.75, "removed_layers": [5, 6]}],
+    "baseline": {"method": "block_influence", "removed_layers": [2, 5, 6, 7], "energy": 3}})";
+  const char eval[] = R"({
+    "candidates": [
+      {"level": 0, "energy": 0.25, "loss": 0.5, "removed_layers": [6, 7]},
+      {"level": 1, "energy": 0.75, "loss": 0.625, "removed_layers": [5, 6]}],
+    "chosen_level": 0, "loss": 0.875, "removed_layers": [1, 3, 6, 7], "parent_loss": 0.25,
+    "held_out_samples": 96,
+    "stages": [
+      {"stage": 1, "added_layers": [6, 7], "removed_layers": [6, 7], "loss": 0.5},
+      {"stage": 2, "added_layers": [1, 3], "removed_layers": [1, 3, 6, 7], "loss": 0.875}],
+    "baseline": {"method": "block_influence", "removed_layers": [2, 5, 6, 7], "energy": 3,
+                 "loss": 1.0}})";
+  v1::CampaignReport r = BuildReport(
+      BlockCampaign(), {JobWith("solve", solve), JobWith("evaluate_candidates", eval)}, {});
+  const Struct& d = Details(r);
+  EXPECT_EQ(Num(d, "stages"), 2);
+  EXPECT_EQ(Num(d, "stage_blocks"), 2);
+  EXPECT_EQ(d.fields().at("stages_detail").list_value().values_size(), 2);
+  EXPECT_TRUE(Row(d, 0).fields().at("chosen").bool_value());
+  EXPECT_FALSE(Row(d, 1).fields().at("chosen").bool_value());
+  const Struct& chosen = d.fields().at("chosen").struct_value();
+  EXPECT_EQ(Blocks(chosen), (std::vector<int>{1, 3, 6, 7}));
+  EXPECT_EQ(Num(chosen, "loss"), 0.875);
+  EXPECT_EQ(Num(chosen, "stages"), 2);
+  EXPECT_FALSE(chosen.fields().contains("rank"));
+  const Struct& cmp = d.fields().at("comparison").struct_value();
+  EXPECT_EQ(Num(cmp, "cbo_loss"), 0.875);
+  EXPECT_EQ(Num(cmp, "baseline_loss"), 1.0);
+  EXPECT_EQ(Num(cmp, "loss_difference"), 0.125);
+  EXPECT_TRUE(cmp.fields().at("beats_baseline").bool_value());
+  EXPECT_FALSE(d.fields().at("baseline").struct_value().fields().at("same_as_chosen").bool_value());
+}
+
 TEST(ReportBlockRemovalTest, OtherMethodsAndNoSolveGetNoSummary) {
   v1::Campaign c = BlockCampaign();
   EXPECT_FALSE(BuildReport(c, {}, {}).details().fields().contains("block_removal"));
