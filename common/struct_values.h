@@ -1,8 +1,9 @@
 #ifndef TAILOR_COMMON_STRUCT_VALUES_H_
 #define TAILOR_COMMON_STRUCT_VALUES_H_
 
-// One-line builders for google.protobuf.Value, the currency of job results and report details
-// (google.protobuf.Struct fields).
+// One-line builders and readers for google.protobuf.Value, the currency of job results and
+// report details (google.protobuf.Struct fields).
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -28,6 +29,18 @@ inline google::protobuf::Value Bool(bool v) {
   google::protobuf::Value out;
   out.set_bool_value(v);
   return out;
+}
+
+// The number at `key` of `s`; nullopt when `s` is null or the field is absent or not a number
+// (job results written by older workers may lack newer fields).
+inline std::optional<double> NumberAt(const google::protobuf::Struct* s, const std::string& key) {
+  if (s == nullptr) return std::nullopt;
+  auto it = s->fields().find(key);
+  if (it == s->fields().end() ||
+      it->second.kind_case() != google::protobuf::Value::kNumberValue) {
+    return std::nullopt;
+  }
+  return it->second.number_value();
 }
 
 // A job result as indented JSON with proto field names (what jobs upload as artifacts).

@@ -5,11 +5,14 @@
 #include <optional>
 #include <string>
 
+#include "common/struct_values.h"
 #include "coordinator/report_block_removal.h"
 #include "coordinator/report_entropy.h"
 
 namespace tailor::coordinator {
 namespace {
+
+using struct_values::NumberAt;
 
 using google::protobuf::Struct;
 using google::protobuf::Value;
@@ -24,19 +27,12 @@ const Struct* SubStruct(const Struct& s, const std::string& key) {
   return v != nullptr && v->has_struct_value() ? &v->struct_value() : nullptr;
 }
 
-std::optional<double> Number(const Struct* s, const std::string& key) {
-  if (s == nullptr) return std::nullopt;
-  const Value* v = Field(*s, key);
-  if (v == nullptr || v->kind_case() != Value::kNumberValue) return std::nullopt;
-  return v->number_value();
-}
-
 v1::QualityResult Quality(const std::string& model, const Struct& q) {
   v1::QualityResult r;
   r.set_model(model);
-  r.set_kd_loss(Number(&q, "kd_loss").value_or(0));
-  r.set_task_accuracy(Number(&q, "task_accuracy").value_or(0));
-  r.set_parameters(static_cast<int64_t>(Number(&q, "parameters").value_or(0)));
+  r.set_kd_loss(NumberAt(&q, "kd_loss").value_or(0));
+  r.set_task_accuracy(NumberAt(&q, "task_accuracy").value_or(0));
+  r.set_parameters(static_cast<int64_t>(NumberAt(&q, "parameters").value_or(0)));
   if (const Struct* per = SubStruct(q, "per_task")) {
     for (const auto& [k, v] : per->fields()) {
       if (v.kind_case() == Value::kNumberValue) (*r.mutable_per_task())[k] = v.number_value();
@@ -79,8 +75,8 @@ v1::CampaignReport BuildReport(const v1::Campaign& campaign, const std::vector<v
     v1::BudgetResult* r = report.add_budgets();
     r->set_resource(resource);
     r->set_budget(budget);
-    r->set_predicted(Number(predicted, resource).value_or(NAN));
-    std::optional<double> m = Number(measured, resource);
+    r->set_predicted(NumberAt(predicted, resource).value_or(NAN));
+    std::optional<double> m = NumberAt(measured, resource);
     r->set_has_measured(m.has_value());
     r->set_measured(m.value_or(NAN));
     r->set_met(m.has_value() && (is_floor ? *m >= budget : *m <= budget));
@@ -116,8 +112,8 @@ v1::CampaignReport BuildReport(const v1::Campaign& campaign, const std::vector<v
     }
     if (const Struct* q = SubStruct(*r, "quality")) {
       v1::QualityResult quality = Quality(src.model, *q);
-      if (!Number(q, "kd_loss").has_value()) {
-        quality.set_kd_loss(Number(result_of(src.distill), "kd_loss").value_or(0));
+      if (!NumberAt(q, "kd_loss").has_value()) {
+        quality.set_kd_loss(NumberAt(result_of(src.distill), "kd_loss").value_or(0));
       }
       *report.add_quality() = std::move(quality);
     }
@@ -133,10 +129,11 @@ v1::CampaignReport BuildReport(const v1::Campaign& campaign, const std::vector<v
       if (const Value* layers = Field(*chooser, "layers")) f["layers"] = *layers;
       if (const Value* params = Field(*chooser, "parameters")) f["parameters"] = *params;
     }
-    report.set_search_tokens(static_cast<int64_t>(Number(chooser, "search_tokens").value_or(0)));
+    report.set_search_tokens(
+        static_cast<int64_t>(NumberAt(chooser, "search_tokens").value_or(0)));
   }
   report.set_recovery_tokens(
-      static_cast<int64_t>(Number(result_of("distill"), "recovery_tokens").value_or(0)));
+      static_cast<int64_t>(NumberAt(result_of("distill"), "recovery_tokens").value_or(0)));
   for (const v1::Artifact& a : artifacts) *report.add_artifacts() = a;
   if (campaign.contract().method() == v1::BLOCK_REMOVAL) {
     AddBlockRemovalReport(campaign, jobs, report);

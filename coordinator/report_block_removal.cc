@@ -5,8 +5,12 @@
 #include <optional>
 #include <string>
 
+#include "common/struct_values.h"
+
 namespace tailor::coordinator {
 namespace {
+
+using struct_values::NumberAt;
 
 using google::protobuf::ListValue;
 using google::protobuf::Struct;
@@ -21,12 +25,6 @@ const Value* Field(const Struct* s, const std::string& key) {
 const Struct* SubStruct(const Struct* s, const std::string& key) {
   const Value* v = Field(s, key);
   return v != nullptr && v->has_struct_value() ? &v->struct_value() : nullptr;
-}
-
-std::optional<double> Number(const Struct* s, const std::string& key) {
-  const Value* v = Field(s, key);
-  if (v == nullptr || v->kind_case() != Value::kNumberValue) return std::nullopt;
-  return v->number_value();
 }
 
 const ListValue* List(const Struct* s, const std::string& key) {
@@ -82,8 +80,8 @@ void AddBlockRemovalReport(const v1::Campaign& campaign, const std::vector<v1::J
 
   Struct out;
   auto& f = *out.mutable_fields();
-  const double blocks = Number(solve, "blocks").value_or(0);
-  const double m = Number(solve, "blocks_to_remove").value_or(0);
+  const double blocks = NumberAt(solve, "blocks").value_or(0);
+  const double m = NumberAt(solve, "blocks_to_remove").value_or(0);
   SetNumber(out, "blocks", blocks);
   SetNumber(out, "blocks_to_remove", m);
   SetNumber(out, "removed_fraction", blocks > 0 ? m / blocks : 0);
@@ -105,8 +103,8 @@ void AddBlockRemovalReport(const v1::Campaign& campaign, const std::vector<v1::J
   std::vector<Candidate> states;
   for (const Value& v : spectrum->values()) {
     const Struct* s = &v.struct_value();
-    states.push_back({static_cast<int>(Number(s, "level").value_or(states.size())),
-                      Layers(s, "removed_layers"), Number(s, "energy").value_or(0),
+    states.push_back({static_cast<int>(NumberAt(s, "level").value_or(states.size())),
+                      Layers(s, "removed_layers"), NumberAt(s, "energy").value_or(0),
                       SubStruct(s, "predicted")});
   }
   // Sorted by energy whatever order the job wrote (ties by level), so rank 0 is the lowest.
@@ -118,7 +116,7 @@ void AddBlockRemovalReport(const v1::Campaign& campaign, const std::vector<v1::J
   std::map<std::vector<int>, double> loss_of;
   if (const ListValue* cands = List(eval, "candidates")) {
     for (const Value& v : cands->values()) {
-      if (auto loss = Number(&v.struct_value(), "loss")) {
+      if (auto loss = NumberAt(&v.struct_value(), "loss")) {
         loss_of[Layers(&v.struct_value(), "removed_layers")] = *loss;
       }
     }
@@ -131,7 +129,7 @@ void AddBlockRemovalReport(const v1::Campaign& campaign, const std::vector<v1::J
   // The ground state at M: solve reports it separately because a budget-driven M keeps only
   // the states that fit, which need not include it.
   Struct& ground = *f["ground_state"].mutable_struct_value();
-  const double ground_energy = Number(solve, "ground_energy").value_or(states.front().energy);
+  const double ground_energy = NumberAt(solve, "ground_energy").value_or(states.front().energy);
   std::vector<int> ground_removed = Layers(solve, "ground_removed_layers");
   if (ground_removed.empty()) ground_removed = states.front().removed;
   SetNumber(ground, "energy", ground_energy);
@@ -171,7 +169,7 @@ void AddBlockRemovalReport(const v1::Campaign& campaign, const std::vector<v1::J
 
   // Staged removal: the spectrum above is the first stage's; the later stages and the final
   // set come from evaluate_candidates.
-  SetNumber(out, "stages", Number(solve, "stages").value_or(1));
+  SetNumber(out, "stages", NumberAt(solve, "stages").value_or(1));
   if (const Value* stage_rows = Field(eval, "stages");
       stage_rows != nullptr && stage_rows->has_list_value()) {
     f["stages_detail"] = *stage_rows;
@@ -179,7 +177,7 @@ void AddBlockRemovalReport(const v1::Campaign& campaign, const std::vector<v1::J
     Struct& ch = *f["chosen"].mutable_struct_value();
     ch.Clear();
     (*ch.mutable_fields())["removed_layers"] = IntList(chosen_removed);
-    if (auto l = Number(eval, "loss")) SetNumber(ch, "loss", *l);
+    if (auto l = NumberAt(eval, "loss")) SetNumber(ch, "loss", *l);
     SetNumber(ch, "stages", static_cast<double>(stage_rows->list_value().values_size()));
   }
   // The Block Influence choice at the same M: evaluate_candidates' copy carries its loss.
@@ -190,7 +188,7 @@ void AddBlockRemovalReport(const v1::Campaign& campaign, const std::vector<v1::J
     CopyField(baseline, "method", b);
     const std::vector<int> removed = Layers(baseline, "removed_layers");
     (*b.mutable_fields())["removed_layers"] = IntList(removed);
-    const double energy = Number(baseline, "energy").value_or(0);
+    const double energy = NumberAt(baseline, "energy").value_or(0);
     SetNumber(b, "energy", energy);
     SetNumber(b, "gap_to_ground", energy - ground_energy);
     CopyField(baseline, "loss", b);
@@ -202,8 +200,8 @@ void AddBlockRemovalReport(const v1::Campaign& campaign, const std::vector<v1::J
   if (eval != nullptr) {
     CopyField(eval, "parent_loss", out);
     CopyField(eval, "held_out_samples", out);
-    const std::optional<double> cbo = Number(eval, "loss");
-    const std::optional<double> bi = Number(baseline, "loss");
+    const std::optional<double> cbo = NumberAt(eval, "loss");
+    const std::optional<double> bi = NumberAt(baseline, "loss");
     if (cbo && bi) {
       Struct& cmp = *f["comparison"].mutable_struct_value();
       SetNumber(cmp, "cbo_loss", *cbo);

@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "common/struct_values.h"
 #include "compression/autocompress/uniform.h"
 #include "compression/blockremoval/budget.h"
 #include "compression/blockremoval/gates.h"
@@ -94,9 +95,10 @@ int FirstStageBlocks(int m, int stages) { return StageBlocks(m, stages, 0, 0); }
 
 // ---------------------------------------------------------------------------------------
 
-// The contract's calibration samples, each rank's share and the gathered A ([samples, layers],
-// zero rows filled by their owner and summed over ranks), so A is the same matrix for any
-// world size. `progress_to` is where this call's progress reports end.
+// The contract's calibration samples and this rank's share of them. GatheredGateGradients
+// builds A ([samples, layers]: each rank fills its rows, the rest stay zero, and the ranks sum),
+// so A is the same matrix for any world size; its progress reports run from `progress_from`
+// to `progress_to`.
 struct Calibration {
   std::vector<tasks::Sample> mine;
   int64_t total = 0, lo = 0;
@@ -124,7 +126,8 @@ absl::StatusOr<at::Tensor> GatheredGateGradients(WorkerContext& ctx, model::Hybr
                                                  double progress_to) {
   at::Tensor a = torch::zeros({cal.total, static_cast<int64_t>(layers.size())}, torch::kFloat64);
   for (size_t s = 0; s < cal.mine.size(); ++s) {
-    TAILOR_ASSIGN_OR_RETURN(at::Tensor row, blockremoval::GateGradients(model, {cal.mine[s]}, layers));
+    TAILOR_ASSIGN_OR_RETURN(at::Tensor row,
+                            blockremoval::GateGradients(model, {cal.mine[s]}, layers));
     a[cal.lo + static_cast<int64_t>(s)] = row[0];
     if (ctx.Cancelled()) return absl::CancelledError("block removal cancelled");
     if (s % 8 == 0) {
@@ -392,14 +395,6 @@ absl::StatusOr<Struct> RunSolve(WorkerContext& ctx) {
 
 // ---------------------------------------------------------------------------------------
 
-std::optional<double> Number(const Struct& s, const std::string& key) {
-  auto it = s.fields().find(key);
-  if (it == s.fields().end() || it->second.kind_case() != Value::kNumberValue) {
-    return std::nullopt;
-  }
-  return it->second.number_value();
-}
-
 // Stages 2..S of a staged removal (block_removal.stages): around the model without
 // `*removed`, the gate gradients and H are computed again (every rank its share of the
 // calibration samples), the next share of M is solved for its k lowest states, and the one
@@ -516,9 +511,9 @@ absl::StatusOr<Struct> RunEvaluateCandidates(WorkerContext& ctx) {
   // later stages when there are any.
   std::vector<int> final_removed = removed[best];
   double final_loss = losses[best].item<double>();
-  const int stages = static_cast<int>(Number(*solve, "stages").value_or(1));
+  const int stages = static_cast<int>(struct_values::NumberAt(solve, "stages").value_or(1));
   if (stages > 1) {
-    const int m = static_cast<int>(Number(*solve, "blocks_to_remove").value_or(0));
+    const int m = static_cast<int>(struct_values::NumberAt(solve, "blocks_to_remove").value_or(0));
     auto* list = f["stages"].mutable_list_value();
     auto& first = *list->add_values()->mutable_struct_value()->mutable_fields();
     first["stage"].set_number_value(1);
