@@ -10,20 +10,14 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "cli/render_options.h"
+#include "cli/table.h"
 #include "tailor/v1/admin.pb.h"
 #include "tailor/v1/agent.pb.h"
 #include "tailor/v1/campaign.pb.h"
 
 namespace tailor::cli {
 
-struct RenderOptions {
-  absl::TimeZone tz = absl::UTCTimeZone();
-  absl::Time now = absl::UnixEpoch();  // for ages ("3s ago") and elapsed times
-  size_t width = 0;                    // terminal columns; 0 = unlimited (not a TTY)
-};
-
-// "key  value" lines with the keys padded to one column; empty values print as "-".
-std::string RenderFields(const std::vector<std::pair<std::string, std::string>>& fields);
 
 // Names jobs for people: the job's key (unique in the campaign, e.g. "verify_baseline"); for
 // jobs without one, the kind made unique with "#2", "#3". Index-aligned with jobs().

@@ -7,9 +7,8 @@
 #include "absl/strings/str_join.h"
 #include "cli/format.h"
 #include "cli/render.h"
-#include "cli/render_block_removal.h"
-#include "cli/render_entropy.h"
 #include "cli/table.h"
+#include "methods/registry.h"
 
 namespace tailor::cli {
 namespace {
@@ -40,58 +39,7 @@ std::string BudgetCell(const v1::BudgetResult& b) {
   return absl::StrCat(floor ? ">= " : "<= ", FormatNumber(b.budget()));
 }
 
-// A number field of a details struct, if present.
-const google::protobuf::Value* DetailField(const v1::CampaignReport& r, const std::string& job,
-                                           const std::string& field) {
-  auto j = r.details().fields().find(job);
-  if (j == r.details().fields().end() || !j->second.has_struct_value()) return nullptr;
-  auto f = j->second.struct_value().fields().find(field);
-  return f == j->second.struct_value().fields().end() ? nullptr : &f->second;
-}
-
-// The uniform baseline's budgets: its own verify job's measurements against the contract,
-// with the baseline selection's prediction, in the same layout as the student's.
-std::vector<v1::BudgetResult> BaselineBudgets(const v1::CampaignReport& r) {
-  std::vector<v1::BudgetResult> out;
-  const google::protobuf::Value* list = DetailField(r, "verify_baseline", "budgets");
-  if (list == nullptr || !list->has_list_value()) return out;
-  const google::protobuf::Value* predicted = DetailField(r, "baseline_uniform", "predicted");
-  for (const auto& v : list->list_value().values()) {
-    if (!v.has_struct_value()) continue;
-    const auto& f = v.struct_value().fields();
-    auto num = [&](const std::string& k) {
-      auto it = f.find(k);
-      return it == f.end() ? 0.0 : it->second.number_value();
-    };
-    v1::BudgetResult b;
-    b.set_resource(f.contains("resource") ? f.at("resource").string_value() : "");
-    b.set_budget(num("budget"));
-    b.set_measured(num("measured"));
-    b.set_has_measured(f.contains("measured"));
-    b.set_met(f.contains("met") && f.at("met").bool_value());
-    double p = NAN;
-    if (predicted != nullptr && predicted->has_struct_value()) {
-      auto it = predicted->struct_value().fields().find(b.resource());
-      if (it != predicted->struct_value().fields().end()) p = it->second.number_value();
-    }
-    b.set_predicted(p);
-    out.push_back(std::move(b));
-  }
-  return out;
-}
-
 }  // namespace
-
-std::string RenderFields(const std::vector<std::pair<std::string, std::string>>& fields) {
-  size_t key_width = 0;
-  for (const auto& [k, v] : fields) key_width = std::max(key_width, DisplayWidth(k));
-  std::string out;
-  for (const auto& [k, v] : fields) {
-    absl::StrAppend(&out, k, std::string(key_width - DisplayWidth(k) + 2, ' '),
-                    v.empty() ? "-" : v, "\n");
-  }
-  return out;
-}
 
 std::vector<std::string> JobLabels(const v1::Campaign& campaign) {
   std::map<std::string, int> total;
@@ -210,13 +158,11 @@ std::string RenderReport(const v1::CampaignReport& r, const RenderOptions& optio
   };
   render_budgets("budgets (student)",
                  std::vector<v1::BudgetResult>(r.budgets().begin(), r.budgets().end()));
-  render_budgets("budgets (uniform baseline)", BaselineBudgets(r));
-  if (const google::protobuf::Value* feasible = DetailField(r, "baseline_uniform", "feasible");
-      feasible != nullptr && feasible->has_bool_value() && !feasible->bool_value()) {
-    const google::protobuf::Value* reason = DetailField(r, "baseline_uniform", "reason");
-    absl::StrAppend(&out, "\nuniform baseline: none (",
-                    reason != nullptr ? reason->string_value() : "no model meets the budget",
-                    ")\n");
+  render_budgets("budgets (uniform baseline)",
+                 std::vector<v1::BudgetResult>(r.baseline_budgets().begin(),
+                                               r.baseline_budgets().end()));
+  if (!r.baseline_unavailable().empty()) {
+    absl::StrAppend(&out, "\nuniform baseline: none (", r.baseline_unavailable(), ")\n");
   }
   if (r.quality_size() > 0) {
     Table quality({{"MODEL"},
@@ -229,8 +175,10 @@ std::string RenderReport(const v1::CampaignReport& r, const RenderOptions& optio
     }
     absl::StrAppend(&out, "\n", quality.Render(options.width));
   }
-  absl::StrAppend(&out, RenderBlockRemoval(r, options));
-  absl::StrAppend(&out, RenderEntropy(r, options));
+  // Each method renders its own details section, if the report has one.
+  for (const auto& method : methods::BuiltinMethods().all()) {
+    absl::StrAppend(&out, method->RenderReport(r, options));
+  }
   const auto& arch = r.architecture().fields();
   if (arch.contains("description")) {
     absl::StrAppend(&out, "\narchitecture: ", arch.at("description").string_value(), "\n");

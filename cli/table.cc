@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "cli/format.h"
 
 namespace tailor::cli {
@@ -72,6 +73,17 @@ std::string Table::Render(size_t total_width) const {
   for (const Column& col : columns_) header.push_back(col.header);
   emit(header);
   for (const auto& row : rows_) emit(row);
+  return out;
+}
+
+std::string RenderFields(const std::vector<std::pair<std::string, std::string>>& fields) {
+  size_t key_width = 0;
+  for (const auto& [k, v] : fields) key_width = std::max(key_width, DisplayWidth(k));
+  std::string out;
+  for (const auto& [k, v] : fields) {
+    absl::StrAppend(&out, k, std::string(key_width - DisplayWidth(k) + 2, ' '),
+                    v.empty() ? "-" : v, "\n");
+  }
   return out;
 }
 

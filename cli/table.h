@@ -2,6 +2,7 @@
 #define TAILOR_CLI_TABLE_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tailor::cli {
@@ -39,6 +40,9 @@ class Table {
   std::vector<Column> columns_;
   std::vector<std::vector<std::string>> rows_;
 };
+
+// "key  value" lines with the keys padded to one column; empty values print as "-".
+std::string RenderFields(const std::vector<std::pair<std::string, std::string>>& fields);
 
 }  // namespace tailor::cli
 

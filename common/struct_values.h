@@ -31,6 +31,14 @@ inline google::protobuf::Value Bool(bool v) {
   return out;
 }
 
+// The value at `key` of `s`; null when `s` is null or the field is absent.
+inline const google::protobuf::Value* ValueAt(const google::protobuf::Struct* s,
+                                              const std::string& key) {
+  if (s == nullptr) return nullptr;
+  auto it = s->fields().find(key);
+  return it == s->fields().end() ? nullptr : &it->second;
+}
+
 // The number at `key` of `s`; nullopt when `s` is null or the field is absent or not a number
 // (job results written by older workers may lack newer fields).
 inline std::optional<double> NumberAt(const google::protobuf::Struct* s, const std::string& key) {

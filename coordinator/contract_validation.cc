@@ -1,6 +1,7 @@
 #include "coordinator/contract_validation.h"
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -16,38 +17,30 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/sha256.h"
+#include "methods/registry.h"
 
 namespace tailor::coordinator {
 namespace {
 
+using methods::FormatDouble;
+using methods::IsSearchBudgetSet;
+using methods::Method;
+using methods::Quote;
 using v1::DeploymentContract;
+using Checker = methods::ContractChecker;
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr char kCpu[] = "cpu";
-constexpr char kSearchBudgets[] =
-    "latency_ms_max, throughput_tokens_per_s_min, memory_mib_max";
 
-// Shortest decimal form that reads back as the same double, so "must be < 0.5, got 0.5" can
-// never happen for a value slightly above 0.5.
-std::string FormatDouble(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  for (int precision = 6; precision < 17; ++precision) {
-    std::string s = absl::StrFormat("%.*g", precision, v);
-    if (std::strtod(s.c_str(), nullptr) == v) return s;
-  }
-  return absl::StrFormat("%.17g", v);
+bool IsPackageable(const methods::MethodTraits& t) { return t.packageable; }
+bool ServesLowPrecision(const methods::MethodTraits& t) { return t.low_precision_targets; }
+
+// "A, B and C" from the registry's names, as error messages list methods.
+std::string JoinNames(const std::vector<std::string>& names, const char* last) {
+  if (names.size() <= 1) return absl::StrJoin(names, "");
+  return absl::StrCat(
+      absl::StrJoin(std::vector<std::string>(names.begin(), names.end() - 1), ", "), last,
+      names.back());
 }
-
-// Quoted, escaped and shortened: error messages must stay one readable line even when the
-// offending value is long or binary.
-std::string Quote(absl::string_view s) {
-  constexpr size_t kMax = 64;
-  std::string body = absl::CEscape(s.substr(0, kMax));
-  if (s.size() > kMax) absl::StrAppend(&body, "...");
-  return absl::StrCat("\"", body, "\"");
-}
-
 bool AllCharsIn(absl::string_view s, absl::string_view extra, bool upper_ok) {
   for (char c : s) {
     bool ok = absl::ascii_isdigit(static_cast<unsigned char>(c)) ||
@@ -107,81 +100,28 @@ bool IsValidUtf8(absl::string_view s) {
   return true;
 }
 
-bool IsSearchBudgetSet(const v1::Budget& b) {
-  return b.has_latency_ms_max() || b.has_throughput_tokens_per_s_min() || b.has_memory_mib_max();
-}
-
-// Accumulates violations; every helper names the field exactly as a contract writes it.
-class Checker {
- public:
-  void Add(std::string field, std::string reason) {
-    errors_.push_back({std::move(field), std::move(reason)});
-  }
-
-  // Integer in [lo, hi]. Returns false (after recording) when out of range.
-  bool Int(const std::string& field, int64_t v, int64_t lo, int64_t hi) {
-    if (v < lo) {
-      Add(field, absl::StrCat("must be >= ", lo, ", got ", v));
-      return false;
-    }
-    if (v > hi) {
-      Add(field, absl::StrCat("must be <= ", hi, ", got ", v));
-      return false;
-    }
-    return true;
-  }
-
-  // Finite double between lo and hi, each bound inclusive or not (kInf = unbounded).
-  bool Double(const std::string& field, double v, double lo, bool lo_inclusive, double hi,
-              bool hi_inclusive) {
-    if (!std::isfinite(v)) {
-      Add(field, absl::StrCat("must be finite, got ", FormatDouble(v)));
-      return false;
-    }
-    if (lo_inclusive ? v < lo : v <= lo) {
-      Add(field, absl::StrCat("must be ", lo_inclusive ? ">= " : "> ", FormatDouble(lo),
-                              ", got ", FormatDouble(v)));
-      return false;
-    }
-    if (hi_inclusive ? v > hi : v >= hi) {
-      Add(field, absl::StrCat("must be ", hi_inclusive ? "<= " : "< ", FormatDouble(hi),
-                              ", got ", FormatDouble(v)));
-      return false;
-    }
-    return true;
-  }
-
-  bool Positive(const std::string& field, double v) {
-    return Double(field, v, 0, /*lo_inclusive=*/false, kInf, /*hi_inclusive=*/true);
-  }
-
-  std::vector<FieldError> Take() { return std::move(errors_); }
-
- private:
-  std::vector<FieldError> errors_;
-};
-
-void CheckIdentity(const DeploymentContract& c, Checker& k) {
+void CheckIdentity(const DeploymentContract& c, const methods::MethodRegistry& registry,
+                   Checker& k) {
   if (c.name().empty()) {
     k.Add("name", absl::StrCat("required; 1-", kMaxNameChars, " characters of [A-Za-z0-9._-]"));
   } else if (!MatchesClass(c.name(), "._-", /*upper_ok=*/true, 1, kMaxNameChars)) {
     k.Add("name", absl::StrCat("must match [A-Za-z0-9._-]{1,", kMaxNameChars, "}, got ",
                                Quote(c.name())));
   }
+  const std::string known = absl::StrJoin(registry.Names(), ", ");
   if (c.method() == v1::METHOD_UNSPECIFIED) {
-    k.Add("method", "required; one of AUTOCOMPRESS, BLOCK_REMOVAL, ENTROPY_CODE, PROBE");
-  } else if (!v1::Method_IsValid(c.method())) {
-    k.Add("method", absl::StrCat("must be one of AUTOCOMPRESS, BLOCK_REMOVAL, ENTROPY_CODE, "
-                                 "PROBE, got ",
-                                 c.method()));
+    k.Add("method", absl::StrCat("required; one of ", known));
+  } else if (registry.Find(c.method()) == nullptr) {
+    k.Add("method", absl::StrCat("must be one of ", known, ", got ", c.method()));
   }
 }
 
-void CheckParent(const DeploymentContract& c, Checker& k) {
+void CheckParent(const DeploymentContract& c, const Method* m, Checker& k) {
   const v1::ModelRef& p = c.parent();
   bool has_path = !p.path().empty();
   bool has_digest = !p.artifact_digest().empty();
-  bool needed = c.method() != v1::PROBE && c.method() != v1::METHOD_UNSPECIFIED;
+  // An unknown method is reported by CheckIdentity; its parent is still required.
+  bool needed = m != nullptr ? m->traits().needs_parent : c.method() != v1::METHOD_UNSPECIFIED;
   if (!has_path && !has_digest) {
     if (needed) {
       k.Add("parent", absl::StrCat("required for ", v1::Method_Name(c.method()),
@@ -210,7 +150,8 @@ void CheckParent(const DeploymentContract& c, Checker& k) {
   }
 }
 
-void CheckTarget(const DeploymentContract& c, Checker& k) {
+void CheckTarget(const DeploymentContract& c, const methods::MethodRegistry& registry,
+                 const Method* m, Checker& k) {
   const v1::Target& t = c.target();
   const std::string& dk = t.device_kind();
   if (dk.empty()) {
@@ -243,16 +184,16 @@ void CheckTarget(const DeploymentContract& c, Checker& k) {
     k.Add("target.precision",
           absl::StrCat("must be one of FP32, BF16, FP16, FP8, INT8, INT4, got ", p));
   } else if ((p == v1::FP8 || p == v1::INT8 || p == v1::INT4) &&
-             c.method() != v1::ENTROPY_CODE) {
+             (m == nullptr || !m->traits().low_precision_targets)) {
     k.Add("target.precision",
-          absl::StrCat(v1::Precision_Name(p), " is only supported for ENTROPY_CODE (the "
-                                              "built-in engine serves FP32, BF16 and FP16)"));
+          absl::StrCat(v1::Precision_Name(p), " is only supported for ",
+                       JoinNames(registry.Names(ServesLowPrecision), " and "),
+                       " (the built-in engine serves FP32, BF16 and FP16)"));
   }
 }
 
-void CheckWorkload(const DeploymentContract& c, Checker& k) {
-  bool required = c.method() == v1::AUTOCOMPRESS || c.method() == v1::BLOCK_REMOVAL ||
-                  c.method() == v1::ENTROPY_CODE;
+void CheckWorkload(const DeploymentContract& c, const Method* m, Checker& k) {
+  bool required = m != nullptr && m->traits().needs_workload;
   if (!c.has_workload()) {
     if (required) {
       k.Add("workload", absl::StrCat("required for ", v1::Method_Name(c.method()),
@@ -285,7 +226,7 @@ void CheckWorkload(const DeploymentContract& c, Checker& k) {
   }
 }
 
-void CheckBudget(const DeploymentContract& c, Checker& k) {
+void CheckBudget(const DeploymentContract& c, const Method* m, Checker& k) {
   const v1::Budget& b = c.budget();
   bool ok = true;
   if (b.has_latency_ms_max()) ok &= k.Positive("budget.latency_ms_max", b.latency_ms_max());
@@ -302,100 +243,15 @@ void CheckBudget(const DeploymentContract& c, Checker& k) {
           absl::StrCat("must be <= budget.memory_mib_max (", FormatDouble(b.memory_mib_max()),
                        "), got ", FormatDouble(b.weight_memory_mib_max())));
   }
-  switch (c.method()) {
-    case v1::AUTOCOMPRESS:
-      if (!IsSearchBudgetSet(b)) {
-        k.Add("budget", absl::StrCat("at least one of ", kSearchBudgets,
-                                     " is required for AUTOCOMPRESS"));
-      }
-      break;
-    case v1::BLOCK_REMOVAL:
-      if (!IsSearchBudgetSet(b) && !c.block_removal().has_blocks_to_remove()) {
-        k.Add("budget", absl::StrCat("at least one of ", kSearchBudgets,
-                                     " is required for BLOCK_REMOVAL unless "
-                                     "block_removal.blocks_to_remove is set"));
-      }
-      break;
-    case v1::ENTROPY_CODE:
-      if (!b.has_weight_memory_mib_max() && !b.has_memory_mib_max()) {
-        k.Add("budget", "weight_memory_mib_max or memory_mib_max is required for ENTROPY_CODE");
-      }
-      break;
-    default:
-      break;
-  }
-  if (c.package().entropy_code() && !b.has_weight_memory_mib_max() &&
-      (c.method() == v1::AUTOCOMPRESS || c.method() == v1::BLOCK_REMOVAL)) {
+  if (m != nullptr) m->CheckChosen(c, k);
+  if (c.package().entropy_code() && !b.has_weight_memory_mib_max() && m != nullptr &&
+      m->traits().packageable) {
     k.Add("budget.weight_memory_mib_max", "required when package.entropy_code is true");
   }
 }
 
-void CheckSearch(const DeploymentContract& c, Checker& k) {
-  const v1::SearchParams& s = c.search();
-  const std::string p = "search.";
-  if (s.has_steps()) k.Int(p + "steps", s.steps(), 1, 100000);
-  bool sampled_ok = !s.has_sampled_architectures() ||
-                    k.Int(p + "sampled_architectures", s.sampled_architectures(), 1, 1024);
-  if (s.has_alpha()) k.Double(p + "alpha", s.alpha(), 0, true, 1000, true);
-  if (s.has_dead_zone()) k.Double(p + "dead_zone", s.dead_zone(), 0, true, 0.5, false);
-  if (s.has_router_lr()) k.Double(p + "router_lr", s.router_lr(), 0, false, 1, true);
-  if (s.has_router_hidden()) k.Int(p + "router_hidden", s.router_hidden(), 1, 8192);
-  bool scale_start_ok =
-      !s.has_logit_scale_start() || k.Positive(p + "logit_scale_start", s.logit_scale_start());
-  bool scale_end_ok =
-      !s.has_logit_scale_end() || k.Positive(p + "logit_scale_end", s.logit_scale_end());
-  // Comparisons use the effective value (explicit or default) on both sides.
-  if (scale_start_ok && scale_end_ok && (s.has_logit_scale_start() || s.has_logit_scale_end())) {
-    double start = s.has_logit_scale_start() ? s.logit_scale_start() : 1.0;
-    double end = s.has_logit_scale_end() ? s.logit_scale_end() : 10.0;
-    if (end < start) {
-      k.Add(p + "logit_scale_end",
-            absl::StrCat("must be >= logit_scale_start (", FormatDouble(start), "), got ",
-                         FormatDouble(end)));
-    }
-  }
-  bool temp_start_ok = !s.has_temperature_start() ||
-                       k.Double(p + "temperature_start", s.temperature_start(), 0, false, 100, true);
-  bool temp_end_ok = !s.has_temperature_end() ||
-                     k.Double(p + "temperature_end", s.temperature_end(), 0, false, 100, true);
-  if (temp_start_ok && temp_end_ok && (s.has_temperature_start() || s.has_temperature_end())) {
-    double start = s.has_temperature_start() ? s.temperature_start() : 1.0;
-    double end = s.has_temperature_end() ? s.temperature_end() : 0.05;
-    if (end > start) {
-      k.Add(p + "temperature_end",
-            absl::StrCat("must be <= temperature_start (", FormatDouble(start), "), got ",
-                         FormatDouble(end)));
-    }
-  }
-  if (s.has_extraction_threshold()) {
-    k.Double(p + "extraction_threshold", s.extraction_threshold(), 0.5, false, 1, true);
-  }
-  if (s.has_batch_sequences() &&
-      k.Int(p + "batch_sequences", s.batch_sequences(), 1, 1048576) && sampled_ok) {
-    // Each step splits its batch across the sampled architectures; one needs >= 1 sequence.
-    int32_t sampled = s.has_sampled_architectures() ? s.sampled_architectures() : 32;
-    if (s.batch_sequences() < sampled) {
-      k.Add(p + "batch_sequences",
-            absl::StrCat("must be >= sampled_architectures (", sampled,
-                         ") so every architecture gets a sequence, got ", s.batch_sequences()));
-    }
-  } else if (!s.has_batch_sequences() && s.has_sampled_architectures() && sampled_ok &&
-             s.sampled_architectures() > 64) {
-    k.Add(p + "sampled_architectures",
-          absl::StrCat("must be <= batch_sequences (default 64) so every architecture gets a "
-                       "sequence, got ",
-                       s.sampled_architectures()));
-  }
-  if (s.has_sequence_length()) k.Int(p + "sequence_length", s.sequence_length(), 1, 65536);
-  if (s.has_supernet_lr()) k.Double(p + "supernet_lr", s.supernet_lr(), 0, false, 1, true);
-}
-
-void CheckRankingAndRecovery(const DeploymentContract& c, Checker& k) {
-  const v1::RankingParams& r = c.ranking();
-  if (r.has_calibration_samples()) {
-    k.Int("ranking.calibration_samples", r.calibration_samples(), 1, 1000000);
-  }
-  if (r.has_sequence_length()) k.Int("ranking.sequence_length", r.sequence_length(), 1, 65536);
+// Recovery (distillation) is shared by the methods that distill their students.
+void CheckRecovery(const DeploymentContract& c, Checker& k) {
   const v1::RecoveryParams& d = c.recovery();
   if (d.has_tokens()) k.Int("recovery.tokens", d.tokens(), 0, 10000000000000LL);
   if (d.has_learning_rate()) {
@@ -410,76 +266,14 @@ void CheckRankingAndRecovery(const DeploymentContract& c, Checker& k) {
   if (d.has_checkpoint_every_steps()) {
     k.Int("recovery.checkpoint_every_steps", d.checkpoint_every_steps(), 1, 100000000);
   }
-  if (c.compare_uniform_baseline() && c.method() != v1::AUTOCOMPRESS) {
-    k.Add("compare_uniform_baseline",
-          absl::StrCat("only valid for AUTOCOMPRESS, got method ", v1::Method_Name(c.method())));
-  }
 }
 
-void CheckBlockRemoval(const DeploymentContract& c, Checker& k) {
-  const v1::BlockRemovalParams& b = c.block_removal();
-  if (b.has_blocks_to_remove()) {
-    k.Int("block_removal.blocks_to_remove", b.blocks_to_remove(), 1, 4096);
-  }
-  if (b.has_calibration_samples()) {
-    k.Int("block_removal.calibration_samples", b.calibration_samples(), 1, 100000);
-  }
-  if (b.has_candidates()) k.Int("block_removal.candidates", b.candidates(), 1, 1000);
-  if (b.has_stages() && k.Int("block_removal.stages", b.stages(), 1, 8)) {
-    // A budget-driven M is found by solving once; stages need M up front.
-    if (b.stages() > 1 && !b.has_blocks_to_remove()) {
-      k.Add("block_removal.stages",
-            absl::StrCat(b.stages(), " stages need block_removal.blocks_to_remove (a "
-                                     "budget-driven M is chosen in one stage)"));
-    } else if (b.has_blocks_to_remove() && b.stages() > b.blocks_to_remove()) {
-      k.Add("block_removal.stages",
-            absl::StrCat("at most block_removal.blocks_to_remove (", b.blocks_to_remove(),
-                         "), got ", b.stages()));
-    }
-  }
-  if (!v1::QuboSolver_IsValid(b.solver())) {
-    k.Add("block_removal.solver",
-          absl::StrCat("must be one of QUBO_SOLVER_UNSPECIFIED, EXACT, SIMULATED_ANNEALING, "
-                       "TABU, got ",
-                       b.solver()));
-  }
-}
-
-void CheckCandidateList(const std::string& field,
-                        const google::protobuf::RepeatedField<int32_t>& values, int64_t lo,
-                        int64_t hi, Checker& k) {
-  if (values.size() > kMaxCandidates) {
-    k.Add(field, absl::StrCat("at most ", kMaxCandidates, " entries, got ", values.size()));
-    return;
-  }
-  for (int i = 0; i < values.size(); ++i) {
-    std::string item = absl::StrCat(field, "[", i, "]");
-    if (!k.Int(item, values[i], lo, hi)) continue;
-    for (int j = 0; j < i; ++j) {
-      if (values[j] == values[i]) {
-        k.Add(item, absl::StrCat("duplicate of ", field, "[", j, "] (", values[i], ")"));
-        break;
-      }
-    }
-  }
-}
-
-void CheckEntropyAndPackage(const DeploymentContract& c, Checker& k) {
-  const v1::EntropyParams& e = c.entropy();
-  if (!v1::WeightFormat_IsValid(e.weight_format())) {
-    k.Add("entropy.weight_format",
-          absl::StrCat("must be one of WEIGHT_FORMAT_UNSPECIFIED, WEIGHT_BF16, WEIGHT_FP8, "
-                       "WEIGHT_INT8, WEIGHT_INT4, got ",
-                       e.weight_format()));
-  }
-  CheckCandidateList("entropy.symbols_per_codeword", e.symbols_per_codeword(), 1, 4, k);
-  CheckCandidateList("entropy.table_log", e.table_log(), 8, 16, k);
-  CheckCandidateList("entropy.chunk_width", e.chunk_width(), 64, 65536, k);
-  if (c.package().entropy_code() && c.method() != v1::AUTOCOMPRESS &&
-      c.method() != v1::BLOCK_REMOVAL) {
+void CheckPackage(const DeploymentContract& c, const methods::MethodRegistry& registry,
+                  const Method* m, Checker& k) {
+  if (c.package().entropy_code() && (m == nullptr || !m->traits().packageable)) {
     k.Add("package.entropy_code",
-          absl::StrCat("only valid for AUTOCOMPRESS and BLOCK_REMOVAL, got method ",
-                       v1::Method_Name(c.method())));
+          absl::StrCat("only valid for ", JoinNames(registry.Names(IsPackageable), " and "),
+                       ", got method ", v1::Method_Name(c.method())));
   }
 }
 
@@ -555,9 +349,6 @@ void CheckOwnership(const DeploymentContract& c, Checker& k) {
       k.Add(field, absl::StrCat("value must be valid UTF-8, got ", Quote(value)));
     }
   }
-  if (c.probe().has_duration_ms()) {
-    k.Int("probe.duration_ms", c.probe().duration_ms(), 0, 600000);
-  }
 }
 
 void SetDefaultResources(v1::ResourceRequest* r, bool cpu, int32_t cpu_ranks) {
@@ -569,28 +360,45 @@ void SetDefaultResources(v1::ResourceRequest* r, bool cpu, int32_t cpu_ranks) {
   if (!r->has_max_attempts()) r->set_max_attempts(3);
 }
 
-void SetDefaultList(google::protobuf::RepeatedField<int32_t>* list,
-                    std::initializer_list<int32_t> values) {
-  if (list->empty()) list->Add(values.begin(), values.end());
-}
-
 }  // namespace
 
-std::vector<FieldError> CheckContract(const DeploymentContract& contract) {
+std::vector<FieldError> CheckContract(const DeploymentContract& contract,
+                                      const methods::MethodRegistry& registry) {
+  const DeploymentContract& c = contract;
+  const Method* m = registry.Find(c.method());
+  // Every section, the shared ones and each registered method's own, keyed by its field
+  // number: errors come out in the order a reader meets the fields.
+  struct Section {
+    int field_number;
+    std::function<void(Checker&)> check;
+  };
+  using F = DeploymentContract;
+  std::vector<Section> sections = {
+      {F::kNameFieldNumber, [&](Checker& k) { CheckIdentity(c, registry, k); }},
+      {F::kParentFieldNumber, [&](Checker& k) { CheckParent(c, m, k); }},
+      {F::kTargetFieldNumber, [&](Checker& k) { CheckTarget(c, registry, m, k); }},
+      {F::kWorkloadFieldNumber, [&](Checker& k) { CheckWorkload(c, m, k); }},
+      {F::kBudgetFieldNumber, [&](Checker& k) { CheckBudget(c, m, k); }},
+      {F::kRecoveryFieldNumber, [&](Checker& k) { CheckRecovery(c, k); }},
+      {F::kPackageFieldNumber, [&](Checker& k) { CheckPackage(c, registry, m, k); }},
+      {F::kResourcesFieldNumber, [&](Checker& k) { CheckResources(c, k); }},
+      {F::kPriorityFieldNumber, [&](Checker& k) { CheckOwnership(c, k); }},
+  };
+  for (const auto& method : registry.all()) {
+    for (const methods::ParamsSection& own : method->ParamsSections()) {
+      sections.push_back({own.field_number, [&c, own](Checker& k) { own.check(c, k); }});
+    }
+  }
+  std::stable_sort(sections.begin(), sections.end(), [](const Section& a, const Section& b) {
+    return a.field_number < b.field_number;
+  });
   Checker k;
-  // Sections run in proto field order so errors come out in the order a reader meets them.
-  CheckIdentity(contract, k);
-  CheckParent(contract, k);
-  CheckTarget(contract, k);
-  CheckWorkload(contract, k);
-  CheckBudget(contract, k);
-  CheckSearch(contract, k);
-  CheckRankingAndRecovery(contract, k);
-  CheckBlockRemoval(contract, k);
-  CheckEntropyAndPackage(contract, k);
-  CheckResources(contract, k);
-  CheckOwnership(contract, k);
+  for (const Section& section : sections) section.check(k);
   return k.Take();
+}
+
+std::vector<FieldError> CheckContract(const DeploymentContract& contract) {
+  return CheckContract(contract, methods::BuiltinMethods());
 }
 
 absl::Status ValidateContract(const DeploymentContract& contract) {
@@ -601,6 +409,11 @@ absl::Status ValidateContract(const DeploymentContract& contract) {
       absl::StrJoin(errors, "; ", [](std::string* out, const FieldError& e) {
         absl::StrAppend(out, e.ToString());
       })));
+}
+
+absl::StatusOr<ValidatedContract> ValidatedContract::From(const DeploymentContract& contract) {
+  if (absl::Status st = ValidateContract(contract); !st.ok()) return st;
+  return ValidatedContract(WithDefaults(contract));
 }
 
 DeploymentContract WithDefaults(const DeploymentContract& contract) {
@@ -617,26 +430,6 @@ DeploymentContract WithDefaults(const DeploymentContract& contract) {
     c.mutable_workload()->set_cached_prefix_tokens(0);
   }
 
-  v1::SearchParams* s = c.mutable_search();
-  if (!s->has_steps()) s->set_steps(250);
-  if (!s->has_sampled_architectures()) s->set_sampled_architectures(32);
-  if (!s->has_alpha()) s->set_alpha(1.0);
-  if (!s->has_dead_zone()) s->set_dead_zone(0.02);
-  if (!s->has_router_lr()) s->set_router_lr(2e-3);
-  if (!s->has_router_hidden()) s->set_router_hidden(256);
-  if (!s->has_logit_scale_start()) s->set_logit_scale_start(1.0);
-  if (!s->has_logit_scale_end()) s->set_logit_scale_end(10.0);
-  if (!s->has_temperature_start()) s->set_temperature_start(1.0);
-  if (!s->has_temperature_end()) s->set_temperature_end(0.05);
-  if (!s->has_extraction_threshold()) s->set_extraction_threshold(0.95);
-  if (!s->has_batch_sequences()) s->set_batch_sequences(64);
-  if (!s->has_sequence_length()) s->set_sequence_length(64);
-  if (!s->has_supernet_lr()) s->set_supernet_lr(1e-4);
-
-  v1::RankingParams* r = c.mutable_ranking();
-  if (!r->has_calibration_samples()) r->set_calibration_samples(256);
-  if (!r->has_sequence_length()) r->set_sequence_length(64);
-
   v1::RecoveryParams* d = c.mutable_recovery();
   if (!d->has_tokens()) d->set_tokens(2000000);
   if (!d->has_learning_rate()) d->set_learning_rate(3e-4);
@@ -644,16 +437,9 @@ DeploymentContract WithDefaults(const DeploymentContract& contract) {
   if (!d->has_sequence_length()) d->set_sequence_length(64);
   if (!d->has_checkpoint_every_steps()) d->set_checkpoint_every_steps(50);
 
-  // blocks_to_remove stays unset on purpose: unset means "smallest M that meets the budget".
-  v1::BlockRemovalParams* b = c.mutable_block_removal();
-  if (!b->has_calibration_samples()) b->set_calibration_samples(128);
-  if (!b->has_candidates()) b->set_candidates(8);
-  if (!b->has_stages()) b->set_stages(1);
-
-  v1::EntropyParams* e = c.mutable_entropy();
-  SetDefaultList(e->mutable_symbols_per_codeword(), {1, 2});
-  SetDefaultList(e->mutable_table_log(), {10, 12});
-  SetDefaultList(e->mutable_chunk_width(), {1024, 4096});
+  // Each method's own sections, whichever method the contract names: the stored contract is
+  // then the one source of defaults for every job.
+  for (const auto& method : methods::BuiltinMethods().all()) method->ApplyDefaults(c);
 
   // Search and distillation are data-parallel; two CPU ranks exercise the collective path
   // (Gloo) by default at little cost.
@@ -669,7 +455,6 @@ DeploymentContract WithDefaults(const DeploymentContract& contract) {
   if (!c.has_priority()) c.set_priority(0);
   if (c.team().empty()) c.set_team("default");
   if (!c.has_seed()) c.set_seed(1);
-  if (!c.probe().has_duration_ms()) c.mutable_probe()->set_duration_ms(1000);
   return c;
 }
 

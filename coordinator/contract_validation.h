@@ -2,9 +2,14 @@
 #define TAILOR_COORDINATOR_CONTRACT_VALIDATION_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "methods/api/contract_checker.h"
+#include "methods/entropy_code/entropy_code.h"
+#include "methods/registry.h"
 #include "tailor/v1/contract.pb.h"
 
 namespace tailor::coordinator {
@@ -19,17 +24,15 @@ inline constexpr size_t kMaxGpuTypeChars = 32;       // resources.<block>.gpu_ty
 inline constexpr int kMaxLabels = 32;                // labels entries
 inline constexpr size_t kMaxLabelKeyChars = 63;      // labels key
 inline constexpr size_t kMaxLabelValueChars = 256;   // labels value
-inline constexpr int kMaxCandidates = 16;            // entropy.* candidate lists
+using methods::kMaxCandidates;                       // entropy.* candidate lists
 
-// One violated rule: the field path as written in a contract ("workload.batch_size",
-// "resources.search.nodes", "entropy.table_log[1]") and why.
-struct FieldError {
-  std::string field;
-  std::string reason;  // e.g. "must be >= 1, got 0"
-  std::string ToString() const { return field + ": " + reason; }
-};
+using methods::FieldError;
 
-// Checks every rule of docs/contract.md. Returns all violations in field order (empty = valid).
+// Checks every rule of docs/contract.md: the shared sections here and each method's own
+// (methods/<method>/). Returns all violations in field order (empty = valid).
+std::vector<FieldError> CheckContract(const v1::DeploymentContract& contract,
+                                      const methods::MethodRegistry& registry);
+// The same over methods::BuiltinMethods().
 std::vector<FieldError> CheckContract(const v1::DeploymentContract& contract);
 
 // OK, or INVALID_ARGUMENT whose message lists every violation ("a: why; b: why").
@@ -39,6 +42,23 @@ absl::Status ValidateContract(const v1::DeploymentContract& contract);
 // hyper-parameters, resources, priority, team, seed ...). Applying it twice is a no-op.
 // The coordinator stores and hands out the defaulted contract, so workers never guess.
 v1::DeploymentContract WithDefaults(const v1::DeploymentContract& contract);
+
+// A contract that passed ValidateContract, with its defaults applied: what the coordinator
+// stores, plans and fingerprints. Planning and fingerprinting take it, so a submission is
+// validated once and defaulted once.
+class ValidatedContract {
+ public:
+  // INVALID_ARGUMENT as ValidateContract, else the defaulted contract.
+  static absl::StatusOr<ValidatedContract> From(const v1::DeploymentContract& contract);
+
+  const v1::DeploymentContract& contract() const { return defaulted_; }
+
+ private:
+  explicit ValidatedContract(v1::DeploymentContract defaulted)
+      : defaulted_(std::move(defaulted)) {}
+
+  v1::DeploymentContract defaulted_;
+};
 
 }  // namespace tailor::coordinator
 

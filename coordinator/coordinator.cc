@@ -14,6 +14,7 @@
 #include "coordinator/unit_of_work.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "methods/api/job_kinds.h"
 #include "spdlog/spdlog.h"
 
 namespace tailor::coordinator {
@@ -306,10 +307,11 @@ absl::StatusOr<std::pair<v1::Campaign, bool>> Coordinator::Submit(
     return absl::InvalidArgumentError(
         "request_id: must be 1..128 characters of [A-Za-z0-9._:-]");
   }
-  TAILOR_RETURN_IF_ERROR(ValidateContract(contract));
-  const v1::DeploymentContract defaulted = WithDefaults(contract);
+  // Validated and defaulted once; everything below reads the stored, defaulted contract.
+  TAILOR_ASSIGN_OR_RETURN(const ValidatedContract validated, ValidatedContract::From(contract));
+  const v1::DeploymentContract& defaulted = validated.contract();
   const std::string hash = ContractHash(defaulted);
-  TAILOR_ASSIGN_OR_RETURN(std::vector<PlannedJob> plan, PlanCampaign(defaulted));
+  TAILOR_ASSIGN_OR_RETURN(std::vector<PlannedJob> plan, PlanCampaign(validated));
 
   Effects fx;
   absl::StatusOr<std::pair<v1::Campaign, bool>> result;
@@ -335,13 +337,13 @@ absl::StatusOr<std::pair<v1::Campaign, bool>> Coordinator::Submit(
     campaign.set_state(v1::CAMPAIGN_QUEUED);
     *campaign.mutable_created_at() = ToProto(now);
     *campaign.mutable_updated_at() = ToProto(now);
-    campaign.set_fingerprint(TargetFingerprint(defaulted));
+    campaign.set_fingerprint(TargetFingerprint(validated));
 
     UnitOfWork uow(this, now);
     uow.InsertCampaign(campaign, hash);
     std::optional<v1::CostTable> reusable;
     for (const PlannedJob& p : plan) {
-      if (p.kind == "profile") {
+      if (p.kind == methods::jobs::kProfile) {
         TAILOR_ASSIGN_OR_RETURN(reusable, store_->FindCostTable(campaign.fingerprint()));
         break;
       }
@@ -357,7 +359,7 @@ absl::StatusOr<std::pair<v1::Campaign, bool>> Coordinator::Submit(
       *job.mutable_resources() = p.resources;
       *job.mutable_created_at() = ToProto(now);
       *job.mutable_updated_at() = ToProto(now);
-      if (p.kind == "profile" && reusable.has_value()) {
+      if (p.kind == methods::jobs::kProfile && reusable.has_value()) {
         // Same target fingerprint: the measured table still holds, no need to profile again.
         job.set_state(v1::JOB_SKIPPED);
         job.set_skipped_reason(absl::StrCat("cost table ", reusable->id(), " reused"));

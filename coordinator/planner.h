@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "coordinator/contract_validation.h"
+#include "methods/api/graph_builder.h"
 #include "tailor/v1/campaign.pb.h"
 #include "tailor/v1/contract.pb.h"
 
@@ -14,22 +16,18 @@ namespace tailor::coordinator {
 // that changing the model family invalidates every cost table.
 inline constexpr char kLayerFamilyVersion[] = "hybrid-v1";
 
-// One node of a campaign's job graph. `key` is unique within the campaign and is also the
-// job kind except where one kind appears twice (e.g. "verify" and "verify_baseline" are both
-// kind "verify").
-struct PlannedJob {
-  std::string key;
-  std::string kind;
-  std::vector<std::string> depends_on;  // keys of jobs that must succeed (or be skipped) first
-  v1::ResourceSpec resources;           // placement "agent" or "launcher"
-};
+using methods::PlannedJob;
 
-// Builds the job graph for a validated, defaulted contract (see WithDefaults). The graph is
+// Builds the job graph of the contract's method (methods/<method>/). The graph is
 // topologically ordered: every job appears after its dependencies.
+absl::StatusOr<std::vector<PlannedJob>> PlanCampaign(const ValidatedContract& contract);
+// Validates and defaults `contract` first (for tools and tests that hold a raw contract).
 absl::StatusOr<std::vector<PlannedJob>> PlanCampaign(const v1::DeploymentContract& contract);
 
 // Hex sha256 of (device kind, engine, engine version, precision, batch, input, output, cached
 // prefix lengths, layer-family version): the key of cost tables.
+std::string TargetFingerprint(const ValidatedContract& contract);
+// Defaults `contract` first, so "engine unset" and "engine: tailor-builtin" share cost tables.
 std::string TargetFingerprint(const v1::DeploymentContract& contract);
 
 }  // namespace tailor::coordinator

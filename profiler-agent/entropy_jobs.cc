@@ -19,8 +19,9 @@
 #include "compression/entropy/gemv.h"
 #include "compression/entropy/package.h"
 #include "compression/model/config.h"
-#include "compression/model/model_archive.h"
+#include "common/model_fetch.h"
 #include "compression/tasks/suites.h"
+#include "methods/api/job_kinds.h"
 
 namespace tailor::profiler {
 namespace {
@@ -50,13 +51,7 @@ absl::StatusOr<std::string> Download(JobContext& ctx, const std::string& digest,
 
 absl::StatusOr<std::string> FetchModelDir(JobContext& ctx, const std::string& digest,
                                           const std::string& name) {
-  TAILOR_ASSIGN_OR_RETURN(std::string tar, Download(ctx, digest, name + ".tar"));
-  const std::string dir = absl::StrCat(ctx.work_dir(), "/", name);
-  if (absl::Status st = model::UnpackModelArchive(tar, dir); !st.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model artifact ", digest, " failed validation: ", st.message()));
-  }
-  return dir;
+  return FetchModelArtifact(ctx, digest, ctx.work_dir(), name);
 }
 
 // The model a package is built from: the `verify` dependency's model (tail) or the parent.
@@ -66,7 +61,7 @@ struct Source {
 };
 
 absl::StatusOr<Source> SourceOf(const JobContext& ctx) {
-  const auto verify = ctx.inputs().find("verify");
+  const auto verify = ctx.inputs().find(methods::jobs::kVerify);
   if (verify != ctx.inputs().end()) {
     const auto f = verify->second.fields().find("model_source");
     if (f != verify->second.fields().end() && f->second.has_string_value()) {

@@ -6,6 +6,9 @@
 #ifdef TAILOR_AGENT_WITH_TORCH
 #include "profiler-agent/entropy_jobs.h"
 #include "profiler-agent/ml_jobs.h"
+#include "methods/api/job_kinds.h"
+#include "methods/entropy_code/job_kinds.h"
+#include "methods/probe/job_kinds.h"
 #endif
 
 namespace tailor::profiler {
@@ -15,7 +18,7 @@ void RegisterProfilerHandlers(AgentRuntime& runtime, const DeviceDescription& de
   ProbeConfig probe;
   probe.device_kind = device.device_kind;
   probe.device = device.device;
-  runtime.RegisterHandler("probe", MakeProbeHandler(probe));
+  runtime.RegisterHandler(methods::jobs::kProbe, MakeProbeHandler(probe));
   if (!options.ml_jobs) return;
   const v1::AgentInfo& info = runtime.options().info;
   if (info.engine() != engine::kEngineName || info.engine_version() != engine::kEngineVersion) {
@@ -32,9 +35,9 @@ void RegisterProfilerHandlers(AgentRuntime& runtime, const DeviceDescription& de
   ml.profile_validation_architectures = options.profile_validation_architectures;
   if (options.verify_repetitions > 0) ml.verify_repetitions = options.verify_repetitions;
   if (options.verify_task_samples > 0) ml.verify_task_samples = options.verify_task_samples;
-  runtime.RegisterHandler("profile", MakeProfileHandler(ml));
-  runtime.RegisterHandler("verify", MakeVerifyHandler(ml));
-  runtime.RegisterHandler("autotune", MakeAutotuneHandler(ml));
+  runtime.RegisterHandler(methods::jobs::kProfile, MakeProfileHandler(ml));
+  runtime.RegisterHandler(methods::jobs::kVerify, MakeVerifyHandler(ml));
+  runtime.RegisterHandler(methods::jobs::kAutotune, MakeAutotuneHandler(ml));
 #else
   spdlog::warn("built without LibTorch (TAILOR_WITH_TORCH=OFF): profile and verify are not "
                "offered");

@@ -13,11 +13,12 @@
 #include "compression/costmodel/cost_table_proto.h"
 #include "compression/engine/engine.h"
 #include "compression/model/config.h"
-#include "compression/model/model_archive.h"
+#include "common/model_fetch.h"
 #include "compression/tasks/suites.h"
 #include "compression/tasks/tokenizer.h"
 #include "compression/tasks/training.h"
 #include "profiler-agent/entropy_jobs.h"
+#include "methods/api/job_kinds.h"
 
 namespace tailor::profiler {
 
@@ -43,17 +44,10 @@ absl::Status BadModel(absl::string_view what, const absl::Status& st) {
   return absl::InvalidArgumentError(absl::StrCat(what, " failed validation: ", st.message()));
 }
 
-// Downloads a model artifact (the tar of model_archive.h) and unpacks it below the job's
-// work dir; returns the model dir.
+// Downloads a model artifact and unpacks it below the job's work dir; returns the model dir.
 absl::StatusOr<std::string> FetchModel(JobContext& ctx, const std::string& digest,
                                        const std::string& name) {
-  const std::string tar = absl::StrCat(ctx.work_dir(), "/", name, ".tar");
-  TAILOR_RETURN_IF_ERROR(ctx.DownloadArtifact(digest, tar));
-  const std::string dir = absl::StrCat(ctx.work_dir(), "/", name);
-  if (absl::Status st = model::UnpackModelArchive(tar, dir); !st.ok()) {
-    return BadModel(absl::StrCat("model artifact ", digest), st);
-  }
-  return dir;
+  return FetchModelArtifact(ctx, digest, ctx.work_dir(), name);
 }
 
 absl::StatusOr<std::string> ParentDir(JobContext& ctx) {
@@ -64,22 +58,28 @@ absl::StatusOr<std::string> ParentDir(JobContext& ctx) {
       "parent: the contract names no model (set parent.path or parent.artifact_digest)");
 }
 
-// The model to verify: a dependency's `model_digest` (the job that produced the model),
+// The model to verify: the `model_digest` of the dependency that produced a model (every
+// method plans verify after the one job that produced its model, whatever that job's kind),
 // else the contract's parent. Returns the dir and where it came from.
 absl::StatusOr<std::pair<std::string, std::string>> ModelDir(JobContext& ctx) {
-  std::vector<std::string> kinds = {"distill", "entropy_select", "select", "solve",
-                                    "evaluate_candidates"};
-  for (const auto& [kind, result] : ctx.inputs()) {
-    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
+  std::vector<std::pair<std::string, std::string>> producers;  // (dependency key, digest)
+  for (const auto& [key, result] : ctx.inputs()) {
+    const auto f = result.fields().find("model_digest");
+    if (f != result.fields().end() && f->second.has_string_value()) {
+      producers.emplace_back(key, f->second.string_value());
+    }
   }
-  for (const std::string& kind : kinds) {
-    const auto it = ctx.inputs().find(kind);
-    if (it == ctx.inputs().end()) continue;
-    const auto f = it->second.fields().find("model_digest");
-    if (f == it->second.fields().end() || !f->second.has_string_value()) continue;
-    const std::string digest = f->second.string_value();
+  if (producers.size() > 1) {
+    std::sort(producers.begin(), producers.end());
+    return absl::FailedPreconditionError(absl::StrCat(
+        "verify needs one dependency that produced a model, got ", producers.size(), " (",
+        producers[0].first, ", ", producers[1].first, producers.size() > 2 ? ", ..." : "",
+        ")"));
+  }
+  if (producers.size() == 1) {
+    const auto& [key, digest] = producers.front();
     TAILOR_ASSIGN_OR_RETURN(std::string dir, FetchModel(ctx, digest, "model"));
-    return std::make_pair(dir, absl::StrCat(kind, " model_digest ", digest));
+    return std::make_pair(dir, absl::StrCat(key, " model_digest ", digest));
   }
   TAILOR_ASSIGN_OR_RETURN(std::string dir, ParentDir(ctx));
   return std::make_pair(dir, absl::StrCat("parent ", dir));
@@ -315,7 +315,7 @@ JobHandler MakeVerifyHandler(MlJobConfig config) {
     (*result.mutable_fields())["model_source"] = Str(model.second);
     // The main verify of a campaign also scores the parent under the same engine settings,
     // so the report compares parent, student and baseline measured the same way.
-    if (ctx.job().key() == "verify" && model.second.rfind("parent ", 0) != 0) {
+    if (ctx.job().key() == methods::jobs::kVerify && model.second.rfind("parent ", 0) != 0) {
       TAILOR_ASSIGN_OR_RETURN(std::string parent_dir, ParentDir(ctx));
       TAILOR_ASSIGN_OR_RETURN(engine::EngineOptions options,
                               EngineOptionsFor(ctx.contract(), config));

@@ -31,6 +31,8 @@
 #include "nlohmann/json.hpp"
 #include "worker/job_io.h"
 #include "worker/worker_context.h"
+#include "methods/api/job_kinds.h"
+#include "methods/block_removal/job_kinds.h"
 
 namespace tailor::worker {
 namespace {
@@ -259,9 +261,9 @@ absl::StatusOr<Struct> RunSolve(WorkerContext& ctx) {
   const v1::DeploymentContract& c = ctx.contract();
   const v1::BlockRemovalParams& br = c.block_removal();
   std::optional<costmodel::CostModel> cost_model;
-  if (ctx.assignment.inputs().contains("profile")) {
+  if (ctx.assignment.inputs().contains(methods::jobs::kProfile)) {
     TAILOR_ASSIGN_OR_RETURN(const std::string table_id,
-                            InputString(ctx, "profile", "cost_table_id"));
+                            InputString(ctx, methods::jobs::kProfile, "cost_table_id"));
     TAILOR_ASSIGN_OR_RETURN(v1::CostTable table, FetchCostTable(ctx, table_id));  // collective
     absl::StatusOr<costmodel::CostModel> m = costmodel::CostModel::FromTable(table);
     if (!m.ok()) return absl::FailedPreconditionError(m.status().message());
@@ -462,8 +464,8 @@ absl::Status RunLaterStages(WorkerContext& ctx, const model::HybridLM& parent,
 
 absl::StatusOr<Struct> RunEvaluateCandidates(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(const std::string teacher_digest,
-                          InputString(ctx, "solve", "teacher_digest"));
-  TAILOR_ASSIGN_OR_RETURN(const Struct* solve, Input(ctx, "solve"));
+                          InputString(ctx, methods::jobs::kSolve, "teacher_digest"));
+  TAILOR_ASSIGN_OR_RETURN(const Struct* solve, Input(ctx, methods::jobs::kSolve));
   TAILOR_ASSIGN_OR_RETURN(model::HybridLM parent, FetchModel(ctx, teacher_digest, "parent"));
   std::vector<std::vector<int>> removed;
   std::vector<double> energies;
@@ -571,9 +573,9 @@ absl::StatusOr<Struct> RunEvaluateCandidates(WorkerContext& ctx) {
 }  // namespace
 
 void RegisterBlockRemovalJobs() {
-  RegisterWorkerHandler("gate_gradients", RunGateGradients);
-  RegisterWorkerHandler("solve", RunSolve);
-  RegisterWorkerHandler("evaluate_candidates", RunEvaluateCandidates);
+  RegisterWorkerHandler(methods::jobs::kGateGradients, RunGateGradients);
+  RegisterWorkerHandler(methods::jobs::kSolve, RunSolve);
+  RegisterWorkerHandler(methods::jobs::kEvaluateCandidates, RunEvaluateCandidates);
 }
 
 }  // namespace tailor::worker

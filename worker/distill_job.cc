@@ -18,6 +18,8 @@
 #include "spdlog/spdlog.h"
 #include "worker/job_io.h"
 #include "worker/worker_context.h"
+#include "methods/api/job_kinds.h"
+#include "methods/autocompress/job_kinds.h"
 
 namespace tailor::worker {
 namespace {
@@ -35,7 +37,7 @@ constexpr double kTrainEnd = 0.95;
 // fields is accepted too, so other methods can plan a distill job after their own step.
 absl::StatusOr<std::string> SourceJob(const WorkerContext& ctx) {
   const auto& inputs = ctx.assignment.inputs();
-  for (const char* key : {"search", "baseline_uniform"}) {
+  for (const char* key : {methods::jobs::kSearch, methods::jobs::kBaselineUniform}) {
     if (inputs.contains(key)) return std::string(key);
   }
   if (inputs.size() == 1) return inputs.begin()->first;
@@ -176,6 +178,6 @@ absl::StatusOr<Struct> RunDistill(WorkerContext& ctx) {
 
 }  // namespace
 
-void RegisterDistillJob() { RegisterWorkerHandler("distill", RunDistill); }
+void RegisterDistillJob() { RegisterWorkerHandler(methods::jobs::kDistill, RunDistill); }
 
 }  // namespace tailor::worker

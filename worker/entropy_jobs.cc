@@ -16,9 +16,10 @@
 #include "compression/engine/package_build.h"
 #include "compression/entropy/autotune.h"
 #include "compression/entropy/package.h"
-#include "compression/model/model_archive.h"
+#include "common/model_fetch.h"
 #include "worker/job_io.h"
 #include "worker/worker_context.h"
+#include "methods/entropy_code/job_kinds.h"
 
 namespace tailor::worker {
 namespace {
@@ -58,13 +59,8 @@ absl::StatusOr<Struct> RunSelect(WorkerContext& ctx) {
   const std::string source_digest = Field(tuned, "source_model_digest");
   std::string source_dir = Field(tuned, "source_model_path");
   if (!source_digest.empty()) {
-    const std::string tar = ctx.work_dir + "/source.tar";
-    TAILOR_RETURN_IF_ERROR(ctx.job->DownloadArtifact(source_digest, tar));
-    source_dir = ctx.work_dir + "/source";
-    if (absl::Status st = model::UnpackModelArchive(tar, source_dir); !st.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("model artifact ", source_digest, " failed validation: ", st.message()));
-    }
+    TAILOR_ASSIGN_OR_RETURN(source_dir,
+                            FetchModelArtifact(*ctx.job, source_digest, ctx.work_dir, "source"));
   }
   if (source_dir.empty()) {
     return absl::FailedPreconditionError("select: the autotune result names no source model");
@@ -195,6 +191,6 @@ absl::StatusOr<Struct> RunSelect(WorkerContext& ctx) {
 
 }  // namespace
 
-void RegisterEntropyJobs() { RegisterWorkerHandler("select", RunSelect); }
+void RegisterEntropyJobs() { RegisterWorkerHandler(methods::jobs::kSelect, RunSelect); }
 
 }  // namespace tailor::worker

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
 #include "common/status_macros.h"
+#include "common/model_fetch.h"
 #include "compression/model/model_archive.h"
 #include "tailor/v1/campaign.grpc.pb.h"
 
@@ -88,7 +89,7 @@ absl::StatusOr<model::HybridLM> FetchModel(WorkerContext& ctx, const std::string
         absl::StrCat("model artifact ", digest, " (", name, ") failed validation: ",
                      st.message()));
   };
-  if (absl::Status st = model::UnpackModelArchive(tar, dir); !st.ok()) return bad(st);
+  TAILOR_RETURN_IF_ERROR(UnpackModelArtifact(tar, dir, digest, name).status());
   absl::StatusOr<model::HybridLM> m = model::LoadHybridLM(dir);
   if (!m.ok()) return bad(m.status());
   return m;

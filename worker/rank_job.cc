@@ -12,6 +12,7 @@
 #include "compression/tasks/training.h"
 #include "worker/job_io.h"
 #include "worker/worker_context.h"
+#include "methods/autocompress/job_kinds.h"
 
 namespace tailor::worker {
 namespace {
@@ -119,6 +120,6 @@ absl::StatusOr<Struct> RunRank(WorkerContext& ctx) {
 
 }  // namespace
 
-void RegisterRankJob() { RegisterWorkerHandler("rank", RunRank); }
+void RegisterRankJob() { RegisterWorkerHandler(methods::jobs::kRank, RunRank); }
 
 }  // namespace tailor::worker

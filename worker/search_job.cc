@@ -36,6 +36,8 @@
 #include "spdlog/spdlog.h"
 #include "worker/job_io.h"
 #include "worker/worker_context.h"
+#include "methods/api/job_kinds.h"
+#include "methods/autocompress/job_kinds.h"
 
 namespace tailor::worker {
 namespace {
@@ -149,8 +151,8 @@ absl::StatusOr<costmodel::CostModel> ModelOf(const v1::CostTable& table) {
 
 absl::StatusOr<Inputs> LoadInputs(WorkerContext& ctx) {
   Inputs in;
-  TAILOR_ASSIGN_OR_RETURN(const std::string table_id, InputString(ctx, "profile", "cost_table_id"));
-  TAILOR_ASSIGN_OR_RETURN(in.teacher_digest, InputString(ctx, "rank", "ranked_model_digest"));
+  TAILOR_ASSIGN_OR_RETURN(const std::string table_id, InputString(ctx, methods::jobs::kProfile, "cost_table_id"));
+  TAILOR_ASSIGN_OR_RETURN(in.teacher_digest, InputString(ctx, methods::jobs::kRank, "ranked_model_digest"));
   ctx.Progress(0.0, absl::StrCat("fetching cost table ", table_id, " and the ranked parent"));
   TAILOR_ASSIGN_OR_RETURN(in.table, FetchCostTable(ctx, table_id));
   TAILOR_ASSIGN_OR_RETURN(in.teacher, FetchModel(ctx, in.teacher_digest, "teacher"));
@@ -495,8 +497,8 @@ absl::StatusOr<Struct> RunBaselineUniform(WorkerContext& ctx) {
 }  // namespace
 
 void RegisterSearchJobs() {
-  RegisterWorkerHandler("search", RunSearchJob);
-  RegisterWorkerHandler("baseline_uniform", RunBaselineUniform);
+  RegisterWorkerHandler(methods::jobs::kSearch, RunSearchJob);
+  RegisterWorkerHandler(methods::jobs::kBaselineUniform, RunBaselineUniform);
 }
 
 }  // namespace tailor::worker

@@ -28,7 +28,7 @@ Cluster::~Cluster() {
 bool Cluster::StartCoordinator() {
   const std::string log = absl::StrCat(dir_, "/coordinator-", restarts_++, ".log");
   std::vector<std::string> argv = {
-      BinDir() + "/tailor-coordinator", "--data-dir", dir_ + "/data", "--listen",
+      BinDir() + "/" + options_.coordinator_bin, "--data-dir", dir_ + "/data", "--listen",
       absl::StrCat("127.0.0.1:", port_), "--http-port", "0", "--lease-ttl",
       absl::StrCat(options_.lease_ttl_s), "--heartbeat-interval",
       absl::StrCat(options_.heartbeat_s), "--backoff-base",
@@ -53,7 +53,7 @@ void Cluster::KillCoordinator() {
 
 Process* Cluster::StartAgent(const std::string& name, const std::vector<std::string>& extra_args) {
   std::filesystem::create_directories(dir_ + "/work-" + name);
-  std::vector<std::string> argv = {BinDir() + "/tailor-profiler-agent", "--coordinator",
+  std::vector<std::string> argv = {BinDir() + "/" + options_.agent_bin, "--coordinator",
                                    absl::StrCat("127.0.0.1:", port_), "--device", "cpu", "--name",
                                    name, "--work-dir", dir_ + "/work-" + name, "--log-level",
                                    "debug"};

@@ -19,6 +19,10 @@ class Cluster {
     double backoff_base_s = 0.2;
     // Appended to the coordinator's command line (e.g. --launcher slurm ...).
     std::vector<std::string> coordinator_args;
+    // The coordinator and agent binaries in the build's bin dir (a test binary that registers
+    // a test-only method runs instead of the real ones).
+    std::string coordinator_bin = "tailor-coordinator";
+    std::string agent_bin = "tailor-profiler-agent";
   };
   // For tests of multi-rank training jobs that do not test lease expiry: the coordinator's
   // default 15 s lease. ctest runs end-to-end tests side by side on the 2-core CI machine,

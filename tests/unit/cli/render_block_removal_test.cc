@@ -1,6 +1,8 @@
 // The block-removal section of `tailor report`: spectrum table, ground state, parent loss,
 // CBO vs Block Influence, and the M search of a budget-driven campaign.
-#include "cli/render_block_removal.h"
+#include "methods/block_removal/render.h"
+
+#include "cli/render.h"
 
 #include <google/protobuf/util/json_util.h>
 
@@ -9,8 +11,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace tailor::cli {
+namespace tailor::methods {
 namespace {
+
+using cli::RenderOptions;
+using cli::RenderReport;
 
 using ::testing::HasSubstr;
 
@@ -141,4 +146,4 @@ TEST(RenderBlockRemovalTest, ReportsWithoutDetailsRenderNothing) {
 }
 
 }  // namespace
-}  // namespace tailor::cli
+}  // namespace tailor::methods

@@ -199,16 +199,14 @@ TEST(RenderReportTest, ArchitectureAndUniformBaseline) {
   auto* layers = arch["layers"].mutable_list_value();
   layers->add_values()->set_string_value("attention heads=2,kv=2");
   layers->add_values()->set_string_value("removed");
-  google::protobuf::Struct budget;
-  (*budget.mutable_fields())["resource"].set_string_value("latency_ms");
-  (*budget.mutable_fields())["budget"].set_number_value(40);
-  (*budget.mutable_fields())["measured"].set_number_value(36.5);
-  (*budget.mutable_fields())["met"].set_bool_value(true);
-  auto& details = *r.mutable_details()->mutable_fields();
-  *details["verify_baseline"].mutable_struct_value()->mutable_fields()->operator[]("budgets")
-       .mutable_list_value()->add_values()->mutable_struct_value() = budget;
-  (*details["baseline_uniform"].mutable_struct_value()->mutable_fields())["predicted"]
-      .mutable_struct_value()->mutable_fields()->operator[]("latency_ms").set_number_value(35);
+  // The coordinator's report holds the baseline's judged budgets (methods/autocompress).
+  v1::BudgetResult* budget = r.add_baseline_budgets();
+  budget->set_resource("latency_ms");
+  budget->set_budget(40);
+  budget->set_predicted(35);
+  budget->set_measured(36.5);
+  budget->set_has_measured(true);
+  budget->set_met(true);
   EXPECT_EQ(RenderReport(r, Options()),
             "campaign cmp-2: SUCCEEDED\n"
             "\n"
@@ -228,11 +226,7 @@ TEST(RenderReportTest, InfeasibleUniformBaselineSaysWhy) {
   v1::CampaignReport r;
   r.set_campaign_id("cmp-3");
   r.set_state(v1::CAMPAIGN_SUCCEEDED);
-  auto& base = *(*r.mutable_details()->mutable_fields())["baseline_uniform"]
-                    .mutable_struct_value()
-                    ->mutable_fields();
-  base["feasible"].set_bool_value(false);
-  base["reason"].set_string_value("no uniform architecture of 12 meets the budget");
+  r.set_baseline_unavailable("no uniform architecture of 12 meets the budget");
   EXPECT_EQ(RenderReport(r, Options()),
             "campaign cmp-3: SUCCEEDED\n"
             "\n"

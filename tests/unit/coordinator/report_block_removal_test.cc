@@ -1,6 +1,6 @@
 // details["block_removal"]: the spectrum by energy with real losses joined by removal set,
 // the chosen state, the ground state, the Block Influence comparison and how M was chosen.
-#include "coordinator/report_block_removal.h"
+#include "methods/block_removal/report.h"
 
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>

@@ -25,6 +25,8 @@ v1::Campaign Campaign() {
   v1::Campaign c;
   c.set_id("c1");
   c.set_state(v1::CAMPAIGN_SUCCEEDED);
+  // The method names the job that chose the student (methods/autocompress: search).
+  c.mutable_contract()->set_method(v1::AUTOCOMPRESS);
   c.mutable_contract()->mutable_budget()->set_latency_ms_max(40);
   c.mutable_contract()->mutable_budget()->set_memory_mib_max(64);
   return c;
@@ -113,6 +115,33 @@ TEST(ReportTest, WeightBudgetOfAPackagedStudentIsThePackages) {
   EXPECT_EQ(plain.budgets(0).resource(), "weight_memory_mib");
   EXPECT_DOUBLE_EQ(plain.budgets(0).measured(), 1.985);
   EXPECT_FALSE(plain.budgets(0).met());
+}
+
+// The uniform baseline's rows: its verify job's judged budgets with the baseline selection's
+// prediction (the CLI renders them as they are), or why there is no baseline.
+TEST(ReportTest, UniformBaselineBudgetsAreJudgedInTheReport) {
+  std::vector<v1::Job> jobs = {
+      JobWith("baseline_uniform", R"({"predicted": {"latency_ms": 35}})"),
+      JobWith("verify_baseline", R"({"budgets": [{"resource": "latency_ms", "budget": 40,
+                                                  "measured": 36.5, "met": true}]})"),
+  };
+  v1::CampaignReport r = BuildReport(Campaign(), jobs, {});
+  ASSERT_EQ(r.baseline_budgets_size(), 1);
+  EXPECT_EQ(r.baseline_budgets(0).resource(), "latency_ms");
+  EXPECT_DOUBLE_EQ(r.baseline_budgets(0).budget(), 40);
+  EXPECT_DOUBLE_EQ(r.baseline_budgets(0).predicted(), 35);
+  EXPECT_DOUBLE_EQ(r.baseline_budgets(0).measured(), 36.5);
+  EXPECT_TRUE(r.baseline_budgets(0).has_measured());
+  EXPECT_TRUE(r.baseline_budgets(0).met());
+  EXPECT_EQ(r.baseline_unavailable(), "");
+
+  v1::CampaignReport none = BuildReport(
+      Campaign(),
+      {JobWith("baseline_uniform", R"({"feasible": false,
+                                       "reason": "no uniform architecture of 12 meets"})")},
+      {});
+  EXPECT_EQ(none.baseline_budgets_size(), 0);
+  EXPECT_EQ(none.baseline_unavailable(), "no uniform architecture of 12 meets");
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
-#ifndef TAILOR_COORDINATOR_REPORT_ENTROPY_H_
-#define TAILOR_COORDINATOR_REPORT_ENTROPY_H_
+#ifndef TAILOR_METHODS_ENTROPY_CODE_REPORT_H_
+#define TAILOR_METHODS_ENTROPY_CODE_REPORT_H_
 
 #include <vector>
 
 #include "tailor/v1/campaign.pb.h"
 
-namespace tailor::coordinator {
+namespace tailor::methods {
 
 // ENTROPY_CODE and the entropy tail (docs/entropy.md): adds details["entropy"] — per tensor
 // bits/weight, empirical entropy, chosen configuration, batch-1 GEMV latency fused vs dense;
@@ -16,6 +16,6 @@ namespace tailor::coordinator {
 void AddEntropyReport(const v1::Campaign& campaign, const std::vector<v1::Job>& jobs,
                       v1::CampaignReport& report);
 
-}  // namespace tailor::coordinator
+}  // namespace tailor::methods
 
-#endif  // TAILOR_COORDINATOR_REPORT_ENTROPY_H_
+#endif  // TAILOR_METHODS_ENTROPY_CODE_REPORT_H_

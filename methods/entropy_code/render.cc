@@ -1,11 +1,19 @@
-#include "cli/render_entropy.h"
+#include "methods/entropy_code/render.h"
 
 #include "absl/strings/str_cat.h"
 #include "cli/format.h"
 #include "cli/table.h"
 
-namespace tailor::cli {
+namespace tailor::methods {
 namespace {
+
+using cli::Align;
+using cli::Column;
+using cli::FormatBytes;
+using cli::FormatCount;
+using cli::FormatNumber;
+using cli::RenderFields;
+using cli::Table;
 
 using google::protobuf::Struct;
 
@@ -23,7 +31,7 @@ bool Has(const Struct& s, const std::string& key) { return s.fields().contains(k
 
 }  // namespace
 
-std::string RenderEntropy(const v1::CampaignReport& r, const RenderOptions& options) {
+std::string RenderEntropy(const v1::CampaignReport& r, const cli::RenderOptions& options) {
   auto it = r.details().fields().find("entropy");
   if (it == r.details().fields().end() || !it->second.has_struct_value()) return "";
   const Struct& e = it->second.struct_value();
@@ -75,4 +83,4 @@ std::string RenderEntropy(const v1::CampaignReport& r, const RenderOptions& opti
   return out;
 }
 
-}  // namespace tailor::cli
+}  // namespace tailor::methods

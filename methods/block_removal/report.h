@@ -1,5 +1,5 @@
-#ifndef TAILOR_COORDINATOR_REPORT_BLOCK_REMOVAL_H_
-#define TAILOR_COORDINATOR_REPORT_BLOCK_REMOVAL_H_
+#ifndef TAILOR_METHODS_BLOCK_REMOVAL_REPORT_H_
+#define TAILOR_METHODS_BLOCK_REMOVAL_REPORT_H_
 
 // The BLOCK_REMOVAL part of a campaign report (docs/blockremoval.md, "Report"): one summary
 // in CampaignReport.details["block_removal"] assembled from the solve and
@@ -20,13 +20,13 @@
 
 #include "tailor/v1/campaign.pb.h"
 
-namespace tailor::coordinator {
+namespace tailor::methods {
 
 // Adds details["block_removal"] when `jobs` hold a solve result (else leaves `report` as is),
 // and the chosen student's architecture when no other job supplied one.
 void AddBlockRemovalReport(const v1::Campaign& campaign, const std::vector<v1::Job>& jobs,
                            v1::CampaignReport& report);
 
-}  // namespace tailor::coordinator
+}  // namespace tailor::methods
 
-#endif  // TAILOR_COORDINATOR_REPORT_BLOCK_REMOVAL_H_
+#endif  // TAILOR_METHODS_BLOCK_REMOVAL_REPORT_H_

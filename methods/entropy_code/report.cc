@@ -1,9 +1,12 @@
-#include "coordinator/report_entropy.h"
+#include "methods/entropy_code/report.h"
 
 #include <cmath>
 #include <string>
 
-namespace tailor::coordinator {
+#include "methods/api/job_kinds.h"
+#include "methods/entropy_code/job_kinds.h"
+
+namespace tailor::methods {
 namespace {
 
 using google::protobuf::Struct;
@@ -32,9 +35,9 @@ void Copy(const Struct& from, const std::string& key, Struct& to, const std::str
 void AddEntropyReport(const v1::Campaign& campaign, const std::vector<v1::Job>& jobs,
                       v1::CampaignReport& report) {
   const bool tail = campaign.contract().method() != v1::ENTROPY_CODE;
-  const v1::Job* select = JobByKey(jobs, tail ? "entropy_select" : "select");
-  const v1::Job* verify = JobByKey(jobs, tail ? "entropy_verify" : "verify");
-  const v1::Job* autotune = JobByKey(jobs, tail ? "entropy_autotune" : "autotune");
+  const v1::Job* select = JobByKey(jobs, tail ? jobs::kTailSelect : jobs::kSelect);
+  const v1::Job* verify = JobByKey(jobs, tail ? jobs::kTailVerify : jobs::kVerify);
+  const v1::Job* autotune = JobByKey(jobs, tail ? jobs::kTailAutotune : jobs::kAutotune);
   if (select == nullptr && autotune == nullptr) return;
   Struct e;
   auto& f = *e.mutable_fields();
@@ -85,4 +88,4 @@ void AddEntropyReport(const v1::Campaign& campaign, const std::vector<v1::Job>& 
   }
 }
 
-}  // namespace tailor::coordinator
+}  // namespace tailor::methods

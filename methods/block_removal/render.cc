@@ -1,4 +1,4 @@
-#include "cli/render_block_removal.h"
+#include "methods/block_removal/render.h"
 
 #include <cmath>
 #include <string>
@@ -10,8 +10,14 @@
 #include "cli/format.h"
 #include "cli/table.h"
 
-namespace tailor::cli {
+namespace tailor::methods {
 namespace {
+
+using cli::Align;
+using cli::Column;
+using cli::FormatNumber;
+using cli::FormatPercent;
+using cli::Table;
 
 using google::protobuf::Struct;
 using google::protobuf::Value;
@@ -57,12 +63,9 @@ std::string Energy(double e) {
 
 std::string Loss(double l) { return FormatNumber(l, 4); }
 
-}  // namespace
-
-std::string RenderBlockRemoval(const v1::CampaignReport& r, const RenderOptions& options) {
-  const Value* d = Field(r.details(), "block_removal");
-  if (d == nullptr || !d->has_struct_value()) return "";
-  const Struct& br = d->struct_value();
+// "block removal: M of N blocks ..." plus, with stages, how they ran and, budget-driven,
+// why this M: each smaller M had no low-energy state within the budget.
+std::string Header(const Struct& br) {
   const double m = Num(br, "blocks_to_remove"), n = Num(br, "blocks");
   const bool by_budget = Field(br, "m_source") != nullptr &&
                          Field(br, "m_source")->string_value() == "budget";
@@ -82,7 +85,6 @@ std::string RenderBlockRemoval(const v1::CampaignReport& r, const RenderOptions&
                     Num(br, "stage_blocks") == 1 ? " block" : " blocks", " per state)\n");
   }
   if (const Value* trials = Field(br, "m_search"); trials != nullptr && trials->has_list_value()) {
-    // Why this M: each smaller M had no low-energy state within the budget.
     for (const Value& t : trials->list_value().values()) {
       const Struct& s = t.struct_value();
       absl::StrAppend(&out, "  M=", FormatNumber(Num(s, "m"), 0), ": ",
@@ -91,13 +93,20 @@ std::string RenderBlockRemoval(const v1::CampaignReport& r, const RenderOptions&
                       " ms, ", FormatNumber(Num(s, "min_memory_mib")), " MiB)\n");
     }
   }
+  return out;
+}
+
+// The kept states by energy, and the ground state when the budget excluded it.
+std::string Spectrum(const Struct& br, const cli::RenderOptions& options) {
   Table table({{"RANK", Align::kRight},
                {"BLOCKS REMOVED"},
                {"ENERGY", Align::kRight},
                {"GAP TO GROUND", Align::kRight},
                {"EVAL LOSS", Align::kRight},
                {"CHOSEN"}});
-  if (const Value* rows = Field(br, "spectrum"); rows != nullptr && rows->has_list_value()) {
+  const Value* rows = Field(br, "spectrum");
+  const bool has_rows = rows != nullptr && rows->has_list_value();
+  if (has_rows) {
     for (const Value& v : rows->list_value().values()) {
       const Struct& s = v.struct_value();
       const double rank = Num(s, "rank");
@@ -106,11 +115,11 @@ std::string RenderBlockRemoval(const v1::CampaignReport& r, const RenderOptions&
                     Loss(Num(s, "loss")), Bool(s, "chosen") ? "*" : ""});
     }
   }
-  absl::StrAppend(&out, table.Render(options.width));
+  std::string out = table.Render(options.width);
   if (const Struct* g = Sub(br, "ground_state")) {
     // A budget-driven M keeps only the states that fit, which may exclude the ground state.
     bool listed = false;
-    if (const Value* rows = Field(br, "spectrum"); rows != nullptr && rows->has_list_value()) {
+    if (has_rows) {
       for (const Value& v : rows->list_value().values()) {
         listed |= BlocksCell(v.struct_value()) == BlocksCell(*g);
       }
@@ -120,52 +129,71 @@ std::string RenderBlockRemoval(const v1::CampaignReport& r, const RenderOptions&
                       ", energy ", Energy(Num(*g, "energy")), "\n");
     }
   }
-  if (stages != nullptr && stages->has_list_value()) {
-    Table by_stage({{"STAGE", Align::kRight},
-                    {"BLOCKS ADDED"},
-                    {"REMOVED SO FAR"},
-                    {"EVAL LOSS", Align::kRight}});
-    for (const Value& v : stages->list_value().values()) {
-      const Struct& s = v.struct_value();
-      by_stage.AddRow({FormatNumber(Num(s, "stage"), 0), LayerList(s, "added_layers"),
-                       LayerList(s, "removed_layers"), Loss(Num(s, "loss"))});
-    }
-    absl::StrAppend(&out, by_stage.Render(options.width));
+  return out;
+}
+
+// One row per stage of a staged removal; empty without stages.
+std::string Stages(const Struct& br, const cli::RenderOptions& options) {
+  const Value* stages = Field(br, "stages_detail");
+  if (stages == nullptr || !stages->has_list_value()) return "";
+  Table by_stage({{"STAGE", Align::kRight},
+                  {"BLOCKS ADDED"},
+                  {"REMOVED SO FAR"},
+                  {"EVAL LOSS", Align::kRight}});
+  for (const Value& v : stages->list_value().values()) {
+    const Struct& s = v.struct_value();
+    by_stage.AddRow({FormatNumber(Num(s, "stage"), 0), LayerList(s, "added_layers"),
+                     LayerList(s, "removed_layers"), Loss(Num(s, "loss"))});
   }
-  if (!std::isnan(Num(br, "parent_loss"))) {
-    absl::StrAppend(&out, "parent eval loss ", Loss(Num(br, "parent_loss")), " on ",
-                    FormatNumber(Num(br, "held_out_samples"), 0), " held-out samples\n");
-  }
+  return by_stage.Render(options.width);
+}
+
+std::string Verdict(const Struct& baseline, const Struct& comparison) {
+  const double diff = Num(comparison, "loss_difference");
+  if (Bool(baseline, "same_as_chosen")) return "same blocks";
+  if (diff > 0) return absl::StrCat("CBO better by ", Loss(diff));
+  if (diff < 0) return absl::StrCat("Block Influence better by ", Loss(-diff));
+  return "tie";
+}
+
+// CBO's choice against Block Influence at the same M, once both were evaluated.
+std::string Comparison(const Struct& br) {
+  const double m = Num(br, "blocks_to_remove");
   const Struct* b = Sub(br, "baseline");
   const Struct* chosen = Sub(br, "chosen");
   const Struct* cmp = Sub(br, "comparison");
   if (b != nullptr && chosen != nullptr && cmp != nullptr) {
-    const double diff = Num(*cmp, "loss_difference");
-    std::string verdict;
-    if (Bool(*b, "same_as_chosen")) {
-      verdict = "same blocks";
-    } else if (diff > 0) {
-      verdict = absl::StrCat("CBO better by ", Loss(diff));
-    } else if (diff < 0) {
-      verdict = absl::StrCat("Block Influence better by ", Loss(-diff));
-    } else {
-      verdict = "tie";
-    }
     const std::string which =
         Field(*chosen, "stages") != nullptr
             ? absl::StrCat("staged CBO (", FormatNumber(Num(*chosen, "stages"), 0), " stages")
             : absl::StrCat("CBO (rank ", FormatNumber(Num(*chosen, "rank"), 0));
-    absl::StrAppend(&out, which, ", blocks ", BlocksCell(*chosen), ") eval loss ",
-                    Loss(Num(*cmp, "cbo_loss")),
-                    " vs Block Influence (blocks ", BlocksCell(*b), ", energy ",
-                    Energy(Num(*b, "energy")), ") eval loss ", Loss(Num(*cmp, "baseline_loss")),
-                    " at M=", FormatNumber(m, 0), ": ", verdict, "\n");
-  } else if (b != nullptr) {
-    absl::StrAppend(&out, "Block Influence at M=", FormatNumber(m, 0), ": blocks ",
-                    BlocksCell(*b), ", energy ", Energy(Num(*b, "energy")),
-                    " (not evaluated yet)\n");
+    return absl::StrCat(which, ", blocks ", BlocksCell(*chosen), ") eval loss ",
+                        Loss(Num(*cmp, "cbo_loss")), " vs Block Influence (blocks ",
+                        BlocksCell(*b), ", energy ", Energy(Num(*b, "energy")), ") eval loss ",
+                        Loss(Num(*cmp, "baseline_loss")), " at M=", FormatNumber(m, 0), ": ",
+                        Verdict(*b, *cmp), "\n");
   }
+  if (b != nullptr) {
+    return absl::StrCat("Block Influence at M=", FormatNumber(m, 0), ": blocks ",
+                        BlocksCell(*b), ", energy ", Energy(Num(*b, "energy")),
+                        " (not evaluated yet)\n");
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string RenderBlockRemoval(const v1::CampaignReport& r, const cli::RenderOptions& options) {
+  const Value* d = Field(r.details(), "block_removal");
+  if (d == nullptr || !d->has_struct_value()) return "";
+  const Struct& br = d->struct_value();
+  std::string out = absl::StrCat(Header(br), Spectrum(br, options), Stages(br, options));
+  if (!std::isnan(Num(br, "parent_loss"))) {
+    absl::StrAppend(&out, "parent eval loss ", Loss(Num(br, "parent_loss")), " on ",
+                    FormatNumber(Num(br, "held_out_samples"), 0), " held-out samples\n");
+  }
+  absl::StrAppend(&out, Comparison(br));
   return out;
 }
 
-}  // namespace tailor::cli
+}  // namespace tailor::methods

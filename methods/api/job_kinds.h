@@ -1,0 +1,19 @@
+#ifndef TAILOR_METHODS_API_JOB_KINDS_H_
+#define TAILOR_METHODS_API_JOB_KINDS_H_
+
+// Job kinds that more than one method plans. The planner names jobs with these constants and
+// the worker and agent register their handlers under the same ones, so a kind is spelled in
+// one place. Kinds of a single method live in methods/<method>/job_kinds.h.
+namespace tailor::methods::jobs {
+
+// Agent: measures the per-layer cost table on the target (AUTOCOMPRESS, budget-driven
+// BLOCK_REMOVAL).
+inline constexpr char kProfile[] = "profile";
+// Agent: measures a produced model against the contract's budgets on the target.
+inline constexpr char kVerify[] = "verify";
+// Launcher: logit distillation of a chosen student from its teacher.
+inline constexpr char kDistill[] = "distill";
+
+}  // namespace tailor::methods::jobs
+
+#endif  // TAILOR_METHODS_API_JOB_KINDS_H_

@@ -1,0 +1,76 @@
+#ifndef TAILOR_METHODS_API_METHOD_H_
+#define TAILOR_METHODS_API_METHOD_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "cli/render_options.h"
+#include "methods/api/contract_checker.h"
+#include "methods/api/graph_builder.h"
+#include "tailor/v1/campaign.pb.h"
+#include "tailor/v1/contract.pb.h"
+
+namespace tailor::methods {
+
+// What the coordinator's shared contract rules need to know about a method.
+struct MethodTraits {
+  bool needs_parent = true;    // parent.path or parent.artifact_digest required
+  bool needs_workload = true;  // the whole workload shape required (cost tables need it)
+  // FP8 / INT8 / INT4 targets: only a method that writes its own weight formats serves them.
+  bool low_precision_targets = false;
+  // package.entropy_code may append the entropy-coding tail after the method's verify.
+  bool packageable = false;
+};
+
+// A section of the contract a method owns (e.g. `search` for AUTOCOMPRESS), checked in
+// contract field order for every submission whichever method it names: a stray section with
+// a bad value is refused rather than stored.
+struct ParamsSection {
+  int field_number;  // the section's field number in DeploymentContract
+  void (*check)(const v1::DeploymentContract& contract, ContractChecker& checker);
+};
+
+// The torch-free half of a compression method: its contract rules and defaults, its job
+// graph, its report section and the CLI's rendering of it. Coordinator, CLI, worker and agent
+// reach a method only through MethodRegistry (methods/registry.h); the job handlers are the
+// method's other half, registered with the worker and the agent.
+class Method {
+ public:
+  virtual ~Method() = default;
+
+  virtual v1::Method id() const = 0;
+  // As error messages and listings name it: the enum value's name.
+  virtual std::string name() const { return v1::Method_Name(id()); }
+  virtual MethodTraits traits() const = 0;
+
+  // Rules that hold only when this is the contract's method (e.g. which budgets it needs);
+  // run at the budget section's place in the error order.
+  virtual void CheckChosen(const v1::DeploymentContract& contract, ContractChecker& k) const {}
+  virtual std::vector<ParamsSection> ParamsSections() const { return {}; }
+
+  // Fills the documented defaults of the method's own sections. Applied for every method on
+  // every submission, so the stored contract is the one source of defaults.
+  virtual void ApplyDefaults(v1::DeploymentContract& contract) const {}
+
+  // Appends the method's jobs for a validated, defaulted contract.
+  virtual void Plan(const v1::DeploymentContract& contract, GraphBuilder& graph) const = 0;
+
+  // Key of the job whose result holds the chosen student's predicted costs ("predicted") and
+  // architecture; empty when the method chooses none.
+  virtual absl::string_view chooser_job() const { return ""; }
+
+  // Adds the method's own report section (CampaignReport.details) after the shared rows.
+  virtual void AddReport(const v1::Campaign& campaign, const std::vector<v1::Job>& jobs,
+                         v1::CampaignReport& report) const {}
+
+  // The CLI's text for that section; empty when the report has none.
+  virtual std::string RenderReport(const v1::CampaignReport& report,
+                                   const cli::RenderOptions& options) const {
+    return "";
+  }
+};
+
+}  // namespace tailor::methods
+
+#endif  // TAILOR_METHODS_API_METHOD_H_

@@ -1,0 +1,173 @@
+#include "methods/autocompress/autocompress.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "methods/api/job_kinds.h"
+#include "methods/autocompress/job_kinds.h"
+#include "methods/autocompress/report.h"
+#include "methods/entropy_code/entropy_code.h"
+#include "methods/entropy_code/report.h"
+
+namespace tailor::methods {
+namespace {
+
+void CheckSearch(const v1::DeploymentContract& c, ContractChecker& k) {
+  const v1::SearchParams& s = c.search();
+  const std::string p = "search.";
+  if (s.has_steps()) k.Int(p + "steps", s.steps(), 1, 100000);
+  bool sampled_ok = !s.has_sampled_architectures() ||
+                    k.Int(p + "sampled_architectures", s.sampled_architectures(), 1, 1024);
+  if (s.has_alpha()) k.Double(p + "alpha", s.alpha(), 0, true, 1000, true);
+  if (s.has_dead_zone()) k.Double(p + "dead_zone", s.dead_zone(), 0, true, 0.5, false);
+  if (s.has_router_lr()) k.Double(p + "router_lr", s.router_lr(), 0, false, 1, true);
+  if (s.has_router_hidden()) k.Int(p + "router_hidden", s.router_hidden(), 1, 8192);
+  bool scale_start_ok =
+      !s.has_logit_scale_start() || k.Positive(p + "logit_scale_start", s.logit_scale_start());
+  bool scale_end_ok =
+      !s.has_logit_scale_end() || k.Positive(p + "logit_scale_end", s.logit_scale_end());
+  // Comparisons use the effective value (explicit or default) on both sides.
+  if (scale_start_ok && scale_end_ok && (s.has_logit_scale_start() || s.has_logit_scale_end())) {
+    double start = s.has_logit_scale_start() ? s.logit_scale_start() : 1.0;
+    double end = s.has_logit_scale_end() ? s.logit_scale_end() : 10.0;
+    if (end < start) {
+      k.Add(p + "logit_scale_end",
+            absl::StrCat("must be >= logit_scale_start (", FormatDouble(start), "), got ",
+                         FormatDouble(end)));
+    }
+  }
+  bool temp_start_ok = !s.has_temperature_start() ||
+                       k.Double(p + "temperature_start", s.temperature_start(), 0, false, 100, true);
+  bool temp_end_ok = !s.has_temperature_end() ||
+                     k.Double(p + "temperature_end", s.temperature_end(), 0, false, 100, true);
+  if (temp_start_ok && temp_end_ok && (s.has_temperature_start() || s.has_temperature_end())) {
+    double start = s.has_temperature_start() ? s.temperature_start() : 1.0;
+    double end = s.has_temperature_end() ? s.temperature_end() : 0.05;
+    if (end > start) {
+      k.Add(p + "temperature_end",
+            absl::StrCat("must be <= temperature_start (", FormatDouble(start), "), got ",
+                         FormatDouble(end)));
+    }
+  }
+  if (s.has_extraction_threshold()) {
+    k.Double(p + "extraction_threshold", s.extraction_threshold(), 0.5, false, 1, true);
+  }
+  if (s.has_batch_sequences() &&
+      k.Int(p + "batch_sequences", s.batch_sequences(), 1, 1048576) && sampled_ok) {
+    // Each step splits its batch across the sampled architectures; one needs >= 1 sequence.
+    int32_t sampled = s.has_sampled_architectures() ? s.sampled_architectures() : 32;
+    if (s.batch_sequences() < sampled) {
+      k.Add(p + "batch_sequences",
+            absl::StrCat("must be >= sampled_architectures (", sampled,
+                         ") so every architecture gets a sequence, got ", s.batch_sequences()));
+    }
+  } else if (!s.has_batch_sequences() && s.has_sampled_architectures() && sampled_ok &&
+             s.sampled_architectures() > 64) {
+    k.Add(p + "sampled_architectures",
+          absl::StrCat("must be <= batch_sequences (default 64) so every architecture gets a "
+                       "sequence, got ",
+                       s.sampled_architectures()));
+  }
+  if (s.has_sequence_length()) k.Int(p + "sequence_length", s.sequence_length(), 1, 65536);
+  if (s.has_supernet_lr()) k.Double(p + "supernet_lr", s.supernet_lr(), 0, false, 1, true);
+}
+
+void CheckRanking(const v1::DeploymentContract& c, ContractChecker& k) {
+  const v1::RankingParams& r = c.ranking();
+  if (r.has_calibration_samples()) {
+    k.Int("ranking.calibration_samples", r.calibration_samples(), 1, 1000000);
+  }
+  if (r.has_sequence_length()) k.Int("ranking.sequence_length", r.sequence_length(), 1, 65536);
+}
+
+void CheckCompareUniformBaseline(const v1::DeploymentContract& c, ContractChecker& k) {
+  if (c.compare_uniform_baseline() && c.method() != v1::AUTOCOMPRESS) {
+    k.Add("compare_uniform_baseline",
+          absl::StrCat("only valid for AUTOCOMPRESS, got method ", v1::Method_Name(c.method())));
+  }
+}
+
+void SetSearchDefaults(v1::SearchParams* s) {
+  if (!s->has_steps()) s->set_steps(250);
+  if (!s->has_sampled_architectures()) s->set_sampled_architectures(32);
+  if (!s->has_alpha()) s->set_alpha(1.0);
+  if (!s->has_dead_zone()) s->set_dead_zone(0.02);
+  if (!s->has_router_lr()) s->set_router_lr(2e-3);
+  if (!s->has_router_hidden()) s->set_router_hidden(256);
+  if (!s->has_logit_scale_start()) s->set_logit_scale_start(1.0);
+  if (!s->has_logit_scale_end()) s->set_logit_scale_end(10.0);
+  if (!s->has_temperature_start()) s->set_temperature_start(1.0);
+  if (!s->has_temperature_end()) s->set_temperature_end(0.05);
+  if (!s->has_extraction_threshold()) s->set_extraction_threshold(0.95);
+  if (!s->has_batch_sequences()) s->set_batch_sequences(64);
+  if (!s->has_sequence_length()) s->set_sequence_length(64);
+  if (!s->has_supernet_lr()) s->set_supernet_lr(1e-4);
+}
+
+class AutocompressMethod : public Method {
+ public:
+  v1::Method id() const override { return v1::AUTOCOMPRESS; }
+
+  MethodTraits traits() const override {
+    MethodTraits t;
+    t.packageable = true;
+    return t;
+  }
+
+  void CheckChosen(const v1::DeploymentContract& c, ContractChecker& k) const override {
+    if (!IsSearchBudgetSet(c.budget())) {
+      k.Add("budget", absl::StrCat("at least one of ", kSearchBudgets,
+                                   " is required for AUTOCOMPRESS"));
+    }
+  }
+
+  std::vector<ParamsSection> ParamsSections() const override {
+    return {{v1::DeploymentContract::kSearchFieldNumber, CheckSearch},
+            {v1::DeploymentContract::kRankingFieldNumber, CheckRanking},
+            {v1::DeploymentContract::kCompareUniformBaselineFieldNumber,
+             CheckCompareUniformBaseline}};
+  }
+
+  void ApplyDefaults(v1::DeploymentContract& c) const override {
+    SetSearchDefaults(c.mutable_search());
+    v1::RankingParams* r = c.mutable_ranking();
+    if (!r->has_calibration_samples()) r->set_calibration_samples(256);
+    if (!r->has_sequence_length()) r->set_sequence_length(64);
+  }
+
+  void Plan(const v1::DeploymentContract& c, GraphBuilder& g) const override;
+
+  absl::string_view chooser_job() const override { return jobs::kSearch; }
+
+  void AddReport(const v1::Campaign& campaign, const std::vector<v1::Job>& jobs,
+                 v1::CampaignReport& report) const override {
+    AddUniformBaselineReport(campaign, jobs, report);
+    AddEntropyReport(campaign, jobs, report);
+  }
+};
+
+void AutocompressMethod::Plan(const v1::DeploymentContract& c, GraphBuilder& g) const {
+  const v1::Resources& r = c.resources();
+  g.Agent(jobs::kProfile, jobs::kProfile, r.profile(), {});
+  g.Launcher(jobs::kRank, jobs::kRank, r.rank(), {});
+  g.Launcher(jobs::kSearch, jobs::kSearch, r.search(), {jobs::kProfile, jobs::kRank});
+  g.Launcher(jobs::kDistill, jobs::kDistill, r.distill(), {jobs::kSearch});
+  g.Agent(jobs::kVerify, jobs::kVerify, r.verify(), {jobs::kDistill});
+  PlanEntropyTail(c, jobs::kVerify, g);
+  if (c.compare_uniform_baseline()) {
+    // The homogeneous baseline uses the same cost table and ranked supernet, so the comparison
+    // isolates the search itself.
+    g.Launcher(jobs::kBaselineUniform, jobs::kBaselineUniform, r.search(),
+               {jobs::kProfile, jobs::kRank});
+    g.Launcher(jobs::kDistillBaseline, jobs::kDistill, r.distill(), {jobs::kBaselineUniform});
+    g.Agent(jobs::kVerifyBaseline, jobs::kVerify, r.verify(), {jobs::kDistillBaseline});
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Method> MakeAutocompressMethod() {
+  return std::make_unique<AutocompressMethod>();
+}
+
+}  // namespace tailor::methods

@@ -1,0 +1,200 @@
+#include "profiler-agent/agent_main.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
+#include "absl/time/time.h"
+#include "common/agent_runtime.h"
+#include "common/grpc_util.h"
+#include "common/logging.h"
+#include "compression/engine/workload.h"
+#include "profiler-agent/device.h"
+#include "profiler-agent/handlers.h"
+
+namespace tailor::profiler {
+namespace {
+
+struct Flags {
+  std::string coordinator;
+  std::string device = "cpu";
+  std::string name;
+  std::string engine = engine::kEngineName;
+  std::string engine_version = engine::kEngineVersion;
+  std::string work_dir = "tailor-agent-work";
+  std::string log_level = "info";
+  std::string token;
+  int profile_rounds = 0;
+  int profile_validation = 0;
+  int verify_repetitions = 0;
+  int verify_task_samples = 0;
+  std::string ca_cert;
+  std::string token_file;
+  int max_jobs = 1;
+  double stop_grace_s = 30;
+};
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "tailor-profiler-agent: %s\n", message.c_str());
+  return 2;
+}
+
+void DeclareFlags(CLI::App& app, Flags& flags) {
+  app.add_option("--coordinator", flags.coordinator,
+                 "HOST:PORT (default $TAILOR_COORDINATOR or 127.0.0.1:50051)");
+  app.add_option("--device", flags.device, "cpu or cuda:N")->required();
+  app.add_option("--name", flags.name, "stable agent name (default HOSTNAME:DEVICE)");
+  app.add_option("--engine", flags.engine, "serving engine name")->capture_default_str();
+  app.add_option("--engine-version", flags.engine_version, "serving engine version")
+      ->capture_default_str();
+  app.add_option("--work-dir", flags.work_dir, "scratch directory for jobs")->capture_default_str();
+  app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, off")
+      ->capture_default_str();
+  auto* token_opt = app.add_option("--token", flags.token,
+                                   "agent-role bearer token (default $TAILOR_TOKEN; visible in "
+                                   "ps, prefer --token-file)");
+  app.add_option("--token-file", flags.token_file,
+                 "file holding the agent-role bearer token (first line)")
+      ->check(CLI::ExistingFile)
+      ->excludes(token_opt);
+  app.add_option("--ca-cert", flags.ca_cert,
+                 "PEM CA certificate; enables TLS (default $TAILOR_CA_CERT)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--max-jobs", flags.max_jobs, "jobs run at the same time")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--stop-grace", flags.stop_grace_s,
+                 "seconds running jobs may finish after SIGTERM before they are cancelled")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--profile-rounds", flags.profile_rounds,
+                 "profile: timed rounds per configuration (0 = default)")
+      ->check(CLI::Range(0, 1000));
+  app.add_option("--profile-validation", flags.profile_validation,
+                 "profile: held-out architectures measured end to end (0 = default)")
+      ->check(CLI::Range(0, 1000));
+  app.add_option("--verify-repetitions", flags.verify_repetitions,
+                 "verify: measured requests (0 = default 15)")
+      ->check(CLI::Range(0, 10000));
+  app.add_option("--verify-task-samples", flags.verify_task_samples,
+                 "verify: evaluation samples per task suite (0 = default 64)")
+      ->check(CLI::Range(0, 100000));
+}
+
+// What the runtime needs from the flags and the detected device; a usage error otherwise.
+absl::StatusOr<AgentRuntimeOptions> RuntimeOptions(const Flags& flags,
+                                                   const DeviceDescription& device) {
+  AgentRuntimeOptions options;
+  options.coordinator = ResolveCoordinatorAddress(flags.coordinator);
+  options.info =
+      MakeAgentInfo(device, flags.name, LocalHostname(), flags.engine, flags.engine_version);
+  options.token = flags.token;
+  if (!flags.token_file.empty()) {
+    std::ifstream in(flags.token_file);
+    std::getline(in, options.token);
+    options.token = std::string(absl::StripAsciiWhitespace(options.token));
+    if (options.token.empty()) {
+      return absl::InvalidArgumentError("--token-file: '" + flags.token_file + "' is empty");
+    }
+  }
+  options.ca_cert = flags.ca_cert;
+  options.work_dir = flags.work_dir;
+  options.max_concurrent_jobs = flags.max_jobs;
+  options.stop_grace = absl::Seconds(flags.stop_grace_s);
+  return options;
+}
+
+HandlerOptions HandlerOptionsOf(const Flags& flags) {
+  HandlerOptions handler_options;
+  handler_options.ml_jobs = true;
+  handler_options.profile_rounds = flags.profile_rounds;
+  handler_options.profile_validation_architectures = flags.profile_validation;
+  handler_options.verify_repetitions = flags.verify_repetitions;
+  handler_options.verify_task_samples = flags.verify_task_samples;
+  return handler_options;
+}
+
+// Runs the agent until it stops: the first stop signal drains running jobs, the second
+// cancels them.
+int RunUntilStopped(AgentRuntime& runtime, sigset_t stop_signals) {
+  std::atomic<bool> finished{false};
+  std::thread signals([&] {
+    int received = 0;
+    while (true) {
+      int sig = 0;
+      if (sigwait(&stop_signals, &sig) != 0) continue;
+      if (finished.load()) return;
+      if (++received == 1) {
+        spdlog::info("signal {}: stopping after running jobs (send again to cancel them)", sig);
+        runtime.Stop();
+      } else {
+        spdlog::warn("signal {} again: cancelling running jobs", sig);
+        runtime.StopNow();
+      }
+    }
+  });
+  const absl::Status status = runtime.Run();
+  finished.store(true);
+  pthread_kill(signals.native_handle(), SIGTERM);  // wakes the sigwait so the thread can end
+  signals.join();
+  if (!status.ok()) {
+    spdlog::error("{}", status.ToString());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int AgentMain(int argc, char** argv, const std::function<void(AgentRuntime&)>& register_more) {
+  // Block the stop signals in every thread (the runtime's threads inherit this mask) and take
+  // them synchronously on one thread, where calling into the runtime is safe. Blocked first
+  // thing, so a SIGTERM during start-up (device detection) is a clean stop too, not a kill.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  Flags flags;
+  CLI::App app{
+      "tailor-profiler-agent: registers a target device with the tailor coordinator "
+      "and runs probe/profile/verify jobs for it"};
+  DeclareFlags(app, flags);
+  // CLI11 reports parse errors by exception; this is the library boundary where we turn them
+  // into the documented exit code 2.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  if (absl::Status st = InitLogging("tailor-profiler-agent", flags.log_level); !st.ok()) {
+    return Usage(std::string(st.message()));
+  }
+  absl::StatusOr<DeviceDescription> device = DetectDevice(flags.device);
+  if (!device.ok()) {
+    if (device.status().code() == absl::StatusCode::kInvalidArgument ||
+        device.status().code() == absl::StatusCode::kFailedPrecondition) {
+      return Usage(std::string(device.status().message()));
+    }
+    spdlog::error("cannot use device {}: {}", flags.device, device.status().ToString());
+    return 1;
+  }
+  absl::StatusOr<AgentRuntimeOptions> options = RuntimeOptions(flags, *device);
+  if (!options.ok()) return Usage(std::string(options.status().message()));
+  AgentRuntime runtime(*options);
+  RegisterProfilerHandlers(runtime, *device, HandlerOptionsOf(flags));
+  if (register_more) register_more(runtime);
+  spdlog::info("agent {} serving {} ({}, {} MiB) for coordinator {}", options->info.name(),
+               device->device, device->device_kind, device->memory_mib, options->coordinator);
+  return RunUntilStopped(runtime, stop_signals);
+}
+
+}  // namespace tailor::profiler
