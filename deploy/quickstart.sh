@@ -15,7 +15,7 @@ DATA_DIR=${TAILOR_DATA_DIR:-$ROOT/tailor-data}
 PORT=${TAILOR_PORT:-50051}
 
 bash deploy/install-deps.sh
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+deploy/configure.sh "$BUILD_DIR"
 cmake --build "$BUILD_DIR" -j"$(nproc)" --target tailor-coordinator tailor tailor-profiler-agent \
   tailor-worker tailor-train-parent
 BIN=$ROOT/$BUILD_DIR/bin

@@ -21,25 +21,9 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
 
-# The CI's budget is 40 minutes on 2 cores, and the sanitizer stage builds the torch-free half
-# again with clang. So this build keeps RelWithDebInfo's -O2 (the same code the tests have
-# always checked) but drops -g, which mostly costs compile and link time in the LibTorch
-# translation units, and skips the benchmarks, which no test runs (`cmake --build build`
-# builds them). TEST_DEBUG_INFO=1 and TEST_BENCH=1 bring either back.
-CONFIG_ARGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
-if [ "${TEST_DEBUG_INFO:-0}" != 1 ]; then
-  CONFIG_ARGS+=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG"
-                "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG")
-else
-  CONFIG_ARGS+=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g -DNDEBUG"
-                "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g -DNDEBUG")
-fi
-if [ "${TEST_BENCH:-0}" = 1 ]; then
-  CONFIG_ARGS+=(-DTAILOR_BUILD_BENCH=ON)
-else
-  CONFIG_ARGS+=(-DTAILOR_BUILD_BENCH=OFF)
-fi
-cmake -S . -B "$BUILD_DIR" -G Ninja "${CONFIG_ARGS[@]}"
+# The same configure step as deploy/quickstart.sh (deploy/configure.sh: flags, benchmarks),
+# so the README's two commands in turn build once.
+deploy/configure.sh "$BUILD_DIR"
 cmake --build "$BUILD_DIR" -j"$JOBS"
 (cd "$BUILD_DIR" && ctest --output-on-failure -j"$JOBS" --timeout 900 "$@")
 
