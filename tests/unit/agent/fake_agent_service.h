@@ -123,30 +123,12 @@ class FakeAgentService final : public v1::AgentService::Service {
     for (const auto& c : completes_) n += c.accepted ? 1 : 0;
     return n;
   }
-  size_t completes_locked() const {
-    mu_.AssertHeld();
-    return completes_.size();
-  }
-  size_t registers_locked() const {
-    mu_.AssertHeld();
-    return registers_.size();
-  }
-  size_t progress_locked() const {
-    mu_.AssertHeld();
-    return progress_.size();
-  }
-  size_t heartbeats_locked() const {
-    mu_.AssertHeld();
-    return heartbeats_.size();
-  }
-  size_t uploads_locked() const {
-    mu_.AssertHeld();
-    return uploads_.size();
-  }
-  bool queue_empty_locked() const {
-    mu_.AssertHeld();
-    return queue_.empty();
-  }
+  size_t completes_locked() const { return SizeLocked(&FakeAgentService::completes_); }
+  size_t registers_locked() const { return SizeLocked(&FakeAgentService::registers_); }
+  size_t progress_locked() const { return SizeLocked(&FakeAgentService::progress_); }
+  size_t heartbeats_locked() const { return SizeLocked(&FakeAgentService::heartbeats_); }
+  size_t uploads_locked() const { return SizeLocked(&FakeAgentService::uploads_); }
+  bool queue_empty_locked() const { return SizeLocked(&FakeAgentService::queue_) == 0; }
 
   grpc::Status Register(grpc::ServerContext*, const v1::RegisterAgentRequest* request,
                         v1::RegisterAgentResponse* response) override {
@@ -292,6 +274,11 @@ class FakeAgentService final : public v1::AgentService::Service {
   T Get(T FakeAgentService::*member) const {
     absl::MutexLock lock(&mu_);
     return this->*member;
+  }
+  template <typename T>
+  size_t SizeLocked(std::vector<T> FakeAgentService::*member) const {
+    mu_.AssertHeld();
+    return (this->*member).size();
   }
   // An absl::Condition for Acquire's wait, evaluated with mu_ held.
   bool HasJob() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty(); }
