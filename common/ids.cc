@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 
@@ -9,7 +10,7 @@ namespace tailor {
 
 std::string NewId(absl::string_view prefix, absl::Time now) {
   static absl::Mutex mu(absl::kConstInit);
-  static std::mt19937_64* rng = nullptr;
+  static std::mt19937_64* rng ABSL_GUARDED_BY(mu) ABSL_PT_GUARDED_BY(mu) = nullptr;
   uint64_t r;
   {
     absl::MutexLock lock(&mu);

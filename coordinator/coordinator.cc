@@ -87,6 +87,7 @@ absl::Duration Coordinator::BackoffFor(int attempt) const {
 void Coordinator::UnitOfWork::Emit(const std::string& campaign_id, const std::string& job_id,
                                    const std::string& type, const std::string& message,
                                    const v1::JobProgress* progress) {
+  c_->mu_.AssertHeld();
   auto seq_it = seqs_.find(campaign_id);
   if (seq_it == seqs_.end()) {
     seq_it = seqs_.emplace(campaign_id, c_->campaigns_.at(campaign_id).last_seq).first;

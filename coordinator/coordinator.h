@@ -242,7 +242,8 @@ class Coordinator {
   void NotifyLocked(const std::string& campaign_id, Effects& fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Duration BackoffFor(int attempt) const;
 
-  storage::CoordinatorStore* const store_;
+  // Not thread-safe (storage/coordinator_store.h): every query and transaction runs under mu_.
+  storage::CoordinatorStore* const store_ ABSL_PT_GUARDED_BY(mu_);
   storage::BlobStore* const blobs_;
   Clock* const clock_;
   const CoordinatorOptions options_;

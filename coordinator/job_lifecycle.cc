@@ -136,6 +136,9 @@ std::optional<std::string> Coordinator::PickForAgentLocked(const std::string& ag
     return std::nullopt;
   }
   return queue_.Pick(agent.info(), [this](const std::string& id) -> const v1::Job* {
+    // Pick calls the lookup only before it returns, still under mu_; the analysis does not
+    // carry the lock into a lambda, so it is asserted here.
+    mu_.AssertHeld();
     auto it = jobs_.find(id);
     return it == jobs_.end() ? nullptr : &it->second;
   });

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "coordinator/coordinator.h"
 #include "storage/coordinator_store.h"
 
@@ -17,38 +18,49 @@ namespace tailor::coordinator {
 // Staged changes of one coordinator operation. Reads go through it (copy-on-write from the
 // live state), writes stay in it until CommitLocked writes them in one transaction and only
 // then applies them to memory. A failed commit therefore leaves memory untouched.
+//
+// A UnitOfWork lives inside one operation of its coordinator, under c->mu_, which the
+// constructor requires. Clang's analysis cannot tell that `c_` is the `this` of the *Locked
+// methods that use it (it would see `uow.c_->mu_` where they hold `mu_`), so the accessors that
+// read the live state assert the lock at run time instead of requiring it.
 class Coordinator::UnitOfWork {
  public:
-  UnitOfWork(Coordinator* c, absl::Time now) : c_(c), now_(now) {}
+  UnitOfWork(Coordinator* c, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_)
+      : c_(c), now_(now) {}
 
   absl::Time now() const { return now_; }
 
   // Read-only views do not mark a row dirty; only Job()/Campaign() (mutable) do, so an
   // operation rewrites exactly the rows it changed.
-  const v1::Job& JobView(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_->mu_) {
+  const v1::Job& JobView(const std::string& id) {
+    c_->mu_.AssertHeld();
     auto it = jobs_.find(id);
     return it != jobs_.end() ? it->second : c_->jobs_.at(id);
   }
-  const v1::Campaign& CampaignView(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_->mu_) {
+  const v1::Campaign& CampaignView(const std::string& id) {
+    c_->mu_.AssertHeld();
     auto it = campaigns_.find(id);
     return it != campaigns_.end() ? it->second : c_->campaigns_.at(id).campaign;
   }
-  v1::Job& Job(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_->mu_) {
+  v1::Job& Job(const std::string& id) {
+    c_->mu_.AssertHeld();
     auto it = jobs_.find(id);
     if (it != jobs_.end()) return it->second;
     return jobs_.emplace(id, c_->jobs_.at(id)).first->second;
   }
-  bool HasJob(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_->mu_) {
+  bool HasJob(const std::string& id) {
+    c_->mu_.AssertHeld();
     return jobs_.count(id) > 0 || c_->jobs_.count(id) > 0;
   }
-  v1::Campaign& Campaign(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_->mu_) {
+  v1::Campaign& Campaign(const std::string& id) {
+    c_->mu_.AssertHeld();
     auto it = campaigns_.find(id);
     if (it != campaigns_.end()) return it->second;
     return campaigns_.emplace(id, c_->campaigns_.at(id).campaign).first->second;
   }
   // Job ids of a campaign in graph order.
-  const std::vector<std::string>& JobIds(const std::string& campaign_id)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_->mu_) {
+  const std::vector<std::string>& JobIds(const std::string& campaign_id) {
+    c_->mu_.AssertHeld();
     if (new_campaign_ && new_campaign_->first.id() == campaign_id) return new_job_ids_;
     return c_->campaigns_.at(campaign_id).job_ids;
   }
@@ -64,8 +76,7 @@ class Coordinator::UnitOfWork {
   }
 
   void Emit(const std::string& campaign_id, const std::string& job_id, const std::string& type,
-            const std::string& message, const v1::JobProgress* progress = nullptr)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_->mu_);
+            const std::string& message, const v1::JobProgress* progress = nullptr);
 
   void AddAttempt(const storage::AttemptRow& row, const LiveLease& lease) {
     new_attempts_.push_back(row);

@@ -6,7 +6,8 @@
 #                             300 seeded fault runs and a 30-minute soak
 #   SKIP_SANITIZE=1 deploy/test.sh  without the sanitizer stage
 # Then the sanitizer stage (deploy/sanitize.sh, docs/reliability.md): the libraries without
-# LibTorch and their tests under ASan+UBSan (clang), and each fuzzer for a bounded time.
+# LibTorch built with clang's thread-safety analysis as an error, then they and their tests
+# under ASan+UBSan (clang), and each fuzzer for a bounded time.
 set -euo pipefail
 FULL=0
 if [ "${1:-}" = "--full" ]; then FULL=1; shift; fi
@@ -28,6 +29,7 @@ cmake --build "$BUILD_DIR" -j"$JOBS"
 (cd "$BUILD_DIR" && ctest --output-on-failure -j"$JOBS" --timeout 900 "$@")
 
 if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
+  deploy/sanitize.sh tsafety
   if [ "$FULL" = 1 ]; then
     FUZZ_SECONDS=${FUZZ_SECONDS:-300} deploy/sanitize.sh asan
     deploy/sanitize.sh tsan

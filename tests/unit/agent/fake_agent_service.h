@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -113,18 +114,21 @@ class FakeAgentService final : public v1::AgentService::Service {
     return acquires_;
   }
 
-  // Unlocked accessors for WaitUntil predicates (which run under the lock).
+  // Unlocked accessors for WaitUntil predicates (which run under the lock). The predicates
+  // are lambdas called through std::function, where the analysis does not see the lock, so
+  // each asserts it.
   int accepted_completes_locked() const {
+    mu_.AssertHeld();
     int n = 0;
     for (const auto& c : completes_) n += c.accepted ? 1 : 0;
     return n;
   }
-  size_t completes_locked() const { return completes_.size(); }
-  size_t registers_locked() const { return registers_.size(); }
-  size_t progress_locked() const { return progress_.size(); }
-  size_t heartbeats_locked() const { return heartbeats_.size(); }
-  size_t uploads_locked() const { return uploads_.size(); }
-  bool queue_empty_locked() const { return queue_.empty(); }
+  size_t completes_locked() const { return SizeLocked(&FakeAgentService::completes_); }
+  size_t registers_locked() const { return SizeLocked(&FakeAgentService::registers_); }
+  size_t progress_locked() const { return SizeLocked(&FakeAgentService::progress_); }
+  size_t heartbeats_locked() const { return SizeLocked(&FakeAgentService::heartbeats_); }
+  size_t uploads_locked() const { return SizeLocked(&FakeAgentService::uploads_); }
+  bool queue_empty_locked() const { return SizeLocked(&FakeAgentService::queue_) == 0; }
 
   grpc::Status Register(grpc::ServerContext*, const v1::RegisterAgentRequest* request,
                         v1::RegisterAgentResponse* response) override {
@@ -271,7 +275,13 @@ class FakeAgentService final : public v1::AgentService::Service {
     absl::MutexLock lock(&mu_);
     return this->*member;
   }
-  bool HasJob() const { return !queue_.empty(); }
+  template <typename T>
+  size_t SizeLocked(std::vector<T> FakeAgentService::*member) const {
+    mu_.AssertHeld();
+    return (this->*member).size();
+  }
+  // An absl::Condition for Acquire's wait, evaluated with mu_ held.
+  bool HasJob() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty(); }
 
   mutable absl::Mutex mu_;
   std::vector<v1::AcquireJobResponse> queue_ ABSL_GUARDED_BY(mu_);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -60,9 +61,9 @@ class StreamScript {
 
  private:
   mutable absl::Mutex mu_;
-  std::vector<int> breaks_;
-  bool always_break_ = false;
-  std::vector<int64_t> froms_;
+  std::vector<int> breaks_ ABSL_GUARDED_BY(mu_);
+  bool always_break_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<int64_t> froms_ ABSL_GUARDED_BY(mu_);
 };
 
 grpc::Status Unavailable() {
@@ -145,7 +146,7 @@ class FakeCampaignService final : public v1::CampaignService::Service {
 
  private:
   mutable absl::Mutex mu_;
-  std::vector<v1::SubmitCampaignRequest> submits_;
+  std::vector<v1::SubmitCampaignRequest> submits_ ABSL_GUARDED_BY(mu_);
 };
 
 class FakeAgentService final : public v1::AgentService::Service {

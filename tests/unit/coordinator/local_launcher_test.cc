@@ -8,6 +8,7 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -70,7 +71,8 @@ class LocalLauncherTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   absl::Mutex mu_;
-  std::vector<std::pair<std::string, std::string>> failures_;
+  // Written by the launcher's reaper thread through the failure callback.
+  std::vector<std::pair<std::string, std::string>> failures_ ABSL_GUARDED_BY(mu_);
 };
 
 TEST_F(LocalLauncherTest, StartsEveryRankWithRendezvousEnvironment) {
