@@ -17,62 +17,61 @@ using V = Visibility;
 // The table. docs/operations.md ("Access rules") says the same in prose; change both.
 constexpr std::array kRules = {
     // --- gRPC CampaignService: what `tailor` does with a submitter token ---
-    // A submitter submits for its own team only (another team is PERMISSION_DENIED naming
-    // the contract's field `team`).
-    AccessRule{"/tailor.v1.CampaignService/SubmitCampaign", kCampaignUsers, V::kOneCampaign},
-    AccessRule{"/tailor.v1.CampaignService/GetCampaign", kCampaignUsers, V::kOneCampaign},
-    AccessRule{"/tailor.v1.CampaignService/ListCampaigns", kCampaignUsers, V::kTeamListing},
-    AccessRule{"/tailor.v1.CampaignService/CancelCampaign", kCampaignUsers, V::kOneCampaign},
-    AccessRule{"/tailor.v1.CampaignService/WatchCampaign", kCampaignUsers, V::kOneCampaign},
-    AccessRule{"/tailor.v1.CampaignService/GetReport", kCampaignUsers, V::kOneCampaign},
-    AccessRule{"/tailor.v1.CampaignService/ListArtifacts", kCampaignUsers, V::kOneCampaign},
+    AccessRule{"/tailor.v1.CampaignService/SubmitCampaign", kCallersCampaign,
+               V::kOwnTeamSubmission},
+    AccessRule{"/tailor.v1.CampaignService/GetCampaign", kCallersCampaign, V::kOneCampaign},
+    AccessRule{"/tailor.v1.CampaignService/ListCampaigns", kCallersCampaign, V::kTeamListing},
+    AccessRule{"/tailor.v1.CampaignService/CancelCampaign", kCallersCampaign, V::kOneCampaign},
+    AccessRule{"/tailor.v1.CampaignService/WatchCampaign", kCallersCampaign, V::kOneCampaign},
+    AccessRule{"/tailor.v1.CampaignService/GetReport", kCallersCampaign, V::kOneCampaign},
+    AccessRule{"/tailor.v1.CampaignService/ListArtifacts", kCallersCampaign, V::kOneCampaign},
     // Cost tables describe devices, not campaigns; workers read them with agent tokens.
-    AccessRule{"/tailor.v1.CampaignService/ListCostTables", kAnyToken, V::kNoCampaigns},
-    AccessRule{"/tailor.v1.CampaignService/GetCostTable", kAnyToken, V::kNoCampaigns},
-    AccessRule{"/tailor.v1.CampaignService/GetJobLog", kCampaignUsers, V::kOneCampaign},
+    AccessRule{"/tailor.v1.CampaignService/ListCostTables", kCallersWithToken, V::kNoCampaigns},
+    AccessRule{"/tailor.v1.CampaignService/GetCostTable", kCallersWithToken, V::kNoCampaigns},
+    AccessRule{"/tailor.v1.CampaignService/GetJobLog", kCallersCampaign, V::kOneCampaign},
     // --- gRPC AgentService: profiler agents and worker ranks ---
-    AccessRule{"/tailor.v1.AgentService/Register", kAgents, V::kNoCampaigns},
-    AccessRule{"/tailor.v1.AgentService/Heartbeat", kAgents, V::kNoCampaigns},
-    AccessRule{"/tailor.v1.AgentService/AcquireJob", kAgents, V::kNoCampaigns},
-    AccessRule{"/tailor.v1.AgentService/ReportProgress", kAgents, V::kNoCampaigns},
-    AccessRule{"/tailor.v1.AgentService/CompleteJob", kAgents, V::kNoCampaigns},
-    AccessRule{"/tailor.v1.AgentService/UploadArtifact", kAgents, V::kNoCampaigns},
+    AccessRule{"/tailor.v1.AgentService/Register", kCallersAgent, V::kNoCampaigns},
+    AccessRule{"/tailor.v1.AgentService/Heartbeat", kCallersAgent, V::kNoCampaigns},
+    AccessRule{"/tailor.v1.AgentService/AcquireJob", kCallersAgent, V::kNoCampaigns},
+    AccessRule{"/tailor.v1.AgentService/ReportProgress", kCallersAgent, V::kNoCampaigns},
+    AccessRule{"/tailor.v1.AgentService/CompleteJob", kCallersAgent, V::kNoCampaigns},
+    AccessRule{"/tailor.v1.AgentService/UploadArtifact", kCallersAgent, V::kNoCampaigns},
     // `tailor artifacts get` downloads with a submitter token: its own team's artifacts.
-    AccessRule{"/tailor.v1.AgentService/DownloadArtifact", kAnyToken, V::kOneCampaign},
-    AccessRule{"/tailor.v1.AgentService/PutCostTable", kAgents, V::kNoCampaigns},
-    AccessRule{"/tailor.v1.AgentService/GetAssignment", kAgents, V::kNoCampaigns},
+    AccessRule{"/tailor.v1.AgentService/DownloadArtifact", kCallersWithToken, V::kOneCampaign},
+    AccessRule{"/tailor.v1.AgentService/PutCostTable", kCallersAgent, V::kNoCampaigns},
+    AccessRule{"/tailor.v1.AgentService/GetAssignment", kCallersAgent, V::kNoCampaigns},
     // --- gRPC AdminService ---
     // The queue is what the dashboard's overview shows a submitter: its team's jobs, and the
     // cluster-wide counts per device kind.
-    AccessRule{"/tailor.v1.AdminService/ListQueue", kCampaignUsers, V::kTeamListing},
-    AccessRule{"/tailor.v1.AdminService/ListAgents", kAdmins, V::kNoCampaigns},
-    AccessRule{"/tailor.v1.AdminService/DrainAgent", kAdmins, V::kNoCampaigns},
-    AccessRule{"/tailor.v1.AdminService/Recompress", kAdmins, V::kNoCampaigns},
+    AccessRule{"/tailor.v1.AdminService/ListQueue", kCallersCampaign, V::kTeamListing},
+    AccessRule{"/tailor.v1.AdminService/ListAgents", kCallersAdmin, V::kNoCampaigns},
+    AccessRule{"/tailor.v1.AdminService/DrainAgent", kCallersAdmin, V::kNoCampaigns},
+    AccessRule{"/tailor.v1.AdminService/Recompress", kCallersAdmin, V::kNoCampaigns},
     // --- gRPC TokenService ---
-    AccessRule{"/tailor.v1.TokenService/CreateToken", kAdmins, V::kNoCampaigns},
-    AccessRule{"/tailor.v1.TokenService/ListTokens", kAdmins, V::kNoCampaigns},
-    AccessRule{"/tailor.v1.TokenService/RevokeToken", kAdmins, V::kNoCampaigns},
-    AccessRule{"/tailor.v1.TokenService/ListAuditEvents", kAdmins, V::kNoCampaigns},
+    AccessRule{"/tailor.v1.TokenService/CreateToken", kCallersAdmin, V::kNoCampaigns},
+    AccessRule{"/tailor.v1.TokenService/ListTokens", kCallersAdmin, V::kNoCampaigns},
+    AccessRule{"/tailor.v1.TokenService/RevokeToken", kCallersAdmin, V::kNoCampaigns},
+    AccessRule{"/tailor.v1.TokenService/ListAuditEvents", kCallersAdmin, V::kNoCampaigns},
     // --- HTTP: probes, scrapers and the public bundle carry no token ---
-    AccessRule{"GET /healthz", kAnyone, V::kNoCampaigns},
-    AccessRule{"GET /readyz", kAnyone, V::kNoCampaigns},
+    AccessRule{"GET /healthz", kCallersAny, V::kNoCampaigns},
+    AccessRule{"GET /readyz", kCallersAny, V::kNoCampaigns},
     // Counts only (jobs per state and device kind, agents, calls), no campaign names.
-    AccessRule{"GET /metrics", kAnyone, V::kNoCampaigns},
-    AccessRule{"GET /static/{file}", kAnyone, V::kNoCampaigns},
+    AccessRule{"GET /metrics", kCallersAny, V::kNoCampaigns},
+    AccessRule{"GET /static/{file}", kCallersAny, V::kNoCampaigns},
     // The login form itself; POST /login refuses tokens that GET / would not admit.
-    AccessRule{"GET /login", kAnyone, V::kNoCampaigns},
-    AccessRule{"POST /login", kAnyone, V::kNoCampaigns},
-    AccessRule{"POST /logout", kAnyone, V::kNoCampaigns},
+    AccessRule{"GET /login", kCallersAny, V::kNoCampaigns},
+    AccessRule{"POST /login", kCallersAny, V::kNoCampaigns},
+    AccessRule{"POST /logout", kCallersAny, V::kNoCampaigns},
     // --- HTTP: the dashboard pages and their JSON API ---
-    AccessRule{"GET /", kCampaignUsers, V::kTeamListing},
-    AccessRule{"GET /campaigns/{id}", kCampaignUsers, V::kOneCampaign},
-    AccessRule{"GET /api/queue", kCampaignUsers, V::kTeamListing},
+    AccessRule{"GET /", kCallersCampaign, V::kTeamListing},
+    AccessRule{"GET /campaigns/{id}", kCallersCampaign, V::kOneCampaign},
+    AccessRule{"GET /api/queue", kCallersCampaign, V::kTeamListing},
     // Unlike gRPC ListAgents (admins): every agent, with only the own team's current jobs.
-    AccessRule{"GET /api/agents", kCampaignUsers, V::kTeamListing},
-    AccessRule{"GET /api/campaigns", kCampaignUsers, V::kTeamListing},
-    AccessRule{"GET /api/campaigns/{id}", kCampaignUsers, V::kOneCampaign},
-    AccessRule{"GET /api/campaigns/{id}/report", kCampaignUsers, V::kOneCampaign},
-    AccessRule{"GET /api/campaigns/{id}/charts", kCampaignUsers, V::kOneCampaign},
+    AccessRule{"GET /api/agents", kCallersCampaign, V::kTeamListing},
+    AccessRule{"GET /api/campaigns", kCallersCampaign, V::kTeamListing},
+    AccessRule{"GET /api/campaigns/{id}", kCallersCampaign, V::kOneCampaign},
+    AccessRule{"GET /api/campaigns/{id}/report", kCallersCampaign, V::kOneCampaign},
+    AccessRule{"GET /api/campaigns/{id}/charts", kCallersCampaign, V::kOneCampaign},
 };
 
 // "an admin token", "a submitter or admin token": the token roles a row admits.
@@ -110,13 +109,13 @@ const AccessRule* FindAccessRule(absl::string_view call) {
 Caller CallerOf(Role role) {
   switch (role) {
     case Role::kSubmitter:
-      return kSubmitter;
+      return kCallerSubmitter;
     case Role::kAgent:
-      return kAgent;
+      return kCallerAgent;
     case Role::kAdmin:
-      return kAdmin;
+      return kCallerAdmin;
   }
-  return kAnonymous;
+  return kCallerAnonymous;
 }
 
 bool Admits(const AccessRule& rule, Caller caller) { return (rule.callers & caller) != 0; }
@@ -141,12 +140,22 @@ absl::Status HiddenCampaign(absl::string_view campaign_id) {
 
 absl::Status CheckCampaignVisible(const Principal& p, absl::string_view campaign_id,
                                   absl::string_view campaign_team) {
-  return p.CanSee(campaign_team) ? absl::OkStatus() : HiddenCampaign(campaign_id);
+  if (p.role != Role::kSubmitter || p.team == campaign_team) return absl::OkStatus();
+  return HiddenCampaign(campaign_id);
+}
+
+absl::Status ScopeSubmission(const Principal& p, v1::DeploymentContract* contract) {
+  if (p.role != Role::kSubmitter) return absl::OkStatus();
+  if (contract->team().empty()) contract->set_team(p.team);
+  if (contract->team() == p.team) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat("team: token ", p.token_id, " submits for team '",
+                                                  p.team, "' only, the contract says '",
+                                                  contract->team(), "'"));
 }
 
 std::optional<v1::ListCampaignsRequest> ScopeCampaignListing(const Principal& p,
                                                              v1::ListCampaignsRequest request) {
-  if (p.is_admin()) return request;
+  if (p.role != Role::kSubmitter) return request;
   // An empty team filter would mean every team.
   if (p.team.empty()) return std::nullopt;
   if (!request.team().empty() && request.team() != p.team) return std::nullopt;
@@ -155,18 +164,18 @@ std::optional<v1::ListCampaignsRequest> ScopeCampaignListing(const Principal& p,
 }
 
 v1::ListQueueResponse ScopeQueue(const Principal& p, v1::ListQueueResponse queue) {
-  if (p.is_admin()) return queue;
+  if (p.role != Role::kSubmitter) return queue;
   v1::ListQueueResponse visible;
   *visible.mutable_summary() = std::move(*queue.mutable_summary());
   for (v1::QueueEntry& e : *queue.mutable_entries()) {
-    if (p.CanSee(e.team())) *visible.add_entries() = std::move(e);
+    if (e.team() == p.team) *visible.add_entries() = std::move(e);
   }
   return visible;
 }
 
 void ScopeAgents(const Principal& p, const v1::ListQueueResponse& visible_queue,
                  v1::ListAgentsResponse* agents) {
-  if (p.is_admin()) return;
+  if (p.role != Role::kSubmitter) return;
   std::set<std::string> visible;
   for (const v1::QueueEntry& e : visible_queue.entries()) visible.insert(e.job().id());
   for (v1::Agent& agent : *agents->mutable_agents()) {

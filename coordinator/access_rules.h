@@ -18,26 +18,29 @@
 #include "coordinator/auth.h"
 #include "tailor/v1/admin.pb.h"
 #include "tailor/v1/campaign.pb.h"
+#include "tailor/v1/contract.pb.h"
 
 namespace tailor::coordinator {
 
 // Which callers a row admits, as bits so that one row names all of them.
 enum Caller : uint8_t {
   // No token, with --auth tokens (probes, scrapers, the login form). With --auth off every
-  // caller is an anonymous admin, so the kAdmin bit decides.
-  kAnonymous = 1 << 0,
-  kSubmitter = 1 << 1,
-  kAgent = 1 << 2,
-  kAdmin = 1 << 3,
+  // caller is an anonymous admin, so the kCallerAdmin bit decides.
+  kCallerAnonymous = 1 << 0,
+  kCallerSubmitter = 1 << 1,
+  kCallerAgent = 1 << 2,
+  kCallerAdmin = 1 << 3,
 };
-inline constexpr uint8_t kAnyone = kAnonymous | kSubmitter | kAgent | kAdmin;
-inline constexpr uint8_t kAnyToken = kSubmitter | kAgent | kAdmin;
-inline constexpr uint8_t kCampaignUsers = kSubmitter | kAdmin;
-inline constexpr uint8_t kAgents = kAgent | kAdmin;
-inline constexpr uint8_t kAdmins = kAdmin;
+inline constexpr uint8_t kCallersAny =
+    kCallerAnonymous | kCallerSubmitter | kCallerAgent | kCallerAdmin;
+inline constexpr uint8_t kCallersWithToken = kCallerSubmitter | kCallerAgent | kCallerAdmin;
+inline constexpr uint8_t kCallersCampaign = kCallerSubmitter | kCallerAdmin;
+inline constexpr uint8_t kCallersAgent = kCallerAgent | kCallerAdmin;
+inline constexpr uint8_t kCallersAdmin = kCallerAdmin;
 
-// What a submitter sees of other teams. Admins see every team; agents, where a row admits
-// them, are not scoped (they run every team's jobs).
+// What a submitter sees of other teams. The scope limits submitters only: admins see every
+// team, and agents, on the rows that admit them at all, are not scoped (they run every
+// team's jobs and fetch their inputs).
 enum class Visibility {
   kNoCampaigns,  // touches no campaign data (agent and admin verbs, cost tables, health)
   // Names one campaign (or its job or artifact): another team's is NOT_FOUND, worded exactly
@@ -45,6 +48,9 @@ enum class Visibility {
   kOneCampaign,
   // Lists campaigns or jobs: only the own team's entries; cluster-wide counts stay.
   kTeamListing,
+  // Creates a campaign: for the own team only; a contract naming another team is
+  // PERMISSION_DENIED naming the field `team`, one naming none gets the token's.
+  kOwnTeamSubmission,
 };
 
 struct AccessRule {
@@ -73,6 +79,8 @@ absl::Status HiddenCampaign(absl::string_view campaign_id);
 absl::Status CheckCampaignVisible(const Principal& p, absl::string_view campaign_id,
                                   absl::string_view campaign_team);
 
+// The contract as `p` may submit it (kOwnTeamSubmission).
+absl::Status ScopeSubmission(const Principal& p, v1::DeploymentContract* contract);
 // A campaign listing as `p` may run it: unchanged for admins, the own team for submitters.
 // nullopt when a submitter can see nothing of it (another team asked for, or no team), so the
 // answer is an empty listing.

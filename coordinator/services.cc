@@ -57,7 +57,7 @@ absl::StatusOr<Principal> Authorize(const ServiceAuth& auth, grpc::CallbackServe
 // the registry's database connection, so no coordinator lock is taken.
 absl::Status CheckStoredCampaignVisible(const ServiceAuth& auth, const Principal& p,
                                         const std::string& campaign_id) {
-  if (p.is_admin()) return absl::OkStatus();
+  if (p.role != Role::kSubmitter) return absl::OkStatus();
   if (auth.registry == nullptr) return HiddenCampaign(campaign_id);
   TAILOR_ASSIGN_OR_RETURN(std::string team, auth.registry->CampaignTeam(campaign_id));
   return CheckCampaignVisible(p, campaign_id, team);
@@ -443,14 +443,7 @@ grpc::ServerUnaryReactor* CampaignServiceImpl::SubmitCampaign(
       auth_, ctx, Rpc<v1::CampaignService>("SubmitCampaign"), resp,
       [&](const Principal& p) -> absl::StatusOr<v1::SubmitCampaignResponse> {
         v1::DeploymentContract contract = req->contract();
-        if (p.role == Role::kSubmitter) {
-          if (contract.team().empty()) contract.set_team(p.team);
-          if (contract.team() != p.team) {
-            return absl::PermissionDeniedError(
-                absl::StrCat("team: token ", p.token_id, " submits for team '", p.team,
-                             "' only, the contract says '", contract.team(), "'"));
-          }
-        }
+        TAILOR_RETURN_IF_ERROR(ScopeSubmission(p, &contract));
         auto r = core_->Submit(contract, req->request_id());
         if (!r.ok()) return r.status();
         v1::SubmitCampaignResponse out;

@@ -323,7 +323,7 @@ void HttpServer::Add(const Route& route) {
       absl::StrSplit(route.key, absl::MaxSplits(' ', 1));
   const std::string pattern = absl::StrReplaceAll(method_path.second, {{"{id}", kIdPattern}});
   httplib::Server::Handler handler;
-  if (Admits(*rule, kAnonymous)) {
+  if (Admits(*rule, kCallerAnonymous)) {
     handler = [this, route](const httplib::Request& req, httplib::Response& res) {
       (this->*route.handler)(req, res, nullptr);
     };
