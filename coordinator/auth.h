@@ -28,6 +28,19 @@ struct Principal {
   }
 };
 
+// "submitter", "admin", "agent": the names tokens, logs and messages use.
+inline absl::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kSubmitter:
+      return "submitter";
+    case Role::kAdmin:
+      return "admin";
+    case Role::kAgent:
+      return "agent";
+  }
+  return "unknown";
+}
+
 // Turns the bearer token of a request (without the "Bearer " prefix; empty when the request
 // carried none) into a Principal. UNAUTHENTICATED for a missing, unknown or revoked token.
 class Authenticator {

@@ -6,10 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
-#include "common/proto_time.h"
-#include "common/status_macros.h"
 #include "common/ids.h"
+#include "common/proto_time.h"
 #include "common/sha256.h"
+#include "common/status_macros.h"
+#include "coordinator/access_rules.h"
 #include "spdlog/spdlog.h"
 
 namespace tailor::coordinator {
@@ -28,18 +29,17 @@ grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* ctx, T* resp, F&&
   return reactor;
 }
 
-// --- authorization ---
+// --- authorization: coordinator/access_rules.h decides, keyed by the full method name ---
 
-// Which callers a method admits (beyond authentication).
-enum class Api {
-  kCampaign,   // submitters (own team) and admins
-  kAnyRole,    // every authenticated caller (cost tables, artifact downloads)
-  kAgent,      // agents and admins
-  kAdmin,      // admins
-};
+template <typename Service>
+std::string Rpc(absl::string_view method) {
+  return absl::StrCat("/", Service::service_full_name(), "/", method);
+}
 
+// Authenticates the call's bearer token, then asks the access rules whether its caller may
+// make `call` at all; campaign visibility is checked by the method, which knows the campaign.
 absl::StatusOr<Principal> Authorize(const ServiceAuth& auth, grpc::CallbackServerContext* ctx,
-                                    Api api, absl::string_view method) {
+                                    absl::string_view call) {
   Principal p;  // authentication off: an anonymous admin
   if (auth.authenticator != nullptr) {
     std::string bearer;
@@ -49,41 +49,18 @@ absl::StatusOr<Principal> Authorize(const ServiceAuth& auth, grpc::CallbackServe
     }
     TAILOR_ASSIGN_OR_RETURN(p, auth.authenticator->Authenticate(bearer));
   }
-  const auto denied = [&](absl::string_view who) {
-    spdlog::warn("denied {} to {} token {}", std::string(method), std::string(RoleName(p.role)),
-                 p.token_id);
-    return absl::PermissionDeniedError(
-        absl::StrCat(method, " needs ", who, "; this is ", RoleName(p.role), " token ",
-                     p.token_id));
-  };
-  switch (api) {
-    case Api::kCampaign:
-      if (p.role == Role::kAgent) return denied("a submitter or admin token");
-      break;
-    case Api::kAnyRole:
-      break;
-    case Api::kAgent:
-      if (p.role == Role::kSubmitter) return denied("an agent or admin token");
-      break;
-    case Api::kAdmin:
-      if (!p.is_admin()) return denied("an admin token");
-      break;
-  }
+  TAILOR_RETURN_IF_ERROR(CheckCall(call, p));
   return p;
 }
 
-absl::Status HiddenCampaign(const std::string& campaign_id) {
-  return absl::NotFoundError(absl::StrCat("campaign '", campaign_id, "' not found"));
-}
-
-// NOT_FOUND, worded exactly as for a missing id, unless `p` may see the campaign.
-absl::Status CheckCampaignVisible(const ServiceAuth& auth, const Principal& p,
-                                  const std::string& campaign_id) {
-  if (p.is_admin()) return absl::OkStatus();
+// The access rules' CheckCampaignVisible for a campaign known by id only: its team comes from
+// the registry's database connection, so no coordinator lock is taken.
+absl::Status CheckStoredCampaignVisible(const ServiceAuth& auth, const Principal& p,
+                                        const std::string& campaign_id) {
+  if (p.role != Role::kSubmitter) return absl::OkStatus();
   if (auth.registry == nullptr) return HiddenCampaign(campaign_id);
   TAILOR_ASSIGN_OR_RETURN(std::string team, auth.registry->CampaignTeam(campaign_id));
-  if (!p.CanSee(team)) return HiddenCampaign(campaign_id);
-  return absl::OkStatus();
+  return CheckCampaignVisible(p, campaign_id, team);
 }
 
 // Submitters download only artifacts recorded by their team's campaigns; anything else is
@@ -113,10 +90,10 @@ void Audit(const ServiceAuth& auth, const Principal& p, absl::string_view verb,
 // Runs `f` after authorizing; finishes with the authorization error otherwise.
 template <typename T, typename F>
 grpc::ServerUnaryReactor* AuthorizedRespond(const ServiceAuth& auth,
-                                            grpc::CallbackServerContext* ctx, Api api,
-                                            absl::string_view method, T* resp, F&& f) {
+                                            grpc::CallbackServerContext* ctx,
+                                            absl::string_view call, T* resp, F&& f) {
   return Respond(ctx, resp, [&]() -> absl::StatusOr<T> {
-    TAILOR_ASSIGN_OR_RETURN(Principal p, Authorize(auth, ctx, api, method));
+    TAILOR_ASSIGN_OR_RETURN(Principal p, Authorize(auth, ctx, call));
     return f(p);
   });
 }
@@ -463,17 +440,10 @@ grpc::ServerUnaryReactor* CampaignServiceImpl::SubmitCampaign(
     grpc::CallbackServerContext* ctx, const v1::SubmitCampaignRequest* req,
     v1::SubmitCampaignResponse* resp) {
   return AuthorizedRespond(
-      auth_, ctx, Api::kCampaign, "SubmitCampaign", resp,
+      auth_, ctx, Rpc<v1::CampaignService>("SubmitCampaign"), resp,
       [&](const Principal& p) -> absl::StatusOr<v1::SubmitCampaignResponse> {
         v1::DeploymentContract contract = req->contract();
-        if (p.role == Role::kSubmitter) {
-          if (contract.team().empty()) contract.set_team(p.team);
-          if (contract.team() != p.team) {
-            return absl::PermissionDeniedError(
-                absl::StrCat("team: token ", p.token_id, " submits for team '", p.team,
-                             "' only, the contract says '", contract.team(), "'"));
-          }
-        }
+        TAILOR_RETURN_IF_ERROR(ScopeSubmission(p, &contract));
         auto r = core_->Submit(contract, req->request_id());
         if (!r.ok()) return r.status();
         v1::SubmitCampaignResponse out;
@@ -486,35 +456,32 @@ grpc::ServerUnaryReactor* CampaignServiceImpl::SubmitCampaign(
 grpc::ServerUnaryReactor* CampaignServiceImpl::GetCampaign(grpc::CallbackServerContext* ctx,
                                                            const v1::GetCampaignRequest* req,
                                                            v1::Campaign* resp) {
-  return AuthorizedRespond(auth_, ctx, Api::kCampaign, "GetCampaign", resp,
-                           [&](const Principal& p) -> absl::StatusOr<v1::Campaign> {
-                             TAILOR_RETURN_IF_ERROR(
-                                 CheckCampaignVisible(auth_, p, req->campaign_id()));
-                             return core_->GetCampaign(req->campaign_id());
-                           });
+  return AuthorizedRespond(
+      auth_, ctx, Rpc<v1::CampaignService>("GetCampaign"), resp,
+      [&](const Principal& p) -> absl::StatusOr<v1::Campaign> {
+        TAILOR_RETURN_IF_ERROR(CheckStoredCampaignVisible(auth_, p, req->campaign_id()));
+        return core_->GetCampaign(req->campaign_id());
+      });
 }
 
 grpc::ServerUnaryReactor* CampaignServiceImpl::ListCampaigns(
     grpc::CallbackServerContext* ctx, const v1::ListCampaignsRequest* req,
     v1::ListCampaignsResponse* resp) {
-  return AuthorizedRespond(
-      auth_, ctx, Api::kCampaign, "ListCampaigns", resp,
-      [&](const Principal& p) -> absl::StatusOr<v1::ListCampaignsResponse> {
-        if (p.role != Role::kSubmitter) return core_->ListCampaigns(*req);
-        // A submitter's listing is always filtered to the own team.
-        if (!req->team().empty() && req->team() != p.team) return v1::ListCampaignsResponse();
-        v1::ListCampaignsRequest own = *req;
-        own.set_team(p.team);
-        return core_->ListCampaigns(own);
-      });
+  return AuthorizedRespond(auth_, ctx, Rpc<v1::CampaignService>("ListCampaigns"), resp,
+                           [&](const Principal& p) -> absl::StatusOr<v1::ListCampaignsResponse> {
+                             std::optional<v1::ListCampaignsRequest> scoped =
+                                 ScopeCampaignListing(p, *req);
+                             if (!scoped.has_value()) return v1::ListCampaignsResponse();
+                             return core_->ListCampaigns(*scoped);
+                           });
 }
 
 grpc::ServerUnaryReactor* CampaignServiceImpl::CancelCampaign(
     grpc::CallbackServerContext* ctx, const v1::CancelCampaignRequest* req, v1::Campaign* resp) {
   return AuthorizedRespond(
-      auth_, ctx, Api::kCampaign, "CancelCampaign", resp,
+      auth_, ctx, Rpc<v1::CampaignService>("CancelCampaign"), resp,
       [&](const Principal& p) -> absl::StatusOr<v1::Campaign> {
-        TAILOR_RETURN_IF_ERROR(CheckCampaignVisible(auth_, p, req->campaign_id()));
+        TAILOR_RETURN_IF_ERROR(CheckStoredCampaignVisible(auth_, p, req->campaign_id()));
         absl::StatusOr<v1::Campaign> c = core_->Cancel(req->campaign_id(), req->reason());
         // Admins cancel any team's campaign: that is an admin verb.
         if (c.ok() && p.is_admin()) {
@@ -527,9 +494,9 @@ grpc::ServerUnaryReactor* CampaignServiceImpl::CancelCampaign(
 
 grpc::ServerWriteReactor<v1::Event>* CampaignServiceImpl::WatchCampaign(
     grpc::CallbackServerContext* ctx, const v1::WatchCampaignRequest* req) {
-  absl::StatusOr<Principal> p = Authorize(auth_, ctx, Api::kCampaign, "WatchCampaign");
+  absl::StatusOr<Principal> p = Authorize(auth_, ctx, Rpc<v1::CampaignService>("WatchCampaign"));
   absl::Status st = p.status();
-  if (st.ok()) st = CheckCampaignVisible(auth_, *p, req->campaign_id());
+  if (st.ok()) st = CheckStoredCampaignVisible(auth_, *p, req->campaign_id());
   if (!st.ok()) return new FailedWriteReactor<v1::Event>(st);
   return new WatchReactor(core_, req->campaign_id(), req->from_seq());
 }
@@ -537,50 +504,49 @@ grpc::ServerWriteReactor<v1::Event>* CampaignServiceImpl::WatchCampaign(
 grpc::ServerUnaryReactor* CampaignServiceImpl::GetReport(grpc::CallbackServerContext* ctx,
                                                          const v1::GetReportRequest* req,
                                                          v1::CampaignReport* resp) {
-  return AuthorizedRespond(auth_, ctx, Api::kCampaign, "GetReport", resp,
-                           [&](const Principal& p) -> absl::StatusOr<v1::CampaignReport> {
-                             TAILOR_RETURN_IF_ERROR(
-                                 CheckCampaignVisible(auth_, p, req->campaign_id()));
-                             return core_->GetReport(req->campaign_id());
-                           });
+  return AuthorizedRespond(
+      auth_, ctx, Rpc<v1::CampaignService>("GetReport"), resp,
+      [&](const Principal& p) -> absl::StatusOr<v1::CampaignReport> {
+        TAILOR_RETURN_IF_ERROR(CheckStoredCampaignVisible(auth_, p, req->campaign_id()));
+        return core_->GetReport(req->campaign_id());
+      });
 }
 
 grpc::ServerUnaryReactor* CampaignServiceImpl::ListArtifacts(
     grpc::CallbackServerContext* ctx, const v1::ListArtifactsRequest* req,
     v1::ListArtifactsResponse* resp) {
-  return AuthorizedRespond(auth_, ctx, Api::kCampaign, "ListArtifacts", resp,
-                           [&](const Principal& p) -> absl::StatusOr<v1::ListArtifactsResponse> {
-                             TAILOR_RETURN_IF_ERROR(
-                                 CheckCampaignVisible(auth_, p, req->campaign_id()));
-                             return core_->ListArtifacts(req->campaign_id());
-                           });
+  return AuthorizedRespond(
+      auth_, ctx, Rpc<v1::CampaignService>("ListArtifacts"), resp,
+      [&](const Principal& p) -> absl::StatusOr<v1::ListArtifactsResponse> {
+        TAILOR_RETURN_IF_ERROR(CheckStoredCampaignVisible(auth_, p, req->campaign_id()));
+        return core_->ListArtifacts(req->campaign_id());
+      });
 }
 
 grpc::ServerUnaryReactor* CampaignServiceImpl::ListCostTables(
     grpc::CallbackServerContext* ctx, const v1::ListCostTablesRequest* req,
     v1::ListCostTablesResponse* resp) {
-  return AuthorizedRespond(auth_, ctx, Api::kAnyRole, "ListCostTables", resp,
-                           [&](const Principal&) {
-                             return core_->ListCostTables(req->device_kind());
-                           });
+  return AuthorizedRespond(
+      auth_, ctx, Rpc<v1::CampaignService>("ListCostTables"), resp,
+      [&](const Principal&) { return core_->ListCostTables(req->device_kind()); });
 }
 
 grpc::ServerUnaryReactor* CampaignServiceImpl::GetCostTable(grpc::CallbackServerContext* ctx,
                                                             const v1::GetCostTableRequest* req,
                                                             v1::CostTable* resp) {
   // Workers read cost tables with their agent token.
-  return AuthorizedRespond(auth_, ctx, Api::kAnyRole, "GetCostTable", resp,
+  return AuthorizedRespond(auth_, ctx, Rpc<v1::CampaignService>("GetCostTable"), resp,
                            [&](const Principal&) { return core_->GetCostTable(*req); });
 }
 
 grpc::ServerWriteReactor<v1::LogChunk>* CampaignServiceImpl::GetJobLog(
     grpc::CallbackServerContext* ctx, const v1::GetJobLogRequest* req) {
-  absl::StatusOr<Principal> p = Authorize(auth_, ctx, Api::kCampaign, "GetJobLog");
+  absl::StatusOr<Principal> p = Authorize(auth_, ctx, Rpc<v1::CampaignService>("GetJobLog"));
   absl::Status st = p.status();
   if (st.ok() && !p->is_admin()) {
     absl::StatusOr<v1::Job> job = core_->GetJob(req->job_id());
     st = job.status();
-    if (st.ok() && !CheckCampaignVisible(auth_, *p, job->campaign_id()).ok()) {
+    if (st.ok() && !CheckStoredCampaignVisible(auth_, *p, job->campaign_id()).ok()) {
       st = absl::NotFoundError(absl::StrCat("job '", req->job_id(), "' not found"));
     }
   }
@@ -593,21 +559,22 @@ grpc::ServerWriteReactor<v1::LogChunk>* CampaignServiceImpl::GetJobLog(
 grpc::ServerUnaryReactor* AgentServiceImpl::Register(grpc::CallbackServerContext* ctx,
                                                      const v1::RegisterAgentRequest* req,
                                                      v1::RegisterAgentResponse* resp) {
-  return AuthorizedRespond(auth_, ctx, Api::kAgent, "Register", resp,
+  return AuthorizedRespond(auth_, ctx, Rpc<v1::AgentService>("Register"), resp,
                            [&](const Principal&) { return core_->Register(req->info()); });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::Heartbeat(grpc::CallbackServerContext* ctx,
                                                       const v1::HeartbeatRequest* req,
                                                       v1::HeartbeatResponse* resp) {
-  return AuthorizedRespond(auth_, ctx, Api::kAgent, "Heartbeat", resp,
+  return AuthorizedRespond(auth_, ctx, Rpc<v1::AgentService>("Heartbeat"), resp,
                            [&](const Principal&) { return core_->Heartbeat(*req); });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::AcquireJob(grpc::CallbackServerContext* ctx,
                                                        const v1::AcquireJobRequest* req,
                                                        v1::AcquireJobResponse* resp) {
-  if (absl::StatusOr<Principal> p = Authorize(auth_, ctx, Api::kAgent, "AcquireJob"); !p.ok()) {
+  if (absl::StatusOr<Principal> p = Authorize(auth_, ctx, Rpc<v1::AgentService>("AcquireJob"));
+      !p.ok()) {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     reactor->Finish(ToGrpcStatus(p.status()));
     return reactor;
@@ -618,20 +585,20 @@ grpc::ServerUnaryReactor* AgentServiceImpl::AcquireJob(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* AgentServiceImpl::ReportProgress(
     grpc::CallbackServerContext* ctx, const v1::ReportProgressRequest* req,
     v1::ReportProgressResponse* resp) {
-  return AuthorizedRespond(auth_, ctx, Api::kAgent, "ReportProgress", resp,
+  return AuthorizedRespond(auth_, ctx, Rpc<v1::AgentService>("ReportProgress"), resp,
                            [&](const Principal&) { return core_->ReportProgress(*req); });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::CompleteJob(grpc::CallbackServerContext* ctx,
                                                         const v1::CompleteJobRequest* req,
                                                         v1::CompleteJobResponse* resp) {
-  return AuthorizedRespond(auth_, ctx, Api::kAgent, "CompleteJob", resp,
+  return AuthorizedRespond(auth_, ctx, Rpc<v1::AgentService>("CompleteJob"), resp,
                            [&](const Principal&) { return core_->CompleteJob(*req); });
 }
 
 grpc::ServerReadReactor<v1::UploadArtifactRequest>* AgentServiceImpl::UploadArtifact(
     grpc::CallbackServerContext* ctx, v1::Artifact* resp) {
-  if (absl::StatusOr<Principal> p = Authorize(auth_, ctx, Api::kAgent, "UploadArtifact");
+  if (absl::StatusOr<Principal> p = Authorize(auth_, ctx, Rpc<v1::AgentService>("UploadArtifact"));
       !p.ok()) {
     return new FailedReadReactor<v1::UploadArtifactRequest>(p.status());
   }
@@ -641,7 +608,7 @@ grpc::ServerReadReactor<v1::UploadArtifactRequest>* AgentServiceImpl::UploadArti
 grpc::ServerWriteReactor<v1::ArtifactChunk>* AgentServiceImpl::DownloadArtifact(
     grpc::CallbackServerContext* ctx, const v1::DownloadArtifactRequest* req) {
   // `tailor artifacts get` downloads with a submitter token: its own team's artifacts only.
-  absl::StatusOr<Principal> p = Authorize(auth_, ctx, Api::kAnyRole, "DownloadArtifact");
+  absl::StatusOr<Principal> p = Authorize(auth_, ctx, Rpc<v1::AgentService>("DownloadArtifact"));
   absl::Status st = p.status();
   if (st.ok()) st = CheckArtifactVisible(auth_, *p, req->digest());
   if (!st.ok()) return new FailedWriteReactor<v1::ArtifactChunk>(st);
@@ -651,14 +618,14 @@ grpc::ServerWriteReactor<v1::ArtifactChunk>* AgentServiceImpl::DownloadArtifact(
 grpc::ServerUnaryReactor* AgentServiceImpl::PutCostTable(grpc::CallbackServerContext* ctx,
                                                          const v1::PutCostTableRequest* req,
                                                          v1::CostTable* resp) {
-  return AuthorizedRespond(auth_, ctx, Api::kAgent, "PutCostTable", resp,
+  return AuthorizedRespond(auth_, ctx, Rpc<v1::AgentService>("PutCostTable"), resp,
                            [&](const Principal&) { return core_->PutCostTable(*req); });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::GetAssignment(grpc::CallbackServerContext* ctx,
                                                           const v1::GetAssignmentRequest* req,
                                                           v1::AcquireJobResponse* resp) {
-  return AuthorizedRespond(auth_, ctx, Api::kAgent, "GetAssignment", resp,
+  return AuthorizedRespond(auth_, ctx, Rpc<v1::AgentService>("GetAssignment"), resp,
                            [&](const Principal&) { return core_->GetAssignment(req->lease_id()); });
 }
 
@@ -667,21 +634,25 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetAssignment(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* AdminServiceImpl::ListQueue(grpc::CallbackServerContext* ctx,
                                                       const v1::ListQueueRequest* req,
                                                       v1::ListQueueResponse* resp) {
-  return AuthorizedRespond(auth_, ctx, Api::kAdmin, "ListQueue", resp,
-                           [&](const Principal&) { return core_->ListQueue(*req); });
+  return AuthorizedRespond(auth_, ctx, Rpc<v1::AdminService>("ListQueue"), resp,
+                           [&](const Principal& p) -> absl::StatusOr<v1::ListQueueResponse> {
+                             TAILOR_ASSIGN_OR_RETURN(v1::ListQueueResponse q,
+                                                     core_->ListQueue(*req));
+                             return ScopeQueue(p, std::move(q));
+                           });
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::ListAgents(grpc::CallbackServerContext* ctx,
                                                        const v1::ListAgentsRequest* req,
                                                        v1::ListAgentsResponse* resp) {
-  return AuthorizedRespond(auth_, ctx, Api::kAdmin, "ListAgents", resp,
+  return AuthorizedRespond(auth_, ctx, Rpc<v1::AdminService>("ListAgents"), resp,
                            [&](const Principal&) { return core_->ListAgents(*req); });
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::DrainAgent(grpc::CallbackServerContext* ctx,
                                                        const v1::DrainAgentRequest* req,
                                                        v1::Agent* resp) {
-  return AuthorizedRespond(auth_, ctx, Api::kAdmin, "DrainAgent", resp,
+  return AuthorizedRespond(auth_, ctx, Rpc<v1::AdminService>("DrainAgent"), resp,
                            [&](const Principal& p) -> absl::StatusOr<v1::Agent> {
                              absl::StatusOr<v1::Agent> a = core_->DrainAgent(*req);
                              if (a.ok()) {
@@ -696,7 +667,7 @@ grpc::ServerUnaryReactor* AdminServiceImpl::Recompress(grpc::CallbackServerConte
                                                        const v1::RecompressRequest* req,
                                                        v1::RecompressResponse* resp) {
   return AuthorizedRespond(
-      auth_, ctx, Api::kAdmin, "Recompress", resp,
+      auth_, ctx, Rpc<v1::AdminService>("Recompress"), resp,
       [&](const Principal& p) -> absl::StatusOr<v1::RecompressResponse> {
         absl::StatusOr<v1::RecompressResponse> r = core_->Recompress(*req);
         if (r.ok() && !req->dry_run()) {
@@ -761,7 +732,7 @@ grpc::ServerUnaryReactor* TokenServiceImpl::CreateToken(grpc::CallbackServerCont
                                                         const v1::CreateTokenRequest* req,
                                                         v1::CreateTokenResponse* resp) {
   return AuthorizedRespond(
-      auth_, ctx, Api::kAdmin, "CreateToken", resp,
+      auth_, ctx, Rpc<v1::TokenService>("CreateToken"), resp,
       [&](const Principal& p) -> absl::StatusOr<v1::CreateTokenResponse> {
         if (auth_.registry == nullptr) return NoRegistry();
         TAILOR_ASSIGN_OR_RETURN(Role role, RoleFromProto(req->role()));
@@ -781,7 +752,7 @@ grpc::ServerUnaryReactor* TokenServiceImpl::CreateToken(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* TokenServiceImpl::ListTokens(grpc::CallbackServerContext* ctx,
                                                        const v1::ListTokensRequest* req,
                                                        v1::ListTokensResponse* resp) {
-  return AuthorizedRespond(auth_, ctx, Api::kAdmin, "ListTokens", resp,
+  return AuthorizedRespond(auth_, ctx, Rpc<v1::TokenService>("ListTokens"), resp,
                            [&](const Principal&) -> absl::StatusOr<v1::ListTokensResponse> {
                              if (auth_.registry == nullptr) return NoRegistry();
                              TAILOR_ASSIGN_OR_RETURN(
@@ -796,7 +767,7 @@ grpc::ServerUnaryReactor* TokenServiceImpl::ListTokens(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* TokenServiceImpl::RevokeToken(grpc::CallbackServerContext* ctx,
                                                         const v1::RevokeTokenRequest* req,
                                                         v1::ApiToken* resp) {
-  return AuthorizedRespond(auth_, ctx, Api::kAdmin, "RevokeToken", resp,
+  return AuthorizedRespond(auth_, ctx, Rpc<v1::TokenService>("RevokeToken"), resp,
                            [&](const Principal& p) -> absl::StatusOr<v1::ApiToken> {
                              if (auth_.registry == nullptr) return NoRegistry();
                              TAILOR_ASSIGN_OR_RETURN(storage::TokenRow row,
@@ -810,7 +781,7 @@ grpc::ServerUnaryReactor* TokenServiceImpl::ListAuditEvents(
     grpc::CallbackServerContext* ctx, const v1::ListAuditEventsRequest* req,
     v1::ListAuditEventsResponse* resp) {
   return AuthorizedRespond(
-      auth_, ctx, Api::kAdmin, "ListAuditEvents", resp,
+      auth_, ctx, Rpc<v1::TokenService>("ListAuditEvents"), resp,
       [&](const Principal&) -> absl::StatusOr<v1::ListAuditEventsResponse> {
         if (auth_.registry == nullptr) return NoRegistry();
         if (req->limit() < 0 || req->limit() > 10000) {

@@ -57,18 +57,6 @@ absl::Status ValidateExpiresIn(absl::Duration expires_in) {
 
 }  // namespace
 
-absl::string_view RoleName(Role role) {
-  switch (role) {
-    case Role::kSubmitter:
-      return "submitter";
-    case Role::kAdmin:
-      return "admin";
-    case Role::kAgent:
-      return "agent";
-  }
-  return "unknown";
-}
-
 absl::StatusOr<Role> ParseRole(absl::string_view name) {
   if (name == "submitter") return Role::kSubmitter;
   if (name == "admin") return Role::kAdmin;

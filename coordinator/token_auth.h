@@ -22,8 +22,6 @@
 
 namespace tailor::coordinator {
 
-// "submitter", "admin", "agent".
-absl::string_view RoleName(Role role);
 // INVALID_ARGUMENT "role: ..." for anything but the three names.
 absl::StatusOr<Role> ParseRole(absl::string_view name);
 

@@ -3,14 +3,16 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
-#include <set>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "coordinator/access_rules.h"
+#include "common/status_macros.h"
 #include "coordinator/http/pages.h"
 #include "google/protobuf/util/json_util.h"
 #include "httplib.h"
@@ -135,9 +137,38 @@ void ReplyJsonError(httplib::Response& res, const absl::Status& s) {
   Reply(res, HttpCode(s), j.dump(), kJson);
 }
 
-absl::Status CampaignNotFound(const std::string& id) {
-  return absl::NotFoundError(absl::StrCat("campaign '", id, "' not found"));
+// The cost table and learning curves of a campaign page, for its charts.
+nlohmann::json ChartsJson(const CampaignPageData& d) {
+  nlohmann::json j;
+  j["cost_table"] = nullptr;
+  if (d.cost_table.has_value()) {
+    nlohmann::json entries = nlohmann::json::array();
+    for (const v1::CostEntry& e : d.cost_table->entries()) {
+      entries.push_back({{"layer_kind", e.layer_kind()},
+                         {"config", e.config()},
+                         {"phase", e.phase()},
+                         {"time_ms", e.time_ms()},
+                         {"memory_mib", e.memory_mib()}});
+    }
+    j["cost_table"] = {{"id", d.cost_table->id()},
+                       {"device_kind", d.cost_table->device_kind()},
+                       {"t0_ms", d.cost_table->t0_ms()},
+                       {"entries", std::move(entries)}};
+  }
+  j["curves"] = nlohmann::json::array();
+  for (const Curve& curve : d.curves) {
+    nlohmann::json points = nlohmann::json::array();
+    for (const CurvePoint& pt : curve.points) {
+      points.push_back({{"step", pt.step}, {"metrics", pt.metrics}});
+    }
+    j["curves"].push_back(
+        {{"job_key", curve.job_key}, {"job_kind", curve.job_kind}, {"points", points}});
+  }
+  return j;
 }
+
+// The bundle under /static/ is a mount point, not a route; its rule has this key.
+constexpr char kStaticKey[] = "GET /static/{file}";
 
 }  // namespace
 
@@ -147,8 +178,34 @@ HttpServer::HttpServer(Coordinator* core, Authenticator* auth, CoordinatorMetric
 
 HttpServer::~HttpServer() { Stop(); }
 
-std::optional<Principal> HttpServer::Authorize(const httplib::Request& req,
-                                               httplib::Response& res, bool html) {
+const std::vector<HttpServer::Route>& HttpServer::Routes() {
+  static const std::vector<Route> routes = {
+      {"GET /healthz", &HttpServer::Healthz, false},
+      {"GET /readyz", &HttpServer::Readyz, false},
+      {"GET /metrics", &HttpServer::Metrics, false},
+      {"GET /login", &HttpServer::LoginForm, true},
+      {"POST /login", &HttpServer::Login, true},
+      {"POST /logout", &HttpServer::Logout, true},
+      {"GET /", &HttpServer::OverviewPage, true},
+      {"GET /campaigns/{id}", &HttpServer::CampaignPage, true},
+      {"GET /api/queue", &HttpServer::ApiQueue, false},
+      {"GET /api/agents", &HttpServer::ApiAgents, false},
+      {"GET /api/campaigns", &HttpServer::ApiCampaigns, false},
+      {"GET /api/campaigns/{id}", &HttpServer::ApiCampaign, false},
+      {"GET /api/campaigns/{id}/report", &HttpServer::ApiReport, false},
+      {"GET /api/campaigns/{id}/charts", &HttpServer::ApiCharts, false},
+  };
+  return routes;
+}
+
+std::vector<std::string> HttpServer::RouteKeys() {
+  std::vector<std::string> keys = {kStaticKey};
+  for (const Route& route : Routes()) keys.emplace_back(route.key);
+  return keys;
+}
+
+std::optional<Principal> HttpServer::Authorize(const httplib::Request& req, httplib::Response& res,
+                                               absl::string_view call, bool html) {
   absl::StatusOr<Principal> p = auth_->Authenticate(TokenOf(req));
   if (!p.ok()) {
     const absl::Status s = absl::UnauthenticatedError(
@@ -163,13 +220,11 @@ std::optional<Principal> HttpServer::Authorize(const httplib::Request& req,
     }
     return std::nullopt;
   }
-  if (p->role == Role::kAgent) {
-    const absl::Status s =
-        absl::PermissionDeniedError("agent tokens may use the agent API only, not the dashboard");
+  if (absl::Status s = CheckCall(call, *p); !s.ok()) {
     if (html) {
       PageContext ctx;
       ctx.now = core_->clock()->Now();
-      Reply(res, 403, ErrorPage(403, s.message(), ctx), kHtml);
+      Reply(res, HttpCode(s), ErrorPage(HttpCode(s), s.message(), ctx), kHtml);
     } else {
       ReplyJsonError(res, s);
     }
@@ -182,11 +237,12 @@ absl::StatusOr<int> HttpServer::Start() {
   if (options_.tls_cert.empty()) {
     server_ = std::make_unique<httplib::Server>();
   } else {
-    server_ = std::make_unique<httplib::SSLServer>(options_.tls_cert.c_str(),
-                                                   options_.tls_key.c_str());
+    server_ =
+        std::make_unique<httplib::SSLServer>(options_.tls_cert.c_str(), options_.tls_key.c_str());
     if (!server_->is_valid()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "HTTPS: cannot load certificate '", options_.tls_cert, "' and key '", options_.tls_key, "'"));
+      return absl::InvalidArgumentError(absl::StrCat("HTTPS: cannot load certificate '",
+                                                     options_.tls_cert, "' and key '",
+                                                     options_.tls_key, "'"));
     }
   }
   Register();
@@ -215,6 +271,12 @@ void HttpServer::Stop() {
 }
 
 void HttpServer::Register() {
+  SetDefaults();
+  for (const Route& route : Routes()) Add(route);
+}
+
+// Headers, limits and the static bundle: what every answer of this server shares.
+void HttpServer::SetDefaults() {
   httplib::Server& s = *server_;
   s.set_default_headers({
       {"X-Content-Type-Options", "nosniff"},
@@ -227,18 +289,18 @@ void HttpServer::Register() {
        "frame-ancestors 'none'; form-action 'self'"},
       {"Cache-Control", "no-store"},
   });
-  s.set_exception_handler([](const httplib::Request& req, httplib::Response& res,
-                             std::exception_ptr ep) {
-    std::string what = "unknown error";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    spdlog::error("http {} {}: {}", req.method, req.path, what);
-    Reply(res, 500, "internal error\n", "text/plain");
-  });
+  s.set_exception_handler(
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown error";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        spdlog::error("http {} {}: {}", req.method, req.path, what);
+        Reply(res, 500, "internal error\n", "text/plain");
+      });
   s.set_payload_max_length(64 * 1024);  // the login form is the only body we read
 
   if (!options_.web_dir.empty() && std::filesystem::is_directory(options_.web_dir)) {
@@ -247,260 +309,254 @@ void HttpServer::Register() {
     spdlog::warn("dashboard: no web assets in '{}' (pages are plain tables without charts)",
                  options_.web_dir);
   }
+}
 
-  // --- health and metrics: no token (probes and scrapers carry none) ---
-  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    Reply(res, 200, "ok\n", "text/plain");
-  });
-  s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    const absl::Status st = options_.ready ? options_.ready() : absl::OkStatus();
-    if (st.ok()) {
-      Reply(res, 200, "ready\n", "text/plain");
-    } else {
-      Reply(res, 503, absl::StrCat("not ready: ", st.message(), "\n"), "text/plain");
-    }
-  });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    if (metrics_ == nullptr) return Reply(res, 404, "metrics are off\n", "text/plain");
-    MetricsSnapshot snap;
-    v1::ListQueueRequest qreq;
-    qreq.set_limit(1);  // the summary covers every job; entries are not needed
-    absl::StatusOr<v1::ListQueueResponse> q = core_->ListQueue(qreq);
-    if (q.ok()) snap.queue = *std::move(q);
-    v1::ListAgentsRequest areq;
-    areq.set_include_offline(true);
-    absl::StatusOr<v1::ListAgentsResponse> a = core_->ListAgents(areq);
-    if (a.ok()) snap.agents = *std::move(a);
-    if (options_.slurm_calls) snap.slurm = options_.slurm_calls();
-    Reply(res, 200, metrics_->Render(snap), "text/plain; version=0.0.4; charset=utf-8");
-  });
+// Serves `route` behind its access rule: rows open to anonymous callers are served without
+// a token, every other request is authorized first. A route without a row is not served.
+void HttpServer::Add(const Route& route) {
+  const AccessRule* rule = FindAccessRule(route.key);
+  if (rule == nullptr) {
+    spdlog::error("http route '{}' has no access rule; not serving it", route.key);
+    return;
+  }
+  const std::pair<absl::string_view, absl::string_view> method_path =
+      absl::StrSplit(route.key, absl::MaxSplits(' ', 1));
+  const std::string pattern = absl::StrReplaceAll(method_path.second, {{"{id}", kIdPattern}});
+  httplib::Server::Handler handler;
+  if (Admits(*rule, kCallerAnonymous)) {
+    handler = [this, route](const httplib::Request& req, httplib::Response& res) {
+      (this->*route.handler)(req, res, nullptr);
+    };
+  } else {
+    handler = [this, route](const httplib::Request& req, httplib::Response& res) {
+      std::optional<Principal> p = Authorize(req, res, route.key, route.html);
+      if (p) (this->*route.handler)(req, res, &*p);
+    };
+  }
+  if (method_path.first == "POST") {
+    server_->Post(pattern, std::move(handler));
+  } else {
+    server_->Get(pattern, std::move(handler));
+  }
+}
 
-  // --- login: a plain form POST, so it works without JavaScript ---
-  s.Get("/login", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!auth_->enabled()) return res.set_redirect("/", 303);
-    Reply(res, 200, LoginPage(SafeNext(req.get_param_value("next")), ""), kHtml);
-  });
-  s.Post("/login", [this](const httplib::Request& req, httplib::Response& res) {
-    std::map<std::string, std::string> form = ParseForm(req.body);
-    const std::string next = SafeNext(form["next"]);
-    const std::string token(absl::StripAsciiWhitespace(form["token"]));
-    absl::StatusOr<Principal> p = auth_->Authenticate(token);
-    if (!p.ok() || token.empty()) {
-      return Reply(res, 401, LoginPage(next, "unknown or revoked token"), kHtml);
-    }
-    if (p->role == Role::kAgent) {
-      return Reply(res, 403, LoginPage(next, "agent tokens cannot use the dashboard"), kHtml);
-    }
-    // HttpOnly: page scripts never see the token. SameSite=Strict: other sites cannot make
-    // the browser send it (the dashboard only reads, but the token also works on gRPC).
-    res.set_header("Set-Cookie",
-                   absl::StrCat(kCookie, "=", PercentEncode(token), "; Path=/; HttpOnly; SameSite=Strict",
-                                options_.tls_cert.empty() ? "" : "; Secure"));
-    res.set_redirect(next, 303);
-  });
-  s.Post("/logout", [](const httplib::Request&, httplib::Response& res) {
-    res.set_header("Set-Cookie",
-                   absl::StrCat(kCookie, "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"));
-    res.set_redirect("/login", 303);
-  });
+// --- no token ---
 
-  // --- data, shared by the pages and the JSON API ---
-  auto context = [this](const Principal& p) {
-    PageContext ctx;
-    ctx.now = core_->clock()->Now();
-    ctx.auth_enabled = auth_->enabled();
-    ctx.who = Describe(p, ctx.auth_enabled);
-    ctx.refresh_ms = options_.refresh_ms;
-    return ctx;
-  };
-  auto queue_for = [this](const Principal& p) -> absl::StatusOr<v1::ListQueueResponse> {
-    v1::ListQueueRequest req;
-    req.set_limit(200);
-    absl::StatusOr<v1::ListQueueResponse> q = core_->ListQueue(req);
-    if (!q.ok() || p.is_admin()) return q;
-    // The summary stays cluster-wide (how busy each device kind is); the entries name
-    // campaigns, so a submitter sees its team's only.
-    v1::ListQueueResponse visible = *q;
-    visible.clear_entries();
-    for (const v1::QueueEntry& e : q->entries()) {
-      if (p.CanSee(e.team())) *visible.add_entries() = e;
-    }
-    return visible;
-  };
-  auto agents_for = [this](const Principal& p,
-                           const v1::ListQueueResponse& queue) -> absl::StatusOr<v1::ListAgentsResponse> {
-    v1::ListAgentsRequest req;
-    req.set_include_offline(true);
-    absl::StatusOr<v1::ListAgentsResponse> a = core_->ListAgents(req);
-    if (!a.ok() || p.is_admin()) return a;
-    std::set<std::string> visible;
-    for (const v1::QueueEntry& e : queue.entries()) visible.insert(e.job().id());
-    for (v1::Agent& agent : *a->mutable_agents()) {
-      std::vector<std::string> keep;
-      for (const std::string& id : agent.current_job_ids()) {
-        if (visible.count(id)) keep.push_back(id);
-      }
-      agent.clear_current_job_ids();
-      for (auto& id : keep) agent.add_current_job_ids(std::move(id));
-    }
-    return a;
-  };
-  auto campaigns_for = [this](const Principal& p) -> absl::StatusOr<v1::ListCampaignsResponse> {
-    v1::ListCampaignsRequest req;
-    req.set_page_size(50);
-    if (!p.is_admin()) {
-      // An empty team filter would mean every team.
-      if (p.team.empty()) return v1::ListCampaignsResponse();
-      req.set_team(p.team);
-    }
-    return core_->ListCampaigns(req);
-  };
-  auto campaign_for = [this](const Principal& p,
-                             const std::string& id) -> absl::StatusOr<v1::Campaign> {
-    absl::StatusOr<v1::Campaign> c = core_->GetCampaign(id);
-    // Another team's campaign looks exactly like a missing one.
-    if (absl::IsNotFound(c.status()) || (c.ok() && !p.CanSee(c->team()))) {
-      return CampaignNotFound(id);
-    }
-    return c;
-  };
-  auto campaign_page_data = [this](v1::Campaign campaign) {
-    CampaignPageData d;
-    absl::StatusOr<v1::CampaignReport> report = core_->GetReport(campaign.id());
-    if (report.ok()) d.report = *std::move(report);
-    if (!campaign.fingerprint().empty()) {
-      v1::GetCostTableRequest req;
-      req.set_fingerprint(campaign.fingerprint());
-      absl::StatusOr<v1::CostTable> t = core_->GetCostTable(req);
-      if (t.ok()) d.cost_table = *std::move(t);
-    }
-    std::vector<v1::Event> events;
-    int64_t after = 0;
-    bool final = false;
-    // Bounded: a page never reads more than 50k events (a search reports a few per step).
-    for (int page = 0; page < 50; ++page) {
-      absl::StatusOr<std::vector<v1::Event>> batch =
-          core_->ReadEvents(campaign.id(), after, 1000, &final);
-      if (!batch.ok() || batch->empty()) break;
-      after = batch->back().seq();
-      for (auto& e : *batch) events.push_back(std::move(e));
-    }
-    d.curves = CurvesFromEvents(campaign, events);
-    d.campaign = std::move(campaign);
-    return d;
-  };
+void HttpServer::Healthz(const httplib::Request&, httplib::Response& res, const Principal*) {
+  Reply(res, 200, "ok\n", "text/plain");
+}
 
-  // --- pages ---
-  s.Get("/", [=](const httplib::Request& req, httplib::Response& res) {
-    std::optional<Principal> p = Authorize(req, res, true);
-    if (!p) return;
-    const PageContext ctx = context(*p);
-    OverviewData d;
-    absl::StatusOr<v1::ListQueueResponse> q = queue_for(*p);
-    absl::StatusOr<v1::ListAgentsResponse> a =
-        q.ok() ? agents_for(*p, *q) : absl::StatusOr<v1::ListAgentsResponse>(q.status());
-    absl::StatusOr<v1::ListCampaignsResponse> c = campaigns_for(*p);
-    for (const absl::Status& st : {q.status(), a.status(), c.status()}) {
-      if (!st.ok()) return Reply(res, HttpCode(st), ErrorPage(HttpCode(st), st.message(), ctx), kHtml);
-    }
-    d.queue = *std::move(q);
-    d.agents = *std::move(a);
-    d.campaigns = *std::move(c);
-    const std::string live = OverviewLive(d, ctx);
-    Reply(res, 200, req.has_param("partial") ? live : Page("Overview", live, "", ctx), kHtml);
-  });
-  s.Get(absl::StrCat("/campaigns/", kIdPattern),
-        [=](const httplib::Request& req, httplib::Response& res) {
-          std::optional<Principal> p = Authorize(req, res, true);
-          if (!p) return;
-          const PageContext ctx = context(*p);
-          absl::StatusOr<v1::Campaign> c = campaign_for(*p, req.matches[1]);
-          if (!c.ok()) {
-            return Reply(res, HttpCode(c.status()),
-                         ErrorPage(HttpCode(c.status()), c.status().message(), ctx), kHtml);
-          }
-          const std::string name = c->name();
-          const std::string charts = CampaignCharts(*c);
-          const std::string live = CampaignLive(campaign_page_data(*std::move(c)), ctx);
-          Reply(res, 200, req.has_param("partial") ? live : Page(name, live, charts, ctx), kHtml);
-        });
+void HttpServer::Readyz(const httplib::Request&, httplib::Response& res, const Principal*) {
+  const absl::Status st = options_.ready ? options_.ready() : absl::OkStatus();
+  if (st.ok()) {
+    Reply(res, 200, "ready\n", "text/plain");
+  } else {
+    Reply(res, 503, absl::StrCat("not ready: ", st.message(), "\n"), "text/plain");
+  }
+}
 
-  // --- JSON API (what the pages show, for the script and for other tools) ---
-  s.Get("/api/queue", [=](const httplib::Request& req, httplib::Response& res) {
-    std::optional<Principal> p = Authorize(req, res, false);
-    if (!p) return;
-    absl::StatusOr<v1::ListQueueResponse> q = queue_for(*p);
-    if (!q.ok()) return ReplyJsonError(res, q.status());
-    Reply(res, 200, ToJson(*q), kJson);
-  });
-  s.Get("/api/agents", [=](const httplib::Request& req, httplib::Response& res) {
-    std::optional<Principal> p = Authorize(req, res, false);
-    if (!p) return;
-    absl::StatusOr<v1::ListQueueResponse> q = queue_for(*p);
-    if (!q.ok()) return ReplyJsonError(res, q.status());
-    absl::StatusOr<v1::ListAgentsResponse> a = agents_for(*p, *q);
-    if (!a.ok()) return ReplyJsonError(res, a.status());
-    Reply(res, 200, ToJson(*a), kJson);
-  });
-  s.Get("/api/campaigns", [=](const httplib::Request& req, httplib::Response& res) {
-    std::optional<Principal> p = Authorize(req, res, false);
-    if (!p) return;
-    absl::StatusOr<v1::ListCampaignsResponse> c = campaigns_for(*p);
-    if (!c.ok()) return ReplyJsonError(res, c.status());
-    Reply(res, 200, ToJson(*c), kJson);
-  });
-  s.Get(absl::StrCat("/api/campaigns/", kIdPattern),
-        [=](const httplib::Request& req, httplib::Response& res) {
-          std::optional<Principal> p = Authorize(req, res, false);
-          if (!p) return;
-          absl::StatusOr<v1::Campaign> c = campaign_for(*p, req.matches[1]);
-          if (!c.ok()) return ReplyJsonError(res, c.status());
-          Reply(res, 200, ToJson(*c), kJson);
-        });
-  s.Get(absl::StrCat("/api/campaigns/", kIdPattern, "/report"),
-        [=](const httplib::Request& req, httplib::Response& res) {
-          std::optional<Principal> p = Authorize(req, res, false);
-          if (!p) return;
-          absl::StatusOr<v1::Campaign> c = campaign_for(*p, req.matches[1]);
-          if (!c.ok()) return ReplyJsonError(res, c.status());
-          absl::StatusOr<v1::CampaignReport> r = core_->GetReport(c->id());
-          if (!r.ok()) return ReplyJsonError(res, r.status());
-          Reply(res, 200, ToJson(*r), kJson);
-        });
-  s.Get(absl::StrCat("/api/campaigns/", kIdPattern, "/charts"),
-        [=](const httplib::Request& req, httplib::Response& res) {
-          std::optional<Principal> p = Authorize(req, res, false);
-          if (!p) return;
-          absl::StatusOr<v1::Campaign> c = campaign_for(*p, req.matches[1]);
-          if (!c.ok()) return ReplyJsonError(res, c.status());
-          const CampaignPageData d = campaign_page_data(*std::move(c));
-          nlohmann::json j;
-          j["cost_table"] = nullptr;
-          if (d.cost_table.has_value()) {
-            nlohmann::json entries = nlohmann::json::array();
-            for (const v1::CostEntry& e : d.cost_table->entries()) {
-              entries.push_back({{"layer_kind", e.layer_kind()},
-                                 {"config", e.config()},
-                                 {"phase", e.phase()},
-                                 {"time_ms", e.time_ms()},
-                                 {"memory_mib", e.memory_mib()}});
-            }
-            j["cost_table"] = {{"id", d.cost_table->id()},
-                               {"device_kind", d.cost_table->device_kind()},
-                               {"t0_ms", d.cost_table->t0_ms()},
-                               {"entries", std::move(entries)}};
-          }
-          j["curves"] = nlohmann::json::array();
-          for (const Curve& curve : d.curves) {
-            nlohmann::json points = nlohmann::json::array();
-            for (const CurvePoint& pt : curve.points) {
-              points.push_back({{"step", pt.step}, {"metrics", pt.metrics}});
-            }
-            j["curves"].push_back(
-                {{"job_key", curve.job_key}, {"job_kind", curve.job_kind}, {"points", points}});
-          }
-          Reply(res, 200, j.dump(), kJson);
-        });
+void HttpServer::Metrics(const httplib::Request&, httplib::Response& res, const Principal*) {
+  if (metrics_ == nullptr) return Reply(res, 404, "metrics are off\n", "text/plain");
+  MetricsSnapshot snap;
+  v1::ListQueueRequest qreq;
+  qreq.set_limit(1);  // the summary covers every job; entries are not needed
+  absl::StatusOr<v1::ListQueueResponse> q = core_->ListQueue(qreq);
+  if (q.ok()) snap.queue = *std::move(q);
+  v1::ListAgentsRequest areq;
+  areq.set_include_offline(true);
+  absl::StatusOr<v1::ListAgentsResponse> a = core_->ListAgents(areq);
+  if (a.ok()) snap.agents = *std::move(a);
+  if (options_.slurm_calls) snap.slurm = options_.slurm_calls();
+  Reply(res, 200, metrics_->Render(snap), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+// The login form: a plain form POST, so it works without JavaScript.
+void HttpServer::LoginForm(const httplib::Request& req, httplib::Response& res, const Principal*) {
+  if (!auth_->enabled()) return res.set_redirect("/", 303);
+  Reply(res, 200, LoginPage(SafeNext(req.get_param_value("next")), ""), kHtml);
+}
+
+void HttpServer::Login(const httplib::Request& req, httplib::Response& res, const Principal*) {
+  std::map<std::string, std::string> form = ParseForm(req.body);
+  const std::string next = SafeNext(form["next"]);
+  const std::string token(absl::StripAsciiWhitespace(form["token"]));
+  absl::StatusOr<Principal> p = auth_->Authenticate(token);
+  if (!p.ok() || token.empty()) {
+    return Reply(res, 401, LoginPage(next, "unknown or revoked token"), kHtml);
+  }
+  // A cookie the overview would refuse is no login.
+  if (!CheckCall("GET /", *p).ok()) {
+    return Reply(
+        res, 403,
+        LoginPage(next, absl::StrCat(RoleName(p->role), " tokens cannot use the dashboard")),
+        kHtml);
+  }
+  // HttpOnly: page scripts never see the token. SameSite=Strict: other sites cannot make
+  // the browser send it (the dashboard only reads, but the token also works on gRPC).
+  res.set_header("Set-Cookie", absl::StrCat(kCookie, "=", PercentEncode(token),
+                                            "; Path=/; HttpOnly; SameSite=Strict",
+                                            options_.tls_cert.empty() ? "" : "; Secure"));
+  res.set_redirect(next, 303);
+}
+
+void HttpServer::Logout(const httplib::Request&, httplib::Response& res, const Principal*) {
+  res.set_header("Set-Cookie",
+                 absl::StrCat(kCookie, "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"));
+  res.set_redirect("/login", 303);
+}
+
+// --- data ---
+
+PageContext HttpServer::ContextFor(const Principal& p) const {
+  PageContext ctx;
+  ctx.now = core_->clock()->Now();
+  ctx.auth_enabled = auth_->enabled();
+  ctx.who = Describe(p, ctx.auth_enabled);
+  ctx.refresh_ms = options_.refresh_ms;
+  return ctx;
+}
+
+absl::StatusOr<v1::ListQueueResponse> HttpServer::QueueFor(const Principal& p) {
+  v1::ListQueueRequest req;
+  req.set_limit(200);
+  absl::StatusOr<v1::ListQueueResponse> q = core_->ListQueue(req);
+  if (!q.ok()) return q;
+  return ScopeQueue(p, *std::move(q));
+}
+
+absl::StatusOr<v1::ListAgentsResponse> HttpServer::AgentsFor(const Principal& p,
+                                                             const v1::ListQueueResponse& queue) {
+  v1::ListAgentsRequest req;
+  req.set_include_offline(true);
+  absl::StatusOr<v1::ListAgentsResponse> a = core_->ListAgents(req);
+  if (a.ok()) ScopeAgents(p, queue, &*a);
+  return a;
+}
+
+absl::StatusOr<v1::ListCampaignsResponse> HttpServer::CampaignsFor(const Principal& p) {
+  v1::ListCampaignsRequest req;
+  req.set_page_size(50);
+  std::optional<v1::ListCampaignsRequest> scoped = ScopeCampaignListing(p, std::move(req));
+  if (!scoped.has_value()) return v1::ListCampaignsResponse();
+  return core_->ListCampaigns(*scoped);
+}
+
+absl::StatusOr<v1::Campaign> HttpServer::CampaignFor(const Principal& p, const std::string& id) {
+  absl::StatusOr<v1::Campaign> c = core_->GetCampaign(id);
+  // Another team's campaign looks exactly like a missing one.
+  if (absl::IsNotFound(c.status())) return HiddenCampaign(id);
+  if (!c.ok()) return c;
+  TAILOR_RETURN_IF_ERROR(CheckCampaignVisible(p, id, c->team()));
+  return c;
+}
+
+CampaignPageData HttpServer::PageDataFor(v1::Campaign campaign) {
+  CampaignPageData d;
+  absl::StatusOr<v1::CampaignReport> report = core_->GetReport(campaign.id());
+  if (report.ok()) d.report = *std::move(report);
+  if (!campaign.fingerprint().empty()) {
+    v1::GetCostTableRequest req;
+    req.set_fingerprint(campaign.fingerprint());
+    absl::StatusOr<v1::CostTable> t = core_->GetCostTable(req);
+    if (t.ok()) d.cost_table = *std::move(t);
+  }
+  std::vector<v1::Event> events;
+  int64_t after = 0;
+  bool final = false;
+  // Bounded: a page never reads more than 50k events (a search reports a few per step).
+  for (int page = 0; page < 50; ++page) {
+    absl::StatusOr<std::vector<v1::Event>> batch =
+        core_->ReadEvents(campaign.id(), after, 1000, &final);
+    if (!batch.ok() || batch->empty()) break;
+    after = batch->back().seq();
+    for (auto& e : *batch) events.push_back(std::move(e));
+  }
+  d.curves = CurvesFromEvents(campaign, events);
+  d.campaign = std::move(campaign);
+  return d;
+}
+
+// --- pages ---
+
+void HttpServer::OverviewPage(const httplib::Request& req, httplib::Response& res,
+                              const Principal* caller) {
+  const PageContext ctx = ContextFor(*caller);
+  OverviewData d;
+  absl::StatusOr<v1::ListQueueResponse> q = QueueFor(*caller);
+  absl::StatusOr<v1::ListAgentsResponse> a =
+      q.ok() ? AgentsFor(*caller, *q) : absl::StatusOr<v1::ListAgentsResponse>(q.status());
+  absl::StatusOr<v1::ListCampaignsResponse> c = CampaignsFor(*caller);
+  for (const absl::Status& st : {q.status(), a.status(), c.status()}) {
+    if (!st.ok())
+      return Reply(res, HttpCode(st), ErrorPage(HttpCode(st), st.message(), ctx), kHtml);
+  }
+  d.queue = *std::move(q);
+  d.agents = *std::move(a);
+  d.campaigns = *std::move(c);
+  const std::string live = OverviewLive(d, ctx);
+  Reply(res, 200, req.has_param("partial") ? live : Page("Overview", live, "", ctx), kHtml);
+}
+
+void HttpServer::CampaignPage(const httplib::Request& req, httplib::Response& res,
+                              const Principal* caller) {
+  const PageContext ctx = ContextFor(*caller);
+  absl::StatusOr<v1::Campaign> c = CampaignFor(*caller, req.matches[1]);
+  if (!c.ok()) {
+    return Reply(res, HttpCode(c.status()),
+                 ErrorPage(HttpCode(c.status()), c.status().message(), ctx), kHtml);
+  }
+  const std::string name = c->name();
+  const std::string charts = CampaignCharts(*c);
+  const std::string live = CampaignLive(PageDataFor(*std::move(c)), ctx);
+  Reply(res, 200, req.has_param("partial") ? live : Page(name, live, charts, ctx), kHtml);
+}
+
+// --- JSON API ---
+
+void HttpServer::ApiQueue(const httplib::Request&, httplib::Response& res,
+                          const Principal* caller) {
+  absl::StatusOr<v1::ListQueueResponse> q = QueueFor(*caller);
+  if (!q.ok()) return ReplyJsonError(res, q.status());
+  Reply(res, 200, ToJson(*q), kJson);
+}
+
+void HttpServer::ApiAgents(const httplib::Request&, httplib::Response& res,
+                           const Principal* caller) {
+  absl::StatusOr<v1::ListQueueResponse> q = QueueFor(*caller);
+  if (!q.ok()) return ReplyJsonError(res, q.status());
+  absl::StatusOr<v1::ListAgentsResponse> a = AgentsFor(*caller, *q);
+  if (!a.ok()) return ReplyJsonError(res, a.status());
+  Reply(res, 200, ToJson(*a), kJson);
+}
+
+void HttpServer::ApiCampaigns(const httplib::Request&, httplib::Response& res,
+                              const Principal* caller) {
+  absl::StatusOr<v1::ListCampaignsResponse> c = CampaignsFor(*caller);
+  if (!c.ok()) return ReplyJsonError(res, c.status());
+  Reply(res, 200, ToJson(*c), kJson);
+}
+
+void HttpServer::ApiCampaign(const httplib::Request& req, httplib::Response& res,
+                             const Principal* caller) {
+  absl::StatusOr<v1::Campaign> c = CampaignFor(*caller, req.matches[1]);
+  if (!c.ok()) return ReplyJsonError(res, c.status());
+  Reply(res, 200, ToJson(*c), kJson);
+}
+
+void HttpServer::ApiReport(const httplib::Request& req, httplib::Response& res,
+                           const Principal* caller) {
+  absl::StatusOr<v1::Campaign> c = CampaignFor(*caller, req.matches[1]);
+  if (!c.ok()) return ReplyJsonError(res, c.status());
+  absl::StatusOr<v1::CampaignReport> r = core_->GetReport(c->id());
+  if (!r.ok()) return ReplyJsonError(res, r.status());
+  Reply(res, 200, ToJson(*r), kJson);
+}
+
+void HttpServer::ApiCharts(const httplib::Request& req, httplib::Response& res,
+                           const Principal* caller) {
+  absl::StatusOr<v1::Campaign> c = CampaignFor(*caller, req.matches[1]);
+  if (!c.ok()) return ReplyJsonError(res, c.status());
+  Reply(res, 200, ChartsJson(PageDataFor(*std::move(c))).dump(), kJson);
 }
 
 }  // namespace tailor::coordinator::http

@@ -378,11 +378,11 @@ TEST(AuthE2E, MatrixOfEveryRpc) {
        },
        PERMISSION_DENIED, PERMISSION_DENIED, FAILED_PRECONDITION, FAILED_PRECONDITION},
       // --- AdminService ---
-      {"ListQueue",
+      {"ListQueue",  // submitters see their team's entries: see below
        [&](const std::string& t) {
          return Unary(ad, &v1::AdminService::Stub::ListQueue, v1::ListQueueRequest(), t);
        },
-       PERMISSION_DENIED, PERMISSION_DENIED, PERMISSION_DENIED, OK},
+       OK, OK, PERMISSION_DENIED, OK},
       {"ListAgents",
        [&](const std::string& t) {
          return Unary(ad, &v1::AdminService::Stub::ListAgents, v1::ListAgentsRequest(), t);
@@ -497,6 +497,20 @@ TEST(AuthE2E, MatrixOfEveryRpc) {
               OK);
     EXPECT_GE(a.campaigns_size(), 3);
     for (const auto& camp : a.campaigns()) EXPECT_EQ(camp.team(), "team-a");
+    // The queue too, as on the dashboard: the own team's entries, every device kind's counts.
+    v1::ListQueueResponse qa, qb, qall;
+    ASSERT_EQ(Unary(ad, &v1::AdminService::Stub::ListQueue, v1::ListQueueRequest(), sub_a, &qa),
+              OK);
+    ASSERT_EQ(Unary(ad, &v1::AdminService::Stub::ListQueue, v1::ListQueueRequest(), sub_b, &qb),
+              OK);
+    ASSERT_EQ(Unary(ad, &v1::AdminService::Stub::ListQueue, v1::ListQueueRequest(), admin, &qall),
+              OK);
+    for (const auto& e : qa.entries()) EXPECT_EQ(e.team(), "team-a");
+    EXPECT_EQ(qb.entries_size(), 0);
+    int team_a_entries = 0;
+    for (const auto& e : qall.entries()) team_a_entries += e.team() == "team-a" ? 1 : 0;
+    EXPECT_EQ(qa.entries_size(), team_a_entries);
+    EXPECT_EQ(qb.summary_size(), qall.summary_size());
   }
   // Token listings never carry secrets or their hashes.
   {

@@ -7,8 +7,13 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <map>
 
 #include "common/clock.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "coordinator/access_rules.h"
 #include "coordinator/http/pages.h"
 #include "coordinator/server.h"
 #include "gmock/gmock.h"
@@ -31,6 +36,7 @@ class FakeAuthenticator : public Authenticator {
   absl::StatusOr<Principal> Authenticate(absl::string_view token) override {
     if (token == "admin-secret") return Principal{"tok-admin", "", Role::kAdmin};
     if (token == "ml-secret") return Principal{"tok-ml", "ml", Role::kSubmitter};
+    if (token == "cv-secret") return Principal{"tok-cv", "cv", Role::kSubmitter};
     if (token == "agent-secret") return Principal{"tok-agent", "", Role::kAgent};
     return absl::UnauthenticatedError("unknown token");
   }
@@ -74,6 +80,9 @@ class HttpServerTest : public ::testing::Test {
 
     HttpServerOptions options;
     options.port = 0;
+    std::filesystem::create_directories(dir_ / "web");
+    std::ofstream(dir_ / "web" / "dashboard.js") << "// the bundle\n";
+    options.web_dir = (dir_ / "web").string();
     options.ready = [this] { return ready_ ? absl::OkStatus() : absl::UnavailableError("down"); };
     server_ = std::make_unique<HttpServer>(core_.get(), &auth_, &metrics_, options);
     auto port = server_->Start();
@@ -170,6 +179,73 @@ TEST_F(HttpServerTest, SubmittersSeeOnlyTheirTeam) {
   ASSERT_TRUE(admin_page);
   EXPECT_EQ(admin_page->status, 200);
   EXPECT_THAT(admin_page->body, HasSubstr("no online agent with device kind &#39;gpu&#39;"));
+}
+
+// Every route through every caller: no token, team ml's submitter (the campaign's team),
+// team cv's submitter, an agent and an admin, about team ml's campaign. The exact codes are
+// the access rules' verdicts (coordinator/access_rules.h, docs/operations.md); a route
+// without a line here fails.
+TEST_F(HttpServerTest, EveryRouteThroughEveryRoleAndTeam) {
+  struct Codes {
+    int none, own_team, other_team, agent, admin;
+  };
+  const std::map<std::string, Codes> expected = {
+      {"GET /healthz", {200, 200, 200, 200, 200}},
+      {"GET /readyz", {200, 200, 200, 200, 200}},
+      {"GET /metrics", {200, 200, 200, 200, 200}},
+      {"GET /static/{file}", {200, 200, 200, 200, 200}},
+      {"GET /login", {200, 200, 200, 200, 200}},
+      // The form's token decides: an agent's is refused, a submitter's or an admin's logs in.
+      {"POST /login", {401, 303, 303, 403, 303}},
+      {"POST /logout", {303, 303, 303, 303, 303}},
+      {"GET /", {401, 200, 200, 403, 200}},
+      {"GET /campaigns/{id}", {401, 200, 404, 403, 200}},
+      {"GET /api/queue", {401, 200, 200, 403, 200}},
+      {"GET /api/agents", {401, 200, 200, 403, 200}},
+      {"GET /api/campaigns", {401, 200, 200, 403, 200}},
+      {"GET /api/campaigns/{id}", {401, 200, 404, 403, 200}},
+      {"GET /api/campaigns/{id}/report", {401, 200, 404, 403, 200}},
+      {"GET /api/campaigns/{id}/charts", {401, 200, 404, 403, 200}},
+  };
+  const std::vector<std::string> routes = HttpServer::RouteKeys();
+  ASSERT_EQ(routes.size(), expected.size());
+  for (const std::string& route : routes) {
+    auto it = expected.find(route);
+    ASSERT_NE(it, expected.end()) << route << " has no expected codes in this test";
+    const std::pair<std::string, std::string> method_path =
+        absl::StrSplit(route, absl::MaxSplits(' ', 1));
+    const std::string path = absl::StrReplaceAll(
+        method_path.second, {{"{id}", ml_id_}, {"{file}", "dashboard.js"}});
+    const auto call = [&](const std::string& token) {
+      httplib::Headers headers;
+      if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
+      httplib::Result r =
+          method_path.first == "POST"
+              ? client_->Post(path, headers, "token=" + token, "application/x-www-form-urlencoded")
+              : client_->Get(path, headers);
+      return r ? r->status : -1;
+    };
+    const Codes& want = it->second;
+    EXPECT_EQ(call(""), want.none) << route << ": no token";
+    EXPECT_EQ(call("ml-secret"), want.own_team) << route << ": the campaign's team";
+    EXPECT_EQ(call("cv-secret"), want.other_team) << route << ": another team";
+    EXPECT_EQ(call("agent-secret"), want.agent) << route << ": agent";
+    EXPECT_EQ(call("admin-secret"), want.admin) << route << ": admin";
+  }
+}
+
+// The same rule as gRPC ListQueue: each team's submitter sees its own entries only.
+TEST_F(HttpServerTest, EachTeamSeesItsOwnQueueEntries) {
+  for (const auto& [token, team] :
+       std::vector<std::pair<std::string, std::string>>{{"ml-secret", "ml"}, {"cv-secret", "cv"}}) {
+    auto queue = Get("/api/queue", token);
+    ASSERT_TRUE(queue);
+    ASSERT_EQ(queue->status, 200);
+    auto q = nlohmann::json::parse(queue->body);
+    ASSERT_EQ(q["entries"].size(), 1u) << team;
+    EXPECT_EQ(q["entries"][0]["team"], team);
+    EXPECT_EQ(q["summary"].size(), 2u) << team;
+  }
 }
 
 TEST_F(HttpServerTest, LoginFormSetsACookieThatAuthorizes) {
