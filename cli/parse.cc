@@ -104,15 +104,18 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions& g) {
       ->check(PositiveSeconds, "SECONDS");
 }
 
-// Declares every verb on `app`, binding options to `inv`.
-Subcommands DeclareVerbs(CLI::App& app, Invocation& inv) {
-  Subcommands s;
-  auto add = [&](CLI::App* parent, const char* name, const char* help, Verb verb) {
+// Adds subcommands and records which verb each one is.
+struct VerbAdder {
+  Subcommands& s;
+  CLI::App* operator()(CLI::App* parent, const char* name, const char* help, Verb verb) {
     CLI::App* sub = parent->add_subcommand(name, help);
     s.verbs.emplace_back(sub, verb);
     return sub;
-  };
+  }
+};
 
+// submit, status, watch, list, cancel, report, logs: what submitters use.
+void DeclareCampaignVerbs(CLI::App& app, Invocation& inv, VerbAdder add) {
   CLI::App* submit = add(&app, "submit", "Submit a contract (textproto or JSON)", Verb::kSubmit);
   submit->add_option("FILE", inv.target, "Contract file")->required();
   submit->add_flag("--wait", inv.wait, "Follow the campaign until it ends (like watch)");
@@ -133,6 +136,22 @@ Subcommands DeclareVerbs(CLI::App& app, Invocation& inv) {
   list->add_option("--team", inv.team, "Only this team's campaigns");
   list->add_flag("--json", inv.json, "Print JSON");
 
+  CLI::App* cancel = add(&app, "cancel", "Cancel a campaign and its jobs", Verb::kCancel);
+  cancel->add_option("ID", inv.target, "Campaign id")->required();
+  cancel->add_option("--reason", inv.reason, "Why (recorded in the event log)");
+
+  CLI::App* report = add(&app, "report", "Show a campaign's report", Verb::kReport);
+  report->add_option("ID", inv.target, "Campaign id")->required();
+  report->add_flag("--json", inv.json, "Print the report as JSON");
+
+  CLI::App* logs = add(&app, "logs", "Print a job's log", Verb::kLogs);
+  logs->add_option("JOB", inv.target, "Job id")->required();
+  logs->add_flag("-f,--follow", inv.follow, "Keep printing until the job ends");
+
+}
+
+// queue, agents, drain, recompress: the cluster admin's view.
+void DeclareAdminVerbs(CLI::App& app, Invocation& inv, VerbAdder add) {
   CLI::App* queue = add(&app, "queue", "Show runnable and leased jobs", Verb::kQueue);
   queue->add_flag("--json", inv.json, "Print JSON");
 
@@ -144,10 +163,19 @@ Subcommands DeclareVerbs(CLI::App& app, Invocation& inv) {
   drain->add_option("AGENT_ID", inv.target, "Agent id")->required();
   drain->add_flag("--undo", inv.undo, "Let the agent take work again");
 
-  CLI::App* cancel = add(&app, "cancel", "Cancel a campaign and its jobs", Verb::kCancel);
-  cancel->add_option("ID", inv.target, "Campaign id")->required();
-  cancel->add_option("--reason", inv.reason, "Why (recorded in the event log)");
+  CLI::App* recompress = add(&app, "recompress",
+                             "Resubmit recurring campaigns for a new engine version",
+                             Verb::kRecompress);
+  recompress->add_option("--engine-version", inv.engine_version, "New engine version")
+      ->required();
+  recompress->add_option("--engine", inv.engine, "Only this engine (default: every engine)");
+  recompress->add_flag("--dry-run", inv.dry_run, "Show what would be submitted");
+  recompress->add_flag("--json", inv.json, "Print JSON");
 
+}
+
+// artifacts list|get, costs list|show.
+void DeclareCatalogVerbs(CLI::App& app, Invocation& inv, VerbAdder add) {
   CLI::App* artifacts = app.add_subcommand("artifacts", "List or download artifacts");
   artifacts->require_subcommand(1);
   CLI::App* alist = add(artifacts, "list", "List a campaign's artifacts", Verb::kArtifactsList);
@@ -166,23 +194,10 @@ Subcommands DeclareVerbs(CLI::App& app, Invocation& inv) {
   cshow->add_option("FINGERPRINT", inv.target, "Target fingerprint")->required();
   cshow->add_flag("--json", inv.json, "Print JSON");
 
-  CLI::App* report = add(&app, "report", "Show a campaign's report", Verb::kReport);
-  report->add_option("ID", inv.target, "Campaign id")->required();
-  report->add_flag("--json", inv.json, "Print the report as JSON");
+}
 
-  CLI::App* logs = add(&app, "logs", "Print a job's log", Verb::kLogs);
-  logs->add_option("JOB", inv.target, "Job id")->required();
-  logs->add_flag("-f,--follow", inv.follow, "Keep printing until the job ends");
-
-  CLI::App* recompress = add(&app, "recompress",
-                             "Resubmit recurring campaigns for a new engine version",
-                             Verb::kRecompress);
-  recompress->add_option("--engine-version", inv.engine_version, "New engine version")
-      ->required();
-  recompress->add_option("--engine", inv.engine, "Only this engine (default: every engine)");
-  recompress->add_flag("--dry-run", inv.dry_run, "Show what would be submitted");
-  recompress->add_flag("--json", inv.json, "Print JSON");
-
+// tokens create|list|revoke|audit.
+void DeclareTokenVerbs(CLI::App& app, Invocation& inv, VerbAdder add) {
   CLI::App* tokens = app.add_subcommand("tokens", "Manage API tokens (admin tokens only)");
   tokens->require_subcommand(1);
   CLI::App* tcreate = add(tokens, "create", "Create a token; prints its secret once",
@@ -217,6 +232,16 @@ Subcommands DeclareVerbs(CLI::App& app, Invocation& inv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));
   taudit->add_flag("--json", inv.json, "Print JSON");
+}
+
+// Declares every verb on `app`, binding options to `inv`.
+Subcommands DeclareVerbs(CLI::App& app, Invocation& inv) {
+  Subcommands s;
+  VerbAdder add{s};
+  DeclareCampaignVerbs(app, inv, add);
+  DeclareAdminVerbs(app, inv, add);
+  DeclareCatalogVerbs(app, inv, add);
+  DeclareTokenVerbs(app, inv, add);
   return s;
 }
 

@@ -15,6 +15,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "methods/api/job_kinds.h"
+#include "methods/registry.h"
 #include "spdlog/spdlog.h"
 
 namespace tailor::coordinator {
@@ -45,7 +46,71 @@ std::string ContractHash(const v1::DeploymentContract& contract) {
   return Sha256::Hex(bytes);
 }
 
+// The campaign row of a new submission; its jobs come from the plan.
+v1::Campaign NewCampaign(const ValidatedContract& validated, const std::string& request_id,
+                         absl::Time now) {
+  const v1::DeploymentContract& defaulted = validated.contract();
+  v1::Campaign campaign;
+  campaign.set_id(NewId("c", now));
+  campaign.set_request_id(request_id);
+  campaign.set_name(defaulted.name());
+  campaign.set_team(defaulted.team());
+  *campaign.mutable_contract() = defaulted;
+  campaign.set_state(v1::CAMPAIGN_QUEUED);
+  *campaign.mutable_created_at() = ToProto(now);
+  *campaign.mutable_updated_at() = ToProto(now);
+  campaign.set_fingerprint(TargetFingerprint(validated));
+  return campaign;
+}
+
+// A PENDING job for a planned one; a profile job is SKIPPED when `reusable` already holds the
+// table for the same target fingerprint.
+v1::Job NewJob(const PlannedJob& p, const std::string& campaign_id,
+               const std::optional<v1::CostTable>& reusable, absl::Time now) {
+  v1::Job job;
+  job.set_id(NewId("j", now));
+  job.set_campaign_id(campaign_id);
+  job.set_key(p.key);
+  job.set_kind(p.kind);
+  job.set_state(v1::JOB_PENDING);
+  for (const auto& d : p.depends_on) job.add_depends_on(d);
+  *job.mutable_resources() = p.resources;
+  *job.mutable_created_at() = ToProto(now);
+  *job.mutable_updated_at() = ToProto(now);
+  if (p.kind == methods::jobs::kProfile && reusable.has_value()) {
+    job.set_state(v1::JOB_SKIPPED);
+    job.set_skipped_reason(absl::StrCat("cost table ", reusable->id(), " reused"));
+    (*job.mutable_result()->mutable_fields())["cost_table_id"].set_string_value(reusable->id());
+    job.mutable_progress()->set_fraction(1.0);
+  }
+  return job;
+}
+
 }  // namespace
+
+absl::Status Coordinator::InsertSubmissionLocked(UnitOfWork& uow, const v1::Campaign& campaign,
+                                                 const std::string& contract_hash,
+                                                 const std::vector<PlannedJob>& plan) {
+  uow.InsertCampaign(campaign, contract_hash);
+  std::optional<v1::CostTable> reusable;
+  for (const PlannedJob& p : plan) {
+    if (p.kind == methods::jobs::kProfile) {
+      TAILOR_ASSIGN_OR_RETURN(reusable, store_->FindCostTable(campaign.fingerprint()));
+      break;
+    }
+  }
+  for (const PlannedJob& p : plan) uow.InsertJob(NewJob(p, campaign.id(), reusable, uow.now()));
+  const methods::Method* method = methods::BuiltinMethods().Find(campaign.contract().method());
+  uow.Emit(campaign.id(), "", "campaign_submitted",
+           absl::StrCat(method != nullptr ? method->name() : "", " campaign '", campaign.name(),
+                        "' with ", plan.size(), " jobs"));
+  for (const std::string& id : uow.JobIds(campaign.id())) {
+    if (uow.JobView(id).state() == v1::JOB_SKIPPED) {
+      uow.Emit(campaign.id(), id, "job_skipped", uow.JobView(id).skipped_reason());
+    }
+  }
+  return absl::OkStatus();
+}
 
 Coordinator::Coordinator(storage::CoordinatorStore* store, storage::BlobStore* blobs,
                          Clock* clock, CoordinatorOptions options)
@@ -107,61 +172,62 @@ void Coordinator::UnitOfWork::Emit(const std::string& campaign_id, const std::st
   events_.push_back(std::move(e));
 }
 
-absl::Status Coordinator::CommitLocked(UnitOfWork& uow, Effects& fx) {
-  {
-    TAILOR_ASSIGN_OR_RETURN(storage::Transaction txn, store_->Begin());
-    if (uow.new_campaign_) {
-      TAILOR_RETURN_IF_ERROR(store_->InsertCampaign(uow.campaigns_.at(uow.new_campaign_->first.id()),
-                                                    uow.new_campaign_->second));
-    }
-    int ord = 0;
-    for (const std::string& id : uow.new_job_ids_) {
-      TAILOR_RETURN_IF_ERROR(store_->InsertJob(uow.jobs_.at(id), ord++));
-    }
-    for (const auto& [id, campaign] : uow.campaigns_) {
-      if (uow.new_campaign_ && uow.new_campaign_->first.id() == id) continue;
-      TAILOR_RETURN_IF_ERROR(store_->UpdateCampaign(campaign));
-    }
-    for (const auto& [id, job] : uow.jobs_) {
-      if (std::find(uow.new_job_ids_.begin(), uow.new_job_ids_.end(), id) !=
-          uow.new_job_ids_.end()) {
-        continue;
-      }
-      TAILOR_RETURN_IF_ERROR(store_->UpdateJob(job));
-    }
-    for (const auto& row : uow.new_attempts_) TAILOR_RETURN_IF_ERROR(store_->InsertAttempt(row));
-    for (const auto& e : uow.ended_attempts_) {
-      TAILOR_RETURN_IF_ERROR(store_->EndAttempt(e.lease_id, e.state, uow.now(), e.error));
-    }
-    for (const auto& [lease_id, t] : uow.extended_) {
-      TAILOR_RETURN_IF_ERROR(store_->ExtendAttempt(lease_id, t));
-    }
-    for (const auto& x : uow.externals_) {
-      TAILOR_RETURN_IF_ERROR(store_->SetAttemptExternal(x.lease_id, x.launcher, x.external_id));
-    }
-    for (const auto& e : uow.events_) TAILOR_RETURN_IF_ERROR(store_->AppendEvent(e));
-    TAILOR_RETURN_IF_ERROR(txn.Commit());
+absl::Status Coordinator::PersistLocked(const UnitOfWork& uow) {
+  TAILOR_ASSIGN_OR_RETURN(storage::Transaction txn, store_->Begin());
+  if (uow.new_campaign_) {
+    TAILOR_RETURN_IF_ERROR(store_->InsertCampaign(uow.campaigns_.at(uow.new_campaign_->first.id()),
+                                                  uow.new_campaign_->second));
   }
+  int ord = 0;
+  for (const std::string& id : uow.new_job_ids_) {
+    TAILOR_RETURN_IF_ERROR(store_->InsertJob(uow.jobs_.at(id), ord++));
+  }
+  for (const auto& [id, campaign] : uow.campaigns_) {
+    if (uow.new_campaign_ && uow.new_campaign_->first.id() == id) continue;
+    TAILOR_RETURN_IF_ERROR(store_->UpdateCampaign(campaign));
+  }
+  for (const auto& [id, job] : uow.jobs_) {
+    if (std::find(uow.new_job_ids_.begin(), uow.new_job_ids_.end(), id) !=
+        uow.new_job_ids_.end()) {
+      continue;
+    }
+    TAILOR_RETURN_IF_ERROR(store_->UpdateJob(job));
+  }
+  for (const auto& row : uow.new_attempts_) TAILOR_RETURN_IF_ERROR(store_->InsertAttempt(row));
+  for (const auto& e : uow.ended_attempts_) {
+    TAILOR_RETURN_IF_ERROR(store_->EndAttempt(e.lease_id, e.state, uow.now(), e.error));
+  }
+  for (const auto& [lease_id, t] : uow.extended_) {
+    TAILOR_RETURN_IF_ERROR(store_->ExtendAttempt(lease_id, t));
+  }
+  for (const auto& x : uow.externals_) {
+    TAILOR_RETURN_IF_ERROR(store_->SetAttemptExternal(x.lease_id, x.launcher, x.external_id));
+  }
+  for (const auto& e : uow.events_) TAILOR_RETURN_IF_ERROR(store_->AppendEvent(e));
+  return txn.Commit();
+}
+
+void Coordinator::ObserveLocked(const UnitOfWork& uow) {
   for (const auto& e : uow.events_) {
     spdlog::info("campaign={} job={} {}: {}", e.campaign_id(),
                  e.job_id().empty() ? "-" : e.job_id(), e.type(), e.message());
   }
-  if (observer_ != nullptr) {
-    // Before the mirroring below, so `before` is still the pre-operation job.
-    for (const auto& e : uow.events_) {
-      const v1::Job* before = nullptr;
-      const v1::Job* after = nullptr;
-      if (!e.job_id().empty()) {
-        auto b = jobs_.find(e.job_id());
-        if (b != jobs_.end()) before = &b->second;
-        auto a = uow.jobs_.find(e.job_id());
-        after = a != uow.jobs_.end() ? &a->second : before;
-      }
-      observer_->OnEvent(e, before, after);
+  if (observer_ == nullptr) return;
+  // Before the mirroring, so `before` is still the pre-operation job.
+  for (const auto& e : uow.events_) {
+    const v1::Job* before = nullptr;
+    const v1::Job* after = nullptr;
+    if (!e.job_id().empty()) {
+      auto b = jobs_.find(e.job_id());
+      if (b != jobs_.end()) before = &b->second;
+      auto a = uow.jobs_.find(e.job_id());
+      after = a != uow.jobs_.end() ? &a->second : before;
     }
+    observer_->OnEvent(e, before, after);
   }
+}
 
-  // Durable; now mirror it in memory.
+void Coordinator::MirrorLocked(const UnitOfWork& uow) {
   if (uow.new_campaign_) {
     LiveCampaign live;
     live.campaign = uow.campaigns_.at(uow.new_campaign_->first.id());
@@ -192,10 +258,9 @@ absl::Status Coordinator::CommitLocked(UnitOfWork& uow, Effects& fx) {
     auto it = leases_.find(x.lease_id);
     if (it != leases_.end()) it->second.external_id = x.external_id;
   }
-  std::set<std::string> touched;
-  for (const auto& e : uow.events_) touched.insert(e.campaign_id());
-  for (const std::string& id : touched) NotifyLocked(id, fx);
-  // Final campaigns leave memory; reads fall back to the database.
+}
+
+void Coordinator::EvictFinalLocked(const UnitOfWork& uow) {
   for (const auto& [id, campaign] : uow.campaigns_) {
     if (!IsFinal(campaign.state())) continue;
     auto it = campaigns_.find(id);
@@ -206,6 +271,18 @@ absl::Status Coordinator::CommitLocked(UnitOfWork& uow, Effects& fx) {
     }
     campaigns_.erase(it);
   }
+}
+
+absl::Status Coordinator::CommitLocked(UnitOfWork& uow, Effects& fx) {
+  TAILOR_RETURN_IF_ERROR(PersistLocked(uow));
+  ObserveLocked(uow);
+  // Durable; now mirror it in memory.
+  MirrorLocked(uow);
+  std::set<std::string> touched;
+  for (const auto& e : uow.events_) touched.insert(e.campaign_id());
+  for (const std::string& id : touched) NotifyLocked(id, fx);
+  // Final campaigns leave memory; reads fall back to the database.
+  EvictFinalLocked(uow);
   return absl::OkStatus();
 }
 
@@ -329,55 +406,9 @@ absl::StatusOr<std::pair<v1::Campaign, bool>> Coordinator::Submit(
       return std::make_pair(std::move(c), false);
     }
 
-    v1::Campaign campaign;
-    campaign.set_id(NewId("c", now));
-    campaign.set_request_id(request_id);
-    campaign.set_name(defaulted.name());
-    campaign.set_team(defaulted.team());
-    *campaign.mutable_contract() = defaulted;
-    campaign.set_state(v1::CAMPAIGN_QUEUED);
-    *campaign.mutable_created_at() = ToProto(now);
-    *campaign.mutable_updated_at() = ToProto(now);
-    campaign.set_fingerprint(TargetFingerprint(validated));
-
+    const v1::Campaign campaign = NewCampaign(validated, request_id, now);
     UnitOfWork uow(this, now);
-    uow.InsertCampaign(campaign, hash);
-    std::optional<v1::CostTable> reusable;
-    for (const PlannedJob& p : plan) {
-      if (p.kind == methods::jobs::kProfile) {
-        TAILOR_ASSIGN_OR_RETURN(reusable, store_->FindCostTable(campaign.fingerprint()));
-        break;
-      }
-    }
-    for (const PlannedJob& p : plan) {
-      v1::Job job;
-      job.set_id(NewId("j", now));
-      job.set_campaign_id(campaign.id());
-      job.set_key(p.key);
-      job.set_kind(p.kind);
-      job.set_state(v1::JOB_PENDING);
-      for (const auto& d : p.depends_on) job.add_depends_on(d);
-      *job.mutable_resources() = p.resources;
-      *job.mutable_created_at() = ToProto(now);
-      *job.mutable_updated_at() = ToProto(now);
-      if (p.kind == methods::jobs::kProfile && reusable.has_value()) {
-        // Same target fingerprint: the measured table still holds, no need to profile again.
-        job.set_state(v1::JOB_SKIPPED);
-        job.set_skipped_reason(absl::StrCat("cost table ", reusable->id(), " reused"));
-        (*job.mutable_result()->mutable_fields())["cost_table_id"].set_string_value(
-            reusable->id());
-        job.mutable_progress()->set_fraction(1.0);
-      }
-      uow.InsertJob(job);
-    }
-    uow.Emit(campaign.id(), "", "campaign_submitted",
-             absl::StrCat(v1::Method_Name(defaulted.method()), " campaign '", defaulted.name(),
-                          "' with ", plan.size(), " jobs"));
-    for (const std::string& id : uow.JobIds(campaign.id())) {
-      if (uow.JobView(id).state() == v1::JOB_SKIPPED) {
-        uow.Emit(campaign.id(), id, "job_skipped", uow.JobView(id).skipped_reason());
-      }
-    }
+    TAILOR_RETURN_IF_ERROR(InsertSubmissionLocked(uow, campaign, hash, plan));
     AdvanceCampaignLocked(uow, campaign.id());
     TAILOR_RETURN_IF_ERROR(CommitLocked(uow, fx));
     DispatchLocked(fx);

@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "coordinator/planner.h"
 #include "coordinator/scheduler.h"
 #include "storage/blob_store.h"
 #include "storage/coordinator_store.h"
@@ -210,7 +211,19 @@ class Coordinator {
     }
   };
 
+  // The new campaign, its planned jobs and their first events, into `uow`.
+  absl::Status InsertSubmissionLocked(UnitOfWork& uow, const v1::Campaign& campaign,
+                                      const std::string& contract_hash,
+                                      const std::vector<PlannedJob>& plan)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes `uow` in one transaction, then mirrors it in memory and notifies watchers.
   absl::Status CommitLocked(UnitOfWork& uow, Effects& fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PersistLocked(const UnitOfWork& uow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Logs the events and tells the observer, before the mirroring changes `jobs_`.
+  void ObserveLocked(const UnitOfWork& uow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MirrorLocked(const UnitOfWork& uow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Final campaigns leave memory; reads fall back to the database.
+  void EvictFinalLocked(const UnitOfWork& uow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Dependency release, campaign completion/failure after job changes in `uow`.
   void AdvanceCampaignLocked(UnitOfWork& uow, const std::string& campaign_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

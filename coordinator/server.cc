@@ -77,24 +77,12 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(absl::ZeroDuration()); }
 
-absl::StatusOr<int> CoordinatorServer::Start() {
+absl::StatusOr<int> CoordinatorServer::StartGrpc() {
   const ServiceAuth auth{authenticator_.get(), tokens_.get()};
   campaign_service_ = std::make_unique<CampaignServiceImpl>(core_.get(), auth);
   agent_service_ = std::make_unique<AgentServiceImpl>(core_.get(), auth);
   admin_service_ = std::make_unique<AdminServiceImpl>(core_.get(), auth);
   token_service_ = std::make_unique<TokenServiceImpl>(auth);
-  // The ranks the launchers start authenticate with an agent token and verify TLS with the CA.
-  std::string rank_token;
-  if (options_.auth_tokens && options_.launcher != "none") {
-    TAILOR_ASSIGN_OR_RETURN(rank_token, EnsureLauncherToken(tokens_.get(), LauncherTokenPath()));
-  }
-  std::string rank_ca;
-  if (!options_.tls_cert.empty()) {
-    std::error_code ec;
-    rank_ca = std::filesystem::absolute(
-                  options_.tls_ca.empty() ? options_.tls_cert : options_.tls_ca, ec)
-                  .string();
-  }
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options_.listen, credentials_, &port);
@@ -112,68 +100,87 @@ absl::StatusOr<int> CoordinatorServer::Start() {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options_.listen, " (address in use or invalid)"));
   }
-  std::string worker_bin = options_.worker_bin;
-  if (worker_bin.empty()) {
+  return port;
+}
+
+absl::StatusOr<CoordinatorServer::RankAccess> CoordinatorServer::RankAccessOf() {
+  // The ranks the launchers start authenticate with an agent token and verify TLS with the CA.
+  RankAccess access;
+  if (options_.auth_tokens && options_.launcher != "none") {
+    TAILOR_ASSIGN_OR_RETURN(access.token,
+                            EnsureLauncherToken(tokens_.get(), LauncherTokenPath()));
+  }
+  if (!options_.tls_cert.empty()) {
+    std::error_code ec;
+    access.ca_cert = std::filesystem::absolute(
+                         options_.tls_ca.empty() ? options_.tls_cert : options_.tls_ca, ec)
+                         .string();
+  }
+  access.worker_bin = options_.worker_bin;
+  if (access.worker_bin.empty()) {
     std::error_code ec;
     auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    worker_bin = (self.parent_path() / "tailor-worker").string();
+    access.worker_bin = (self.parent_path() / "tailor-worker").string();
   }
-  if (options_.launcher == "local") {
-    LocalLauncherOptions lo;
-    lo.worker_bin = worker_bin;
-    lo.coordinator = absl::StrCat("127.0.0.1:", port);
-    lo.data_dir = options_.data_dir;
-    lo.token = rank_token;
-    lo.ca_cert = rank_ca;
-    Coordinator* core = core_.get();
-    launcher_ = std::make_unique<LocalLauncher>(
-        lo, [core](const std::string& lease_id, const std::string& why) {
-          v1::CompleteJobRequest fail;
-          fail.set_lease_id(lease_id);
-          fail.set_success(false);
-          fail.set_retryable(true);
-          fail.set_error(why);
-          // Rank 0 may already have reported; then the lease is closed and this is a no-op.
-          (void)core->CompleteJob(fail);
-        });
-    core_->SetLauncher(launcher_.get());
-  } else if (options_.launcher == "slurm") {
-    SlurmLauncherOptions so = options_.slurm;
-    if (so.worker_bin.empty()) so.worker_bin = worker_bin;
-    if (so.data_dir.empty()) {
-      std::error_code ec;
-      so.data_dir = std::filesystem::absolute(options_.data_dir, ec).string();
-    }
-    if (so.coordinator.empty()) {
-      // Ranks on other nodes cannot use a wildcard or loopback address; this host's name is
-      // the best default there, and loopback is right for a single-node cluster.
-      const std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
-      so.coordinator = absl::StrCat(
-          host == "0.0.0.0" || host == "[::]" || host.empty() ? "127.0.0.1" : host, ":", port);
-    }
-    if (!rank_token.empty()) {
-      std::error_code ec;
-      so.token_file = std::filesystem::absolute(LauncherTokenPath(), ec).string();
-    }
-    so.ca_cert = rank_ca;
-    // Pending jobs have no worker to heartbeat for them: the launcher does, well within the
-    // TTL.
-    so.keepalive_interval = std::min(so.keepalive_interval, options_.core.lease_ttl / 3);
-    CommandSlurmClientOptions co;
-    co.bin_dir = options_.slurm_bin_dir;
-    slurm_client_ = std::make_unique<CommandSlurmClient>(co);
-    slurm_sink_ = std::make_unique<CoordinatorSlurmSink>(core_.get());
-    launcher_ = std::make_unique<SlurmLauncher>(so, slurm_client_.get(), slurm_sink_.get(), clock_);
-    spdlog::info("slurm launcher: partition '{}', account '{}', workers dial {}, worker {}, "
-                 "squeue every {}",
-                 so.partition, so.account, so.coordinator, so.worker_bin,
-                 absl::FormatDuration(so.poll_interval));
-    // Hands over the attempts launched before a restart (reconciled at the first poll).
-    core_->SetLauncher(launcher_.get());
-  } else if (options_.launcher != "none") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--launcher: '", options_.launcher, "' is not available in this build"));
+  return access;
+}
+
+void CoordinatorServer::StartLocalLauncher(int port, const RankAccess& access) {
+  LocalLauncherOptions lo;
+  lo.worker_bin = access.worker_bin;
+  lo.coordinator = absl::StrCat("127.0.0.1:", port);
+  lo.data_dir = options_.data_dir;
+  lo.token = access.token;
+  lo.ca_cert = access.ca_cert;
+  Coordinator* core = core_.get();
+  launcher_ = std::make_unique<LocalLauncher>(
+      lo, [core](const std::string& lease_id, const std::string& why) {
+        v1::CompleteJobRequest fail;
+        fail.set_lease_id(lease_id);
+        fail.set_success(false);
+        fail.set_retryable(true);
+        fail.set_error(why);
+        // Rank 0 may already have reported; then the lease is closed and this is a no-op.
+        (void)core->CompleteJob(fail);
+      });
+  core_->SetLauncher(launcher_.get());
+}
+
+void CoordinatorServer::StartSlurmLauncher(int port, const RankAccess& access) {
+  SlurmLauncherOptions so = options_.slurm;
+  if (so.worker_bin.empty()) so.worker_bin = access.worker_bin;
+  if (so.data_dir.empty()) {
+    std::error_code ec;
+    so.data_dir = std::filesystem::absolute(options_.data_dir, ec).string();
   }
+  if (so.coordinator.empty()) {
+    // Ranks on other nodes cannot use a wildcard or loopback address; this host's name is
+    // the best default there, and loopback is right for a single-node cluster.
+    const std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
+    so.coordinator = absl::StrCat(
+        host == "0.0.0.0" || host == "[::]" || host.empty() ? "127.0.0.1" : host, ":", port);
+  }
+  if (!access.token.empty()) {
+    std::error_code ec;
+    so.token_file = std::filesystem::absolute(LauncherTokenPath(), ec).string();
+  }
+  so.ca_cert = access.ca_cert;
+  // Pending jobs have no worker to heartbeat for them: the launcher does, well within the TTL.
+  so.keepalive_interval = std::min(so.keepalive_interval, options_.core.lease_ttl / 3);
+  CommandSlurmClientOptions co;
+  co.bin_dir = options_.slurm_bin_dir;
+  slurm_client_ = std::make_unique<CommandSlurmClient>(co);
+  slurm_sink_ = std::make_unique<CoordinatorSlurmSink>(core_.get());
+  launcher_ = std::make_unique<SlurmLauncher>(so, slurm_client_.get(), slurm_sink_.get(), clock_);
+  spdlog::info("slurm launcher: partition '{}', account '{}', workers dial {}, worker {}, "
+               "squeue every {}",
+               so.partition, so.account, so.coordinator, so.worker_bin,
+               absl::FormatDuration(so.poll_interval));
+  // Hands over the attempts launched before a restart (reconciled at the first poll).
+  core_->SetLauncher(launcher_.get());
+}
+
+void CoordinatorServer::StartBackgroundThreads() {
   ticker_ = std::thread([this] {
     while (!stop_.load()) {
       core_->Tick();
@@ -189,34 +196,51 @@ absl::StatusOr<int> CoordinatorServer::Start() {
       }
     }
   });
-  if (options_.http_port >= 0) {
-    http::HttpServerOptions ho;
-    // The same interface as gRPC: loopback by default, every interface for a wildcard.
-    std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-      host = host.substr(1, host.size() - 2);
-    }
-    ho.host = host.empty() ? "0.0.0.0" : host;
-    ho.port = options_.http_port;
-    ho.web_dir = options_.web_dir;
-    ho.tls_cert = options_.tls_cert;
-    ho.tls_key = options_.tls_key;
-    ho.ready = [this] {
-      return serving_.load() ? absl::OkStatus()
-                             : absl::UnavailableError("the coordinator is starting or stopping");
-    };
-    ho.slurm_calls = [this]() -> std::optional<MetricsSnapshot::SlurmCalls> {
-      auto* slurm = dynamic_cast<SlurmLauncher*>(launcher_.get());
-      if (slurm == nullptr) return std::nullopt;
-      const SlurmLauncher::Stats st = slurm->stats();
-      return MetricsSnapshot::SlurmCalls{st.sbatch, st.squeue, st.sacct, st.scancel};
-    };
-    http_ = std::make_unique<http::HttpServer>(core_.get(), authenticator_.get(), metrics_.get(),
-                                               std::move(ho));
-    TAILOR_ASSIGN_OR_RETURN(http_port_, http_->Start());
-    spdlog::info("dashboard, /metrics, /healthz and /readyz on {}://{}:{}",
-                 options_.tls_cert.empty() ? "http" : "https", host, http_port_);
+}
+
+absl::Status CoordinatorServer::StartHttp() {
+  http::HttpServerOptions ho;
+  // The same interface as gRPC: loopback by default, every interface for a wildcard.
+  std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
   }
+  ho.host = host.empty() ? "0.0.0.0" : host;
+  ho.port = options_.http_port;
+  ho.web_dir = options_.web_dir;
+  ho.tls_cert = options_.tls_cert;
+  ho.tls_key = options_.tls_key;
+  ho.ready = [this] {
+    return serving_.load() ? absl::OkStatus()
+                           : absl::UnavailableError("the coordinator is starting or stopping");
+  };
+  ho.slurm_calls = [this]() -> std::optional<MetricsSnapshot::SlurmCalls> {
+    auto* slurm = dynamic_cast<SlurmLauncher*>(launcher_.get());
+    if (slurm == nullptr) return std::nullopt;
+    const SlurmLauncher::Stats st = slurm->stats();
+    return MetricsSnapshot::SlurmCalls{st.sbatch, st.squeue, st.sacct, st.scancel};
+  };
+  http_ = std::make_unique<http::HttpServer>(core_.get(), authenticator_.get(), metrics_.get(),
+                                             std::move(ho));
+  TAILOR_ASSIGN_OR_RETURN(http_port_, http_->Start());
+  spdlog::info("dashboard, /metrics, /healthz and /readyz on {}://{}:{}",
+               options_.tls_cert.empty() ? "http" : "https", host, http_port_);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> CoordinatorServer::Start() {
+  TAILOR_ASSIGN_OR_RETURN(const RankAccess access, RankAccessOf());
+  TAILOR_ASSIGN_OR_RETURN(const int port, StartGrpc());
+  if (options_.launcher == "local") {
+    StartLocalLauncher(port, access);
+  } else if (options_.launcher == "slurm") {
+    StartSlurmLauncher(port, access);
+  } else if (options_.launcher != "none") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--launcher: '", options_.launcher, "' is not available in this build"));
+  }
+  StartBackgroundThreads();
+  if (options_.http_port >= 0) TAILOR_RETURN_IF_ERROR(StartHttp());
   serving_ = true;
   spdlog::info("tailor-coordinator serving on port {} (data dir {})", port, options_.data_dir);
   return port;

@@ -70,6 +70,19 @@ class CoordinatorServer {
   int http_port() const { return http_port_; }
 
  private:
+  // What the ranks a launcher starts need to reach this coordinator.
+  struct RankAccess {
+    std::string token;    // agent token of the launcher principal (--auth tokens)
+    std::string ca_cert;  // CA to verify TLS with (TLS on)
+    std::string worker_bin;
+  };
+  absl::StatusOr<int> StartGrpc();
+  absl::StatusOr<RankAccess> RankAccessOf();
+  void StartLocalLauncher(int port, const RankAccess& access);
+  void StartSlurmLauncher(int port, const RankAccess& access);
+  void StartBackgroundThreads();
+  absl::Status StartHttp();
+
   CoordinatorServer(ServerOptions options, Clock* clock) : options_(std::move(options)), clock_(clock) {}
   std::string LauncherTokenPath() const { return options_.data_dir + "/launcher.token"; }
 

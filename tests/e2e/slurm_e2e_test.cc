@@ -188,8 +188,9 @@ TEST_F(SlurmE2E, TwoRankJobThroughSbatchAndSrunMatchesTheLocalLauncher) {
   EXPECT_THAT(log.out, HasSubstr("rank 0/2"));
   EXPECT_THAT(ReadFile(logs + "/attempt-1.rank1.log"), HasSubstr("rank 1/2"));
 
-  // Same contract through the local launcher: the same importance.
-  Cluster local("slurm-rank-local");
+  // Same contract through the local launcher: the same importance. Production leases: this
+  // half tests no expiry, and under ctest -j2 on 2 cores a 3 s lease can starve.
+  Cluster local("slurm-rank-local", Cluster::WithProductionLeases());
   ASSERT_TRUE(local.StartCoordinator());
   const std::string lid = local.Submit(
       local.WriteFile("local.textproto", Contract("rank2-local", parent, 2)), "rank2-local");
