@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -117,6 +118,7 @@ struct Flags {
   std::string isolate = "auto";
   double slurm_poll_s = 10;
   std::string web_dir;
+  std::string port_file;
   std::string auth = "off";
   bool create_token = false;
   std::string token_role, token_team, token_description, token_expires_in;
@@ -154,6 +156,9 @@ void DeclareServerFlags(CLI::App& app, Flags& f) {
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error")->capture_default_str();
+  app.add_option("--port-file", f.port_file,
+                 "once serving, write {\"grpc_port\": N, \"http_port\": M} here (atomically): "
+                 "what scripts read instead of scraping the log");
 }
 
 void DeclareSlurmFlags(CLI::App& app, Flags& f) {
@@ -267,8 +272,22 @@ ServerOptions Configure(Flags f) {
   return options;
 }
 
+// Writes the bound ports as one JSON object, atomically (a reader never sees half a file).
+absl::Status WritePortFile(const std::string& path, int grpc_port, int http_port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << "{\"grpc_port\": " << grpc_port << ", \"http_port\": " << http_port << "}\n";
+    if (!out.good()) return absl::InternalError(absl::StrCat("--port-file: cannot write ", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return absl::InternalError(absl::StrCat("--port-file: ", path, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
 // Starts the server, prints the bound ports and serves until SIGTERM or SIGINT.
-int Serve(const ServerOptions& options) {
+int Serve(const ServerOptions& options, const std::string& port_file) {
   auto server = CoordinatorServer::Create(options, Clock::Real());
   if (!server.ok()) {
     std::cerr << "tailor-coordinator: " << server.status().message() << "\n";
@@ -283,6 +302,13 @@ int Serve(const ServerOptions& options) {
   std::cout << "listening on port " << *port << std::endl;
   if ((*server)->http_port() >= 0) {
     std::cout << "http listening on port " << (*server)->http_port() << std::endl;
+  }
+  if (!port_file.empty()) {
+    if (absl::Status st = WritePortFile(port_file, *port, (*server)->http_port()); !st.ok()) {
+      std::cerr << "tailor-coordinator: " << st.message() << "\n";
+      (*server)->Shutdown(absl::ZeroDuration());
+      return 1;
+    }
   }
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
@@ -313,7 +339,8 @@ int CoordinatorMain(int argc, char** argv) {
     std::cerr << "tailor-coordinator: " << conflict << "\n";
     return 2;
   }
-  return Serve(Configure(std::move(flags)));
+  const std::string port_file = flags.port_file;
+  return Serve(Configure(std::move(flags)), port_file);
 }
 
 }  // namespace tailor::coordinator

@@ -2,13 +2,13 @@
 
 #include "common/logging.h"
 #include "compression/engine/workload.h"
+#include "methods/api/job_kinds.h"
+#include "methods/entropy_code/job_kinds.h"
+#include "methods/probe/job_kinds.h"
 #include "profiler-agent/probe.h"
 #ifdef TAILOR_AGENT_WITH_TORCH
 #include "profiler-agent/entropy_jobs.h"
 #include "profiler-agent/ml_jobs.h"
-#include "methods/api/job_kinds.h"
-#include "methods/entropy_code/job_kinds.h"
-#include "methods/probe/job_kinds.h"
 #endif
 
 namespace tailor::profiler {

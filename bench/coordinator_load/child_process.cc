@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -75,6 +76,11 @@ int64_t ProcStatusKib(pid_t pid, absl::string_view key) {
   return -1;
 }
 
+// Where the child writes its bound ports (--port-file): beside its log.
+std::string PortFile(const CoordinatorProcess::Options& options) {
+  return options.log_path + ".ports.json";
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CoordinatorProcess>> CoordinatorProcess::Spawn(
@@ -93,7 +99,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorProcess>> CoordinatorProcess::Spawn(
                                          "--http-port",
                                          "0",
                                          "--log-level",
-                                         options.log_level};
+                                         options.log_level,
+                                         "--port-file",
+                                         PortFile(options)};
+  // A restart on the same log must not read the previous run's ports.
+  std::remove(PortFile(options).c_str());
   p->spawned_at_ = absl::Now();
   auto pid = SpawnWithOutput(argv, options.log_path, /*append=*/true, /*own_group=*/true);
   if (!pid.ok()) return pid.status();
@@ -124,19 +134,18 @@ void CoordinatorProcess::Kill() {
 }
 
 absl::StatusOr<int> CoordinatorProcess::WaitServing(absl::Duration timeout) {
-  static constexpr char kMarker[] = "listening on port ";
-  constexpr size_t kMarkerSize = sizeof(kMarker) - 1;
+  // The coordinator writes its ports to --port-file once serving (renamed into place, so a
+  // read sees all of it or nothing). Not the log: it also says "http listening on port".
+  static constexpr char kKey[] = "\"grpc_port\": ";
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
-    // The log of a fresh start is small until serving (recovery logs one line), so rereading
-    // it every poll is cheap; polling fast keeps the restart measurement precise.
-    const std::string log = ReadWholeFile(options_.log_path);
-    const size_t at = log.rfind(kMarker);
+    const std::string ports = ReadWholeFile(PortFile(options_));
+    const size_t at = ports.find(kKey);
     if (at != std::string::npos) {
-      const size_t begin = at + kMarkerSize;
-      const size_t end = log.find('\n', begin);
+      const size_t begin = at + sizeof(kKey) - 1;
+      const size_t end = ports.find_first_not_of("0123456789", begin);
       if (end != std::string::npos &&
-          absl::SimpleAtoi(absl::string_view(log).substr(begin, end - begin), &port_)) {
+          absl::SimpleAtoi(absl::string_view(ports).substr(begin, end - begin), &port_)) {
         return port_;
       }
     }

@@ -15,7 +15,7 @@
 namespace tailor::bench {
 
 // A tailor-coordinator child process. stdout and stderr go to one log file, which is how the
-// bench learns the bound port and when recovery finished. The destructor SIGKILLs it, so an
+// bench learns when recovery finished; the bound port comes from its --port-file. The destructor SIGKILLs it, so an
 // early return never leaks a coordinator holding a port and a data dir.
 class CoordinatorProcess {
  public:
@@ -33,7 +33,8 @@ class CoordinatorProcess {
   CoordinatorProcess(const CoordinatorProcess&) = delete;
   CoordinatorProcess& operator=(const CoordinatorProcess&) = delete;
 
-  // Polls the log for "listening on port N"; fails if the process exits or the timeout passes.
+  // Polls the --port-file for the bound gRPC port; fails if the process exits or the timeout
+  // passes.
   absl::StatusOr<int> WaitServing(absl::Duration timeout);
   // When the "recovered ..." log line was written, from its timestamp (ms resolution).
   std::optional<absl::Time> RecoveredAt() const;

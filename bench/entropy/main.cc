@@ -145,16 +145,40 @@ nlohmann::json CudaRow(const char* name, const te::TensorView& view, const te::C
 
 }  // namespace
 
+constexpr char kUsage[] =
+    "bench_entropy: entropy-coded weights against dense, per weight distribution: bits per\n"
+    "weight, encode/decode throughput and batch-1 GEMV latency fused vs dense (docs/entropy.md)\n"
+    "  --rows N      matrix rows (default 2048)\n"
+    "  --cols N      matrix columns (default 2048)\n"
+    "  --threads N   CPU threads (default 1)\n"
+    "  --json PATH   where the JSON goes (default bench/out/entropy.json)\n"
+#ifdef TAILOR_ENTROPY_CUDA
+    "  --cuda-only 1 CUDA rows for fixed configurations only\n"
+#endif
+    "  --help        this text\n";
+
 int main(int argc, char** argv) {
   int64_t rows = 2048, cols = 2048;
   int threads = 1;
   std::string json_path = "bench/out/entropy.json";
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--rows") rows = std::stoll(argv[i + 1]);
-    if (a == "--cols") cols = std::stoll(argv[i + 1]);
-    if (a == "--threads") threads = std::stoi(argv[i + 1]);
-    if (a == "--json") json_path = argv[i + 1];
+    if (a == "--help" || a == "-h") {
+      std::printf("%s", kUsage);
+      return 0;
+    }
+    const bool known = a == "--rows" || a == "--cols" || a == "--threads" || a == "--json" ||
+                       a == "--cuda-only";
+    if (!known || i + 1 >= argc) {
+      std::fprintf(stderr, "bench_entropy: %s '%s'\n%s",
+                   known ? "missing value for" : "unknown option", a.c_str(), kUsage);
+      return 2;
+    }
+    const std::string v = argv[++i];
+    if (a == "--rows") rows = std::stoll(v);
+    if (a == "--cols") cols = std::stoll(v);
+    if (a == "--threads") threads = std::stoi(v);
+    if (a == "--json") json_path = v;
   }
 #ifdef TAILOR_ENTROPY_CUDA
   // --cuda-only 1: skip the CPU autotune, CUDA rows for fixed configurations only.
