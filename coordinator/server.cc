@@ -78,16 +78,19 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
 CoordinatorServer::~CoordinatorServer() { Shutdown(absl::ZeroDuration()); }
 
 absl::StatusOr<int> CoordinatorServer::Start() {
-  const ServiceAuth auth{authenticator_.get(), tokens_.get()};
+  // The ranks the launchers start authenticate with an agent token and verify TLS with the CA.
+  ServiceAuth auth{authenticator_.get(), tokens_.get()};
+  std::string rank_token;
+  if (options_.auth_tokens && options_.launcher != "none") {
+    TAILOR_ASSIGN_OR_RETURN(rank_token, EnsureLauncherToken(tokens_.get(), LauncherTokenPath()));
+    // Launcher leases answer only to this token (Coordinator::CheckLeaseHolder).
+    TAILOR_ASSIGN_OR_RETURN(Principal launcher, tokens_->Lookup(rank_token));
+    auth.launcher_token_id = launcher.token_id;
+  }
   campaign_service_ = std::make_unique<CampaignServiceImpl>(core_.get(), auth);
   agent_service_ = std::make_unique<AgentServiceImpl>(core_.get(), auth);
   admin_service_ = std::make_unique<AdminServiceImpl>(core_.get(), auth);
   token_service_ = std::make_unique<TokenServiceImpl>(auth);
-  // The ranks the launchers start authenticate with an agent token and verify TLS with the CA.
-  std::string rank_token;
-  if (options_.auth_tokens && options_.launcher != "none") {
-    TAILOR_ASSIGN_OR_RETURN(rank_token, EnsureLauncherToken(tokens_.get(), LauncherTokenPath()));
-  }
   std::string rank_ca;
   if (!options_.tls_cert.empty()) {
     std::error_code ec;
