@@ -143,13 +143,14 @@ class Coordinator {
   void Unsubscribe(uint64_t token);
 
   // --- agents ---
-  // `token_id`: the token the agent registers with (empty with auth off); its leases then
-  // answer only to that token (CheckLeaseHolder).
+  // `token_id`: the agent token the agent registers with; its leases then answer only to that
+  // token (CheckLeaseHolder). Empty (auth off, admin tokens) keeps the previous binding.
   absl::StatusOr<v1::RegisterAgentResponse> Register(const v1::AgentInfo& info,
                                                      const std::string& token_id = "");
   // OK when `caller` is the holder `lease_id` was granted to, and when no such lease was ever
   // granted (the call itself then answers NOT_FOUND or FAILED_PRECONDITION). INVALID_ARGUMENT
-  // naming `field` for an empty agent id; PERMISSION_DENIED for anyone else. A lease's holder
+  // naming `field` for an empty agent id with a known lease; PERMISSION_DENIED for anyone
+  // else. A lease's holder
   // never changes, so a call checked here may go on without holding the lock.
   absl::Status CheckLeaseHolder(const std::string& lease_id, const LeaseCaller& caller,
                                 absl::string_view field);

@@ -121,9 +121,10 @@ absl::StatusOr<v1::RegisterAgentResponse> Coordinator::Register(const v1::AgentI
     agent.set_state(v1::AGENT_ONLINE);
   }
   *agent.mutable_info() = info;
-  // The latest registration's token owns the agent's leases from now on: an agent that
-  // restarts registers again with its own token.
-  agent.set_token_id(token_id);
+  // The latest registration's agent token owns the agent's leases from now on (an agent that
+  // restarts registers again with its own token); a registration without one (auth off, an
+  // admin token) leaves the binding as it was.
+  if (!token_id.empty()) agent.set_token_id(token_id);
   if (agent.info().max_concurrent_jobs() == 0) agent.mutable_info()->set_max_concurrent_jobs(1);
   if (agent.state() != v1::AGENT_DRAINED) agent.set_state(v1::AGENT_ONLINE);
   *agent.mutable_last_heartbeat() = ToProto(now);
@@ -189,10 +190,6 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
 
 absl::Status Coordinator::CheckLeaseHolder(const std::string& lease_id, const LeaseCaller& caller,
                                            absl::string_view field) {
-  if (caller.agent_id.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": required: the agent id (or launcher:<name>) the lease was granted to"));
-  }
   absl::MutexLock lock(&mu_);
   std::string holder;
   if (auto it = leases_.find(lease_id); it != leases_.end()) {
@@ -203,6 +200,10 @@ absl::Status Coordinator::CheckLeaseHolder(const std::string& lease_id, const Le
                             store_->FindAttempt(lease_id));
     if (!row.has_value()) return absl::OkStatus();
     holder = row->holder;
+  }
+  if (caller.agent_id.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": required: the agent id (or launcher:<name>) the lease was granted to"));
   }
   // The messages name the caller, never the holder.
   if (caller.agent_id != holder) {

@@ -630,7 +630,9 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Register(grpc::CallbackServerContext
                                                      v1::RegisterAgentResponse* resp) {
   return AuthorizedRespond(auth_, ctx, Rpc<v1::AgentService>("Register"), resp,
                            [&](const Principal& p) {
-                             return core_->Register(req->info(), p.token_id);
+                             // Only agent tokens bind: admins may name any agent anyway.
+                             return core_->Register(req->info(),
+                                                    p.role == Role::kAgent ? p.token_id : "");
                            });
 }
 

@@ -231,6 +231,8 @@ TEST_F(AgentApiTest, AnotherAgentCannotUseALeaseAndTheHolderStillCompletes) {
   EXPECT_EQ(anonymous.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(anonymous.error_message(),
             "agent_id: required: the agent id (or launcher:<name>) the lease was granted to");
+  // A lease that never existed is answered as before, whoever asks.
+  EXPECT_EQ(Complete("l-nope", "").error_code(), grpc::StatusCode::NOT_FOUND);
   const grpc::Status headerless = Upload(lease, "");
   EXPECT_EQ(headerless.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(headerless.error_message(), HasSubstr("header.agent_id: required"));
@@ -284,6 +286,8 @@ TEST_F(AgentApiTest, UnderTokenAuthTheTokenMustBeTheOneTheHolderRegisteredWith) 
   ASSERT_EQ(listed.campaigns_size(), 1);
   EXPECT_EQ(listed.campaigns(0).jobs(0).lease_id(), "");
 
+  // An admin registering the agent's name leaves the binding with the agent's token.
+  EXPECT_EQ(Register("box-1", admin_), holder);
   EXPECT_TRUE(Heartbeat(holder, token_1).ok());
   ASSERT_TRUE(Complete(lease, holder, token_1).ok());
   EXPECT_EQ(GetCampaign(campaign, admin_).state(), v1::CAMPAIGN_SUCCEEDED);
