@@ -438,6 +438,7 @@ JobOutcome AgentRuntime::ExecuteJob(const std::shared_ptr<JobContext>& ctx,
   outcome.stop_reason = ctx->stop_reason();
   v1::CompleteJobRequest request;
   request.set_lease_id(ctx->lease_id());
+  request.set_agent_id(agent_id());
   switch (outcome.stop_reason) {
     case JobStopReason::kLeaseLost:
       // Someone else may hold the job now; completing would at best be rejected.

@@ -194,6 +194,7 @@ absl::Status JobContext::ReportProgress(double fraction, absl::string_view messa
 absl::Status JobContext::SendProgress(const v1::JobProgress& progress) {
   v1::ReportProgressRequest request;
   request.set_lease_id(lease_id());
+  request.set_agent_id(runtime_->agent_id());
   *request.mutable_progress() = progress;
   v1::ReportProgressResponse response;
   auto rpc = MakeContext(runtime_->options().rpc_timeout, token());
@@ -233,6 +234,7 @@ absl::StatusOr<v1::Artifact> JobContext::Upload(const std::string& kind, const s
                                                 agent_internal::ByteSource& source) {
   v1::ArtifactHeader header;
   header.set_lease_id(lease_id());
+  header.set_agent_id(runtime_->agent_id());
   header.set_kind(kind);
   header.set_name(name);
   int64_t size = 0;
@@ -401,6 +403,7 @@ absl::Status JobContext::DownloadOnce(const std::string& digest, std::FILE* out,
 absl::StatusOr<v1::CostTable> JobContext::PutCostTable(const v1::CostTable& table) {
   v1::PutCostTableRequest request;
   request.set_lease_id(lease_id());
+  request.set_agent_id(runtime_->agent_id());
   *request.mutable_table() = table;
   const AgentRuntimeOptions& opts = runtime_->options();
   Backoff backoff(opts.backoff_initial, opts.backoff_max);

@@ -163,12 +163,19 @@ std::optional<v1::ListCampaignsRequest> ScopeCampaignListing(const Principal& p,
   return request;
 }
 
+void HideLeaseIds(const Principal& p, v1::Campaign* campaign) {
+  if (p.is_admin()) return;
+  for (v1::Job& job : *campaign->mutable_jobs()) job.clear_lease_id();
+}
+
 v1::ListQueueResponse ScopeQueue(const Principal& p, v1::ListQueueResponse queue) {
   if (p.role != Role::kSubmitter) return queue;
   v1::ListQueueResponse visible;
   *visible.mutable_summary() = std::move(*queue.mutable_summary());
   for (v1::QueueEntry& e : *queue.mutable_entries()) {
-    if (e.team() == p.team) *visible.add_entries() = std::move(e);
+    if (e.team() != p.team) continue;
+    e.mutable_job()->clear_lease_id();
+    *visible.add_entries() = std::move(e);
   }
   return visible;
 }
@@ -179,6 +186,7 @@ void ScopeAgents(const Principal& p, const v1::ListQueueResponse& visible_queue,
   std::set<std::string> visible;
   for (const v1::QueueEntry& e : visible_queue.entries()) visible.insert(e.job().id());
   for (v1::Agent& agent : *agents->mutable_agents()) {
+    agent.clear_token_id();
     std::vector<std::string> keep;
     for (const std::string& id : agent.current_job_ids()) {
       if (visible.count(id)) keep.push_back(id);

@@ -86,12 +86,15 @@ absl::Status ScopeSubmission(const Principal& p, v1::DeploymentContract* contrac
 // answer is an empty listing.
 std::optional<v1::ListCampaignsRequest> ScopeCampaignListing(const Principal& p,
                                                              v1::ListCampaignsRequest request);
+// A campaign as `p` may see it: lease ids are their holders' business, so everyone but an
+// admin gets its jobs without them.
+void HideLeaseIds(const Principal& p, v1::Campaign* campaign);
 // The queue as `p` may see it: the summary stays cluster-wide (how busy each device kind is);
 // the entries name campaigns, so a submitter gets its own team's only (their positions are
-// still ranks in the whole queue).
+// still ranks in the whole queue), without lease ids.
 v1::ListQueueResponse ScopeQueue(const Principal& p, v1::ListQueueResponse queue);
 // Agents as `p` may see them: a submitter sees every agent, but only the current jobs that
-// are in its `visible_queue` (see ScopeQueue).
+// are in its `visible_queue` (see ScopeQueue), and not the tokens they registered with.
 void ScopeAgents(const Principal& p, const v1::ListQueueResponse& visible_queue,
                  v1::ListAgentsResponse* agents);
 

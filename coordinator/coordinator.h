@@ -93,6 +93,20 @@ struct LeaseInfo {
   std::string fingerprint;
 };
 
+// Who makes a lease-bearing call, as the services established it from the request and its
+// authenticated principal (docs/operations.md "Leases are bound to their holder").
+struct LeaseCaller {
+  // The request's agent id: an agent id from Register, or "launcher:<name>" for the ranks of a
+  // launcher-held lease.
+  std::string agent_id;
+  // Set for agent tokens under token auth: the token's id, which must be the token the
+  // holder registered with. Empty (auth off, admin tokens): the agent id alone decides.
+  std::string token_id;
+  // Whether `token_id` is the coordinator's own launcher token, the only token that may act
+  // for "launcher:<name>".
+  bool launcher_token = false;
+};
+
 // The coordinator's state machine: campaigns, their job graphs, leases, agents and the event
 // log. Every change is one SQLite transaction first and an in-memory update second, so a crash
 // at any point leaves the database consistent and Recover() rebuilds memory from it.
@@ -130,7 +144,22 @@ class Coordinator {
   void Unsubscribe(uint64_t token);
 
   // --- agents ---
-  absl::StatusOr<v1::RegisterAgentResponse> Register(const v1::AgentInfo& info);
+  // `token_id`: the agent token the agent registers with; its leases then answer only to that
+  // token (CheckLeaseHolder). Empty (auth off, admin tokens) keeps the previous binding.
+  absl::StatusOr<v1::RegisterAgentResponse> Register(const v1::AgentInfo& info,
+                                                     const std::string& token_id = "");
+  // OK when `caller` is the holder `lease_id` was granted to, and when no such lease was ever
+  // granted (the call itself then answers NOT_FOUND or FAILED_PRECONDITION). INVALID_ARGUMENT
+  // naming `field` for an empty agent id with a known lease; PERMISSION_DENIED for anyone
+  // else. A lease's holder
+  // never changes, so a call checked here may go on without holding the lock.
+  absl::Status CheckLeaseHolder(const std::string& lease_id, const LeaseCaller& caller,
+                                absl::string_view field);
+  // OK when `caller` may act as agent `caller.agent_id` (Heartbeat, AcquireJob): under token
+  // auth an agent token acts only for the agents it registered, and only the launcher token
+  // for "launcher:<name>". NOT_FOUND when the agent registered without a token (before token
+  // auth was turned on): the agent then registers again, with its token.
+  absl::Status CheckAgentCaller(const LeaseCaller& caller);
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& req);
   using AcquireCallback = std::function<void(absl::StatusOr<v1::AcquireJobResponse>)>;
   // `done` is called exactly once, maybe before this returns: with a job, with assigned=false
@@ -144,6 +173,8 @@ class Coordinator {
   absl::StatusOr<LeaseInfo> CheckLease(const std::string& lease_id);
   // The assignment of an active lease, as AcquireJob returned it (for launcher-started ranks).
   absl::StatusOr<v1::AcquireJobResponse> GetAssignment(const std::string& lease_id);
+  // Records an uploaded blob for the lease's job; a LeaseInfo without a lease id records an
+  // admin upload, which belongs to no campaign.
   absl::StatusOr<v1::Artifact> RecordArtifact(const LeaseInfo& lease, const std::string& kind,
                                               const std::string& name,
                                               const storage::BlobInfo& blob);

@@ -2,6 +2,8 @@
 // completion, expiry with retries and backoff), cost tables and artifact records.
 #include <algorithm>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/ids.h"
@@ -18,18 +20,76 @@ namespace {
 constexpr size_t kMaxJobKinds = 64;
 constexpr int kMaxCostEntries = 100000;
 
+// Job kinds are identifiers like the contract's names (docs/architecture.md "Limits").
+constexpr size_t kMaxJobKindChars = 64;
+// Free-text registration fields are shown by `tailor agents`, the dashboard and the logs.
+constexpr size_t kMaxInfoTextChars = 256;
+
+// The first 64 characters of `s`, C-escaped: what an error message quotes of a bad value, so
+// that control characters never reach a terminal or a log line raw.
+std::string Quoted(absl::string_view s) {
+  return absl::StrCat("\"", absl::CHexEscape(s.substr(0, 64)), "\"");
+}
+
+bool HasControlCharacter(absl::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7f;
+  });
+}
+
+// A free-text field: at most `max` characters and no control characters.
+absl::Status CheckInfoText(absl::string_view field, absl::string_view value, size_t max) {
+  if (value.size() > max) {
+    return absl::InvalidArgumentError(absl::StrCat("info.", field, ": must be at most ", max,
+                                                   " characters, got ", value.size()));
+  }
+  if (HasControlCharacter(value)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "info.", field, ": must not contain control characters, got ", Quoted(value)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateJobKinds(const v1::AgentInfo& info) {
+  if (info.job_kinds().empty() || static_cast<size_t>(info.job_kinds_size()) > kMaxJobKinds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("info.job_kinds: must list 1..64 job kinds, got ", info.job_kinds_size()));
+  }
+  for (int i = 0; i < info.job_kinds_size(); ++i) {
+    if (!IsSafeToken(info.job_kinds(i), kMaxJobKindChars)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("info.job_kinds[", i, "]: must be 1..", kMaxJobKindChars,
+                       " characters of [A-Za-z0-9._:-], got ", Quoted(info.job_kinds(i)),
+                       " (", info.job_kinds(i).size(), " characters)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateAgentInfo(const v1::AgentInfo& info) {
   if (!IsSafeToken(info.name(), 200)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("info.name: must be 1..200 characters of [A-Za-z0-9._:-], got '",
-                     info.name().substr(0, 64), "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "info.name: must be 1..200 characters of [A-Za-z0-9._:-], got ", Quoted(info.name())));
   }
-  if (info.device_kind().empty() || info.device_kind().size() > 128) {
+  if (info.device_kind().empty()) {
     return absl::InvalidArgumentError("info.device_kind: must be 1..128 characters");
   }
-  if (info.job_kinds().empty() || static_cast<size_t>(info.job_kinds_size()) > kMaxJobKinds) {
-    return absl::InvalidArgumentError("info.job_kinds: must list 1..64 job kinds");
+  TAILOR_RETURN_IF_ERROR(CheckInfoText("device_kind", info.device_kind(), 128));
+  TAILOR_RETURN_IF_ERROR(CheckInfoText("device", info.device(), kMaxInfoTextChars));
+  TAILOR_RETURN_IF_ERROR(CheckInfoText("hostname", info.hostname(), kMaxInfoTextChars));
+  TAILOR_RETURN_IF_ERROR(CheckInfoText("gpu_type", info.gpu_type(), kMaxInfoTextChars));
+  TAILOR_RETURN_IF_ERROR(CheckInfoText("engine", info.engine(), kMaxInfoTextChars));
+  TAILOR_RETURN_IF_ERROR(
+      CheckInfoText("engine_version", info.engine_version(), kMaxInfoTextChars));
+  if (info.memory_mib() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("info.memory_mib: must be >= 0, got ", info.memory_mib()));
   }
+  if (info.gpus() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("info.gpus: must be >= 0, got ", info.gpus()));
+  }
+  TAILOR_RETURN_IF_ERROR(ValidateJobKinds(info));
   if (info.max_concurrent_jobs() < 0 || info.max_concurrent_jobs() > 1024) {
     return absl::InvalidArgumentError(absl::StrCat(
         "info.max_concurrent_jobs: must be in 0..1024, got ", info.max_concurrent_jobs()));
@@ -37,12 +97,17 @@ absl::Status ValidateAgentInfo(const v1::AgentInfo& info) {
   return absl::OkStatus();
 }
 
+bool IsLauncherHolder(absl::string_view holder) {
+  return absl::StartsWith(holder, "launcher:");
+}
+
 std::string Seconds1(absl::Duration d) {
   return absl::StrFormat("%.1fs", absl::ToDoubleSeconds(d));
 }
 }  // namespace
 
-absl::StatusOr<v1::RegisterAgentResponse> Coordinator::Register(const v1::AgentInfo& info) {
+absl::StatusOr<v1::RegisterAgentResponse> Coordinator::Register(const v1::AgentInfo& info,
+                                                                const std::string& token_id) {
   TAILOR_RETURN_IF_ERROR(ValidateAgentInfo(info));
   const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
@@ -56,6 +121,10 @@ absl::StatusOr<v1::RegisterAgentResponse> Coordinator::Register(const v1::AgentI
     agent.set_state(v1::AGENT_ONLINE);
   }
   *agent.mutable_info() = info;
+  // The latest registration's agent token owns the agent's leases from now on (an agent that
+  // restarts registers again with its own token); a registration without one (auth off, an
+  // admin token) leaves the binding as it was.
+  if (!token_id.empty()) agent.set_token_id(token_id);
   if (agent.info().max_concurrent_jobs() == 0) agent.mutable_info()->set_max_concurrent_jobs(1);
   if (agent.state() != v1::AGENT_DRAINED) agent.set_state(v1::AGENT_ONLINE);
   *agent.mutable_last_heartbeat() = ToProto(now);
@@ -117,6 +186,67 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
   }
   fx.Run();
   return resp;
+}
+
+absl::Status Coordinator::CheckLeaseHolder(const std::string& lease_id, const LeaseCaller& caller,
+                                           absl::string_view field) {
+  absl::MutexLock lock(&mu_);
+  std::string holder;
+  if (auto it = leases_.find(lease_id); it != leases_.end()) {
+    holder = it->second.holder;
+  } else {
+    // Ended leases too: how an attempt ended is its holder's business only.
+    TAILOR_ASSIGN_OR_RETURN(std::optional<storage::AttemptRow> row,
+                            store_->FindAttempt(lease_id));
+    if (!row.has_value()) return absl::OkStatus();
+    holder = row->holder;
+  }
+  if (caller.agent_id.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": required: the agent id (or launcher:<name>) the lease was granted to"));
+  }
+  // The messages name the caller, never the holder.
+  if (caller.agent_id != holder) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "lease '", lease_id, "' was not granted to ", caller.agent_id,
+        "; only its holder may use it"));
+  }
+  if (caller.token_id.empty()) return absl::OkStatus();
+  bool token_matches = caller.launcher_token;
+  if (!IsLauncherHolder(holder)) {
+    auto agent = agents_.find(holder);
+    token_matches = agent != agents_.end() && agent->second.token_id() == caller.token_id;
+  }
+  if (!token_matches) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "lease '", lease_id, "' was not granted to token ", caller.token_id, ": ",
+        IsLauncherHolder(holder) ? "a launcher's lease answers only to the launcher's token"
+                                 : "it answers only to the token its agent registered with"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::CheckAgentCaller(const LeaseCaller& caller) {
+  if (caller.token_id.empty()) return absl::OkStatus();
+  if (IsLauncherHolder(caller.agent_id)) {
+    if (caller.launcher_token) return absl::OkStatus();
+    return absl::PermissionDeniedError(absl::StrCat(
+        "agent_id: ", caller.agent_id, " is reserved for the coordinator's launcher token; ",
+        "token ", caller.token_id, " may not use it"));
+  }
+  absl::MutexLock lock(&mu_);
+  auto agent = agents_.find(caller.agent_id);
+  if (agent == agents_.end()) return absl::OkStatus();  // the call answers NOT_FOUND itself
+  if (agent->second.token_id().empty()) {
+    return absl::NotFoundError(absl::StrCat("agent '", caller.agent_id,
+                                            "' registered without a token; register again"));
+  }
+  if (agent->second.token_id() != caller.token_id) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("agent '", caller.agent_id, "' registered with another token; token ",
+                     caller.token_id, " may not act for it"));
+  }
+  return absl::OkStatus();
 }
 
 bool Coordinator::AnyLeaseHeldLocked(bool by_launcher) const {
@@ -324,6 +454,11 @@ void Coordinator::FailJobAttemptLocked(UnitOfWork& uow, const std::string& job_i
 absl::StatusOr<v1::ReportProgressResponse> Coordinator::ReportProgress(
     const v1::ReportProgressRequest& req) {
   const absl::Time now = clock_->Now();
+  const double fraction = req.progress().fraction();
+  if (!(fraction >= 0.0 && fraction <= 1.0)) {  // NaN fails both comparisons
+    return absl::InvalidArgumentError(
+        absl::StrCat("progress.fraction: must be in 0..1, got ", fraction));
+  }
   Effects fx;
   v1::ReportProgressResponse resp;
   {
@@ -569,6 +704,15 @@ absl::StatusOr<v1::Artifact> Coordinator::RecordArtifact(const LeaseInfo& lease,
   a.set_job_id(lease.job_id);
   *a.mutable_created_at() = ToProto(now);
   Effects fx;
+  if (lease.lease_id.empty()) {
+    // An admin upload: a blob of no campaign (e.g. a parent model). The row keeps it in
+    // backups; only admins and agents may download it (it belongs to no team).
+    absl::MutexLock lock(&mu_);
+    TAILOR_RETURN_IF_ERROR(store_->InsertArtifact(a));
+    spdlog::info("admin upload: {} '{}' {} bytes sha256:{}", kind, name, blob.size_bytes,
+                 blob.digest);
+    return a;
+  }
   {
     absl::MutexLock lock(&mu_);
     if (campaigns_.count(lease.campaign_id) == 0) {

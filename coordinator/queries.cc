@@ -2,6 +2,9 @@
 // reports, the queue, agents, cost tables; plus draining and recompression.
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/proto_time.h"
@@ -101,12 +104,42 @@ absl::StatusOr<v1::Job> Coordinator::GetJob(const std::string& job_id) {
   return store_->GetJob(job_id);
 }
 
+namespace {
+
+// A page token is the id of the last campaign of the previous page ("c-" and 22 hex digits,
+// common/ids.h); anything else would silently list from an arbitrary point.
+bool IsPageToken(absl::string_view token) {
+  if (token.size() != 24 || !absl::StartsWith(token, "c-")) return false;
+  return std::all_of(token.begin() + 2, token.end(),
+                     [](char c) { return absl::ascii_isdigit(c) || (c >= 'a' && c <= 'f'); });
+}
+
+absl::Status ValidateListing(const v1::ListCampaignsRequest& req) {
+  for (int i = 0; i < req.states_size(); ++i) {
+    const int state = req.states(i);
+    if (state == v1::CAMPAIGN_STATE_UNSPECIFIED || !v1::CampaignState_IsValid(state)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("states[", i, "]: must be QUEUED, RUNNING, SUCCEEDED, FAILED or ",
+                       "CANCELLED, got ", state));
+    }
+  }
+  if (!req.page_token().empty() && !IsPageToken(req.page_token())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "page_token: must be a next_page_token of an earlier listing, got \"",
+        absl::CHexEscape(absl::string_view(req.page_token()).substr(0, 64)), "\""));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<v1::ListCampaignsResponse> Coordinator::ListCampaigns(
     const v1::ListCampaignsRequest& req) {
   if (req.page_size() < 0 || req.page_size() > 1000) {
     return absl::InvalidArgumentError(
         absl::StrCat("page_size: must be in 0..1000, got ", req.page_size()));
   }
+  TAILOR_RETURN_IF_ERROR(ValidateListing(req));
   const int size = req.page_size() == 0 ? 50 : req.page_size();
   std::vector<int> states(req.states().begin(), req.states().end());
   absl::MutexLock lock(&mu_);

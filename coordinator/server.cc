@@ -77,8 +77,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(absl::ZeroDuration()); }
 
-absl::StatusOr<int> CoordinatorServer::StartGrpc() {
-  const ServiceAuth auth{authenticator_.get(), tokens_.get()};
+absl::StatusOr<int> CoordinatorServer::StartGrpc(const RankAccess& access) {
+  ServiceAuth auth{authenticator_.get(), tokens_.get()};
+  // Launcher leases answer only to the launcher's token (Coordinator::CheckLeaseHolder).
+  auth.launcher_token_id = access.launcher_token_id;
   campaign_service_ = std::make_unique<CampaignServiceImpl>(core_.get(), auth);
   agent_service_ = std::make_unique<AgentServiceImpl>(core_.get(), auth);
   admin_service_ = std::make_unique<AdminServiceImpl>(core_.get(), auth);
@@ -109,6 +111,8 @@ absl::StatusOr<CoordinatorServer::RankAccess> CoordinatorServer::RankAccessOf() 
   if (options_.auth_tokens && options_.launcher != "none") {
     TAILOR_ASSIGN_OR_RETURN(access.token,
                             EnsureLauncherToken(tokens_.get(), LauncherTokenPath()));
+    TAILOR_ASSIGN_OR_RETURN(Principal launcher, tokens_->Lookup(access.token));
+    access.launcher_token_id = launcher.token_id;
   }
   if (!options_.tls_cert.empty()) {
     std::error_code ec;
@@ -230,7 +234,7 @@ absl::Status CoordinatorServer::StartHttp() {
 
 absl::StatusOr<int> CoordinatorServer::Start() {
   TAILOR_ASSIGN_OR_RETURN(const RankAccess access, RankAccessOf());
-  TAILOR_ASSIGN_OR_RETURN(const int port, StartGrpc());
+  TAILOR_ASSIGN_OR_RETURN(const int port, StartGrpc(access));
   if (options_.launcher == "local") {
     StartLocalLauncher(port, access);
   } else if (options_.launcher == "slurm") {

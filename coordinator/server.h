@@ -73,10 +73,11 @@ class CoordinatorServer {
   // What the ranks a launcher starts need to reach this coordinator.
   struct RankAccess {
     std::string token;    // agent token of the launcher principal (--auth tokens)
+    std::string launcher_token_id;  // its id, the only caller launcher leases answer to
     std::string ca_cert;  // CA to verify TLS with (TLS on)
     std::string worker_bin;
   };
-  absl::StatusOr<int> StartGrpc();
+  absl::StatusOr<int> StartGrpc(const RankAccess& access);
   absl::StatusOr<RankAccess> RankAccessOf();
   void StartLocalLauncher(int port, const RankAccess& access);
   void StartSlurmLauncher(int port, const RankAccess& access);

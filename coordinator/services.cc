@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -85,6 +86,48 @@ void Audit(const ServiceAuth& auth, const Principal& p, absl::string_view verb,
     spdlog::error("audit event {} {} by {} not recorded: {}", std::string(verb),
                   std::string(target), p.token_id, st.ToString());
   }
+}
+
+// Who a lease-bearing call comes from. Under token auth an agent token's identity is the token
+// itself (a token is not bound to an agent name; it becomes bound to the agents it registers),
+// so its id goes along; auth off and admin tokens are trusted to name the agent id.
+LeaseCaller LeaseCallerOf(const ServiceAuth& auth, const Principal& p, std::string agent_id) {
+  LeaseCaller caller;
+  caller.agent_id = std::move(agent_id);
+  if (p.role == Role::kAgent && !p.token_id.empty()) {
+    caller.token_id = p.token_id;
+    caller.launcher_token = p.token_id == auth.launcher_token_id;
+  }
+  return caller;
+}
+
+// A refused foreign call is recorded: a token using another agent's lease is either
+// misconfigured or hostile, and an admin should learn about both.
+absl::Status AuditRefusal(const ServiceAuth& auth, const Principal& p, absl::string_view verb,
+                          absl::string_view target, absl::string_view rpc,
+                          const LeaseCaller& caller, absl::Status st) {
+  if (!absl::IsPermissionDenied(st)) return st;
+  const std::string detail = absl::StrCat(rpc, " by ", caller.agent_id, ": ", st.message());
+  spdlog::warn("refused {} {}: {}", std::string(verb), std::string(target), detail);
+  Audit(auth, p, verb, target, detail);
+  return st;
+}
+
+// OK when the caller holds `lease_id` (Coordinator::CheckLeaseHolder).
+absl::Status CheckHolder(Coordinator* core, const ServiceAuth& auth, const Principal& p,
+                         absl::string_view rpc, const std::string& lease_id,
+                         const std::string& agent_id, absl::string_view field = "agent_id") {
+  const LeaseCaller caller = LeaseCallerOf(auth, p, agent_id);
+  return AuditRefusal(auth, p, "ForeignLease", lease_id, rpc, caller,
+                      core->CheckLeaseHolder(lease_id, caller, field));
+}
+
+// OK when the caller may act as `agent_id` (Coordinator::CheckAgentCaller).
+absl::Status CheckAgent(Coordinator* core, const ServiceAuth& auth, const Principal& p,
+                        absl::string_view rpc, const std::string& agent_id) {
+  const LeaseCaller caller = LeaseCallerOf(auth, p, agent_id);
+  return AuditRefusal(auth, p, "ForeignAgent", agent_id, rpc, caller,
+                      core->CheckAgentCaller(caller));
 }
 
 // Runs `f` after authorizing; finishes with the authorization error otherwise.
@@ -241,8 +284,11 @@ class AcquireReactor final : public grpc::ServerUnaryReactor {
   std::atomic<uint64_t> waiter_{0};
 };
 
-absl::Status ValidateHeader(const v1::ArtifactHeader& h, int64_t max_bytes) {
-  if (h.lease_id().empty()) return absl::InvalidArgumentError("header.lease_id: required");
+absl::Status ValidateHeader(const v1::ArtifactHeader& h, int64_t max_bytes, bool admin) {
+  if (h.lease_id().empty() && !admin) {
+    return absl::InvalidArgumentError(
+        "header.lease_id: required for agent uploads (empty only for admin uploads)");
+  }
   if (!IsSafeToken(h.kind(), 32)) {
     return absl::InvalidArgumentError("header.kind: must be 1..32 characters of [A-Za-z0-9._:-]");
   }
@@ -263,7 +309,9 @@ absl::Status ValidateHeader(const v1::ArtifactHeader& h, int64_t max_bytes) {
 // the blob becomes visible; any error drops the temp file, so nothing partial remains.
 class UploadReactor final : public grpc::ServerReadReactor<v1::UploadArtifactRequest> {
  public:
-  UploadReactor(Coordinator* core, v1::Artifact* resp) : core_(core), resp_(resp) {
+  UploadReactor(Coordinator* core, const ServiceAuth& auth, Principal principal,
+                v1::Artifact* resp)
+      : core_(core), auth_(auth), principal_(std::move(principal)), resp_(resp) {
     StartRead(&req_);
   }
   void OnReadDone(bool ok) override {
@@ -288,11 +336,15 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadArtifactReq
       }
       header_ = req_.header();
       const int64_t max = core_->options().max_upload_bytes;
-      absl::Status st = ValidateHeader(header_, max);
-      if (!st.ok()) return st;
-      auto lease = core_->CheckLease(header_.lease_id());
-      if (!lease.ok()) return lease.status();
-      lease_ = *lease;
+      TAILOR_RETURN_IF_ERROR(ValidateHeader(header_, max, principal_.is_admin()));
+      // An admin upload (no lease) leaves lease_ empty: RecordArtifact then files it under no
+      // campaign.
+      if (!header_.lease_id().empty()) {
+        TAILOR_RETURN_IF_ERROR(CheckHolder(core_, auth_, principal_, "UploadArtifact",
+                                           header_.lease_id(), header_.agent_id(),
+                                           "header.agent_id"));
+        TAILOR_ASSIGN_OR_RETURN(lease_, core_->CheckLease(header_.lease_id()));
+      }
       auto writer = core_->blobs()->NewWriter(header_.size_bytes());
       if (!writer.ok()) return writer.status();
       writer_ = *std::move(writer);
@@ -318,6 +370,8 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadArtifactReq
   }
 
   Coordinator* const core_;
+  const ServiceAuth auth_;
+  const Principal principal_;
   v1::Artifact* const resp_;
   v1::UploadArtifactRequest req_;
   v1::ArtifactHeader header_;
@@ -398,6 +452,14 @@ class LogReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
                                        job->attempt(), ")")));
       return;
     }
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path_, ec);
+    if (offset_ < 0) {
+      // As DownloadArtifact answers; an offset past the end stays valid (the log may grow).
+      Finish(grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
+                          absl::StrCat("offset ", offset_, " outside 0..", ec ? 0 : size)));
+      return;
+    }
     in_.seekg(offset_);
     Next();
   }
@@ -446,6 +508,7 @@ grpc::ServerUnaryReactor* CampaignServiceImpl::SubmitCampaign(
         TAILOR_RETURN_IF_ERROR(ScopeSubmission(p, &contract));
         auto r = core_->Submit(contract, req->request_id());
         if (!r.ok()) return r.status();
+        HideLeaseIds(p, &r->first);  // a repeated submission returns the running campaign
         v1::SubmitCampaignResponse out;
         *out.mutable_campaign() = std::move(r->first);
         out.set_created(r->second);
@@ -460,7 +523,9 @@ grpc::ServerUnaryReactor* CampaignServiceImpl::GetCampaign(grpc::CallbackServerC
       auth_, ctx, Rpc<v1::CampaignService>("GetCampaign"), resp,
       [&](const Principal& p) -> absl::StatusOr<v1::Campaign> {
         TAILOR_RETURN_IF_ERROR(CheckStoredCampaignVisible(auth_, p, req->campaign_id()));
-        return core_->GetCampaign(req->campaign_id());
+        TAILOR_ASSIGN_OR_RETURN(v1::Campaign c, core_->GetCampaign(req->campaign_id()));
+        HideLeaseIds(p, &c);
+        return c;
       });
 }
 
@@ -472,7 +537,10 @@ grpc::ServerUnaryReactor* CampaignServiceImpl::ListCampaigns(
                              std::optional<v1::ListCampaignsRequest> scoped =
                                  ScopeCampaignListing(p, *req);
                              if (!scoped.has_value()) return v1::ListCampaignsResponse();
-                             return core_->ListCampaigns(*scoped);
+                             TAILOR_ASSIGN_OR_RETURN(v1::ListCampaignsResponse r,
+                                                     core_->ListCampaigns(*scoped));
+                             for (v1::Campaign& c : *r.mutable_campaigns()) HideLeaseIds(p, &c);
+                             return r;
                            });
 }
 
@@ -488,6 +556,7 @@ grpc::ServerUnaryReactor* CampaignServiceImpl::CancelCampaign(
           Audit(auth_, p, "CancelCampaign", req->campaign_id(),
                 absl::StrCat("team=", c->team(), " reason=", req->reason()));
         }
+        if (c.ok()) HideLeaseIds(p, &*c);
         return c;
       });
 }
@@ -560,23 +629,33 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Register(grpc::CallbackServerContext
                                                      const v1::RegisterAgentRequest* req,
                                                      v1::RegisterAgentResponse* resp) {
   return AuthorizedRespond(auth_, ctx, Rpc<v1::AgentService>("Register"), resp,
-                           [&](const Principal&) { return core_->Register(req->info()); });
+                           [&](const Principal& p) {
+                             // Only agent tokens bind: admins may name any agent anyway.
+                             return core_->Register(req->info(),
+                                                    p.role == Role::kAgent ? p.token_id : "");
+                           });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::Heartbeat(grpc::CallbackServerContext* ctx,
                                                       const v1::HeartbeatRequest* req,
                                                       v1::HeartbeatResponse* resp) {
   return AuthorizedRespond(auth_, ctx, Rpc<v1::AgentService>("Heartbeat"), resp,
-                           [&](const Principal&) { return core_->Heartbeat(*req); });
+                           [&](const Principal& p) -> absl::StatusOr<v1::HeartbeatResponse> {
+                             TAILOR_RETURN_IF_ERROR(
+                                 CheckAgent(core_, auth_, p, "Heartbeat", req->agent_id()));
+                             return core_->Heartbeat(*req);
+                           });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::AcquireJob(grpc::CallbackServerContext* ctx,
                                                        const v1::AcquireJobRequest* req,
                                                        v1::AcquireJobResponse* resp) {
-  if (absl::StatusOr<Principal> p = Authorize(auth_, ctx, Rpc<v1::AgentService>("AcquireJob"));
-      !p.ok()) {
+  absl::StatusOr<Principal> p = Authorize(auth_, ctx, Rpc<v1::AgentService>("AcquireJob"));
+  absl::Status st = p.status();
+  if (st.ok()) st = CheckAgent(core_, auth_, *p, "AcquireJob", req->agent_id());
+  if (!st.ok()) {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    reactor->Finish(ToGrpcStatus(p.status()));
+    reactor->Finish(ToGrpcStatus(st));
     return reactor;
   }
   return new AcquireReactor(core_, *req, resp);
@@ -586,23 +665,29 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportProgress(
     grpc::CallbackServerContext* ctx, const v1::ReportProgressRequest* req,
     v1::ReportProgressResponse* resp) {
   return AuthorizedRespond(auth_, ctx, Rpc<v1::AgentService>("ReportProgress"), resp,
-                           [&](const Principal&) { return core_->ReportProgress(*req); });
+                           [&](const Principal& p) -> absl::StatusOr<v1::ReportProgressResponse> {
+                             TAILOR_RETURN_IF_ERROR(CheckHolder(core_, auth_, p, "ReportProgress",
+                                                                req->lease_id(), req->agent_id()));
+                             return core_->ReportProgress(*req);
+                           });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::CompleteJob(grpc::CallbackServerContext* ctx,
                                                         const v1::CompleteJobRequest* req,
                                                         v1::CompleteJobResponse* resp) {
   return AuthorizedRespond(auth_, ctx, Rpc<v1::AgentService>("CompleteJob"), resp,
-                           [&](const Principal&) { return core_->CompleteJob(*req); });
+                           [&](const Principal& p) -> absl::StatusOr<v1::CompleteJobResponse> {
+                             TAILOR_RETURN_IF_ERROR(CheckHolder(core_, auth_, p, "CompleteJob",
+                                                                req->lease_id(), req->agent_id()));
+                             return core_->CompleteJob(*req);
+                           });
 }
 
 grpc::ServerReadReactor<v1::UploadArtifactRequest>* AgentServiceImpl::UploadArtifact(
     grpc::CallbackServerContext* ctx, v1::Artifact* resp) {
-  if (absl::StatusOr<Principal> p = Authorize(auth_, ctx, Rpc<v1::AgentService>("UploadArtifact"));
-      !p.ok()) {
-    return new FailedReadReactor<v1::UploadArtifactRequest>(p.status());
-  }
-  return new UploadReactor(core_, resp);
+  absl::StatusOr<Principal> p = Authorize(auth_, ctx, Rpc<v1::AgentService>("UploadArtifact"));
+  if (!p.ok()) return new FailedReadReactor<v1::UploadArtifactRequest>(p.status());
+  return new UploadReactor(core_, auth_, *std::move(p), resp);
 }
 
 grpc::ServerWriteReactor<v1::ArtifactChunk>* AgentServiceImpl::DownloadArtifact(
@@ -619,14 +704,22 @@ grpc::ServerUnaryReactor* AgentServiceImpl::PutCostTable(grpc::CallbackServerCon
                                                          const v1::PutCostTableRequest* req,
                                                          v1::CostTable* resp) {
   return AuthorizedRespond(auth_, ctx, Rpc<v1::AgentService>("PutCostTable"), resp,
-                           [&](const Principal&) { return core_->PutCostTable(*req); });
+                           [&](const Principal& p) -> absl::StatusOr<v1::CostTable> {
+                             TAILOR_RETURN_IF_ERROR(CheckHolder(core_, auth_, p, "PutCostTable",
+                                                                req->lease_id(), req->agent_id()));
+                             return core_->PutCostTable(*req);
+                           });
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::GetAssignment(grpc::CallbackServerContext* ctx,
                                                           const v1::GetAssignmentRequest* req,
                                                           v1::AcquireJobResponse* resp) {
   return AuthorizedRespond(auth_, ctx, Rpc<v1::AgentService>("GetAssignment"), resp,
-                           [&](const Principal&) { return core_->GetAssignment(req->lease_id()); });
+                           [&](const Principal& p) -> absl::StatusOr<v1::AcquireJobResponse> {
+                             TAILOR_RETURN_IF_ERROR(CheckHolder(core_, auth_, p, "GetAssignment",
+                                                                req->lease_id(), req->agent_id()));
+                             return core_->GetAssignment(req->lease_id());
+                           });
 }
 
 // --- AdminService ---

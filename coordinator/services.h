@@ -18,6 +18,11 @@ namespace tailor::coordinator {
 // may not call the method. Submitters use the campaign API for their own team (another team's
 // campaign is NOT_FOUND, worded as for a missing id); agents the agent API and cost tables;
 // admins everything. Admin verbs are recorded in the audit log.
+//
+// Lease-bearing calls (Heartbeat, AcquireJob, ReportProgress, CompleteJob, UploadArtifact,
+// PutCostTable, GetAssignment) also check that the caller is the lease's holder
+// (Coordinator::CheckLeaseHolder); a foreign call is PERMISSION_DENIED, never applied, and
+// recorded in the audit log as "ForeignLease". Submitters never see lease ids.
 
 // What the services authorize with. A null authenticator means authentication is off (every
 // caller is an anonymous admin); a null registry means nothing is audited and the token API
@@ -25,6 +30,9 @@ namespace tailor::coordinator {
 struct ServiceAuth {
   Authenticator* authenticator = nullptr;
   TokenRegistry* registry = nullptr;
+  // The id of the agent token the launchers hand their ranks (data_dir/launcher.token): the
+  // only token that may use a "launcher:<name>" lease. Empty without token auth or launcher.
+  std::string launcher_token_id;
 };
 
 class CampaignServiceImpl final : public v1::CampaignService::CallbackService {

@@ -29,6 +29,8 @@ absl::StatusOr<v1::AcquireJobResponse> FetchAssignment(const RankEnv& env) {
   auto stub = v1::AgentService::NewStub(channel);
   v1::GetAssignmentRequest req;
   req.set_lease_id(env.lease_id);
+  // The lease answers only to its holder: this launcher's ranks.
+  req.set_agent_id(absl::StrCat("launcher:", env.launcher));
   absl::Duration backoff = absl::Milliseconds(100);
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (true) {

@@ -438,7 +438,11 @@ absl::StatusOr<v1::ListCampaignsResponse> HttpServer::CampaignsFor(const Princip
   req.set_page_size(50);
   std::optional<v1::ListCampaignsRequest> scoped = ScopeCampaignListing(p, std::move(req));
   if (!scoped.has_value()) return v1::ListCampaignsResponse();
-  return core_->ListCampaigns(*scoped);
+  absl::StatusOr<v1::ListCampaignsResponse> r = core_->ListCampaigns(*scoped);
+  if (r.ok()) {
+    for (v1::Campaign& c : *r->mutable_campaigns()) HideLeaseIds(p, &c);
+  }
+  return r;
 }
 
 absl::StatusOr<v1::Campaign> HttpServer::CampaignFor(const Principal& p, const std::string& id) {
@@ -447,6 +451,7 @@ absl::StatusOr<v1::Campaign> HttpServer::CampaignFor(const Principal& p, const s
   if (absl::IsNotFound(c.status())) return HiddenCampaign(id);
   if (!c.ok()) return c;
   TAILOR_RETURN_IF_ERROR(CheckCampaignVisible(p, id, c->team()));
+  HideLeaseIds(p, &*c);
   return c;
 }
 
