@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -17,6 +19,11 @@ extern char** environ;
 #include "spdlog/spdlog.h"
 
 namespace tailor::coordinator {
+
+int ThreadsPerRank(int ranks, int cores) {
+  if (cores <= 0) cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / std::max(1, ranks));
+}
 
 int PickFreePort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -94,6 +101,12 @@ absl::Status LocalLauncher::Launch(const v1::AcquireJobResponse& a) {
         absl::StrCat("MASTER_PORT=", master_port),
     };
     if (!options_.token.empty()) env.push_back(absl::StrCat("TAILOR_TOKEN=", options_.token));
+    // The host's cores shared among the ranks: LibTorch's OpenMP pool defaults to every core
+    // in every rank, and oversubscribed pools spin-wait, which starved the ranks' heartbeat
+    // threads past their lease on 2-core machines. An operator's OMP_NUM_THREADS wins.
+    if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+      env.push_back(absl::StrCat("OMP_NUM_THREADS=", ThreadsPerRank(per_node)));
+    }
     if (!options_.ca_cert.empty()) {
       env.push_back(absl::StrCat("TAILOR_CA_CERT=", options_.ca_cert));
     }

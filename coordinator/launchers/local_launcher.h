@@ -62,6 +62,10 @@ class LocalLauncher : public Launcher {
   std::thread reaper_;
 };
 
+// The intra-op threads each of `ranks` ranks on one host gets: the host's cores (`cores`, or
+// the hardware's when 0) split evenly, at least 1.
+int ThreadsPerRank(int ranks, int cores = 0);
+
 // A TCP port that was free a moment ago on 127.0.0.1 (for the rendezvous store).
 int PickFreePort();
 

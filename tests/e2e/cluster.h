@@ -14,8 +14,11 @@ namespace tailor::e2e {
 class Cluster {
  public:
   struct Options {
-    double lease_ttl_s = 3;
-    double heartbeat_s = 0.5;
+    // The coordinator's production lease and heartbeat: ctest runs end-to-end tests side by
+    // side on the 2-core CI machine, where oversubscribed ranks and agents can miss a 3 s
+    // lease and turn one planned attempt into several (a flake that cost two landings).
+    double lease_ttl_s = 15;
+    double heartbeat_s = 1;
     double backoff_base_s = 0.2;
     // Appended to the coordinator's command line (e.g. --launcher slurm ...).
     std::vector<std::string> coordinator_args;
@@ -24,15 +27,16 @@ class Cluster {
     std::string coordinator_bin = "tailor-coordinator";
     std::string agent_bin = "tailor-profiler-agent";
   };
-  // For tests of multi-rank training jobs that do not test lease expiry: the coordinator's
-  // default 15 s lease. ctest runs end-to-end tests side by side on the 2-core CI machine,
-  // where oversubscribed ranks can miss a 3 s lease and turn one planned retry into several.
-  static Options WithProductionLeases() {
+  // Only for tests of lease expiry itself (an agent dies, a lease must run out): a 3 s lease
+  // with 0.5 s heartbeats keeps them short.
+  static Options WithShortLeases() {
     Options o;
-    o.lease_ttl_s = 15;
-    o.heartbeat_s = 1;
+    o.lease_ttl_s = 3;
+    o.heartbeat_s = 0.5;
     return o;
   }
+  // The default, named where a test wants to say so.
+  static Options WithProductionLeases() { return Options(); }
   explicit Cluster(const std::string& name, Options options);
   explicit Cluster(const std::string& name) : Cluster(name, Options()) {}
   ~Cluster();

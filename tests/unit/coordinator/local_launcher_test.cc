@@ -4,11 +4,13 @@
 
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -91,6 +93,45 @@ TEST_F(LocalLauncherTest, StartsEveryRankWithRendezvousEnvironment) {
   EXPECT_THAT(s1.str(), HasSubstr("rank=1 world=2 local=1"));
   absl::MutexLock lock(&mu_);
   EXPECT_TRUE(failures_.empty());
+}
+
+TEST(ThreadsPerRankTest, SplitsTheCoresEvenlyAndGivesEveryRankOne) {
+  EXPECT_EQ(ThreadsPerRank(2, 2), 1);
+  EXPECT_EQ(ThreadsPerRank(1, 2), 2);
+  EXPECT_EQ(ThreadsPerRank(2, 16), 8);
+  EXPECT_EQ(ThreadsPerRank(3, 16), 5);
+  EXPECT_EQ(ThreadsPerRank(4, 2), 1);
+  EXPECT_EQ(ThreadsPerRank(0, 2), 2);
+  EXPECT_GE(ThreadsPerRank(1), 1);
+}
+
+// Ranks share the host's cores instead of each starting a pool as wide as the host; an
+// operator's own OMP_NUM_THREADS is passed through unchanged.
+TEST_F(LocalLauncherTest, RanksShareTheCoresUnlessTheOperatorSetsThreads) {
+  const std::string script = Script("echo threads=$OMP_NUM_THREADS");
+  const char* saved = std::getenv("OMP_NUM_THREADS");
+  const std::string saved_value = saved == nullptr ? "" : saved;
+  ::unsetenv("OMP_NUM_THREADS");
+  auto launcher = Make(script);
+  ASSERT_THAT(launcher->Launch(Assignment(2)), IsOk());
+  ASSERT_TRUE(WaitDone(*launcher));
+  std::stringstream shared;
+  shared << std::ifstream((dir_ / "logs/j-1/attempt-2.rank1.log").string()).rdbuf();
+  EXPECT_EQ(shared.str(), absl::StrCat("threads=", ThreadsPerRank(2), "\n"));
+
+  ::setenv("OMP_NUM_THREADS", "7", 1);
+  v1::AcquireJobResponse again = Assignment(2);
+  again.mutable_lease()->set_attempt(3);
+  ASSERT_THAT(launcher->Launch(again), IsOk());
+  ASSERT_TRUE(WaitDone(*launcher));
+  std::stringstream operator_set;
+  operator_set << std::ifstream((dir_ / "logs/j-1/attempt-3.rank1.log").string()).rdbuf();
+  EXPECT_EQ(operator_set.str(), "threads=7\n");
+  if (saved == nullptr) {
+    ::unsetenv("OMP_NUM_THREADS");
+  } else {
+    ::setenv("OMP_NUM_THREADS", saved_value.c_str(), 1);
+  }
 }
 
 TEST_F(LocalLauncherTest, DeadRankFailsTheAttemptAndStopsTheOthers) {
