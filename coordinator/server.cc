@@ -50,10 +50,16 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
     return absl::PermissionDeniedError(
         absl::StrCat("cannot create data dir '", options.data_dir, "': ", ec.message()));
   }
+  // Before anything is opened or written: one coordinator per data dir, and no database that
+  // was lost beside its blobs.
+  TAILOR_ASSIGN_OR_RETURN(s->data_dir_lock_,
+                          storage::DataDirLock::Acquire(options.data_dir, clock->Now()));
+  TAILOR_RETURN_IF_ERROR(storage::CheckDatabaseNotLost(options.data_dir));
   std::filesystem::create_directories(options.data_dir + "/logs", ec);
   const std::string db_path = options.data_dir + "/tailor.db";
   TAILOR_ASSIGN_OR_RETURN(s->store_,
                           storage::CoordinatorStore::Open(db_path, /*external_checkpoints=*/true));
+  TAILOR_RETURN_IF_ERROR(storage::CheckDatabaseHealth(s->store_->db()));
   TAILOR_ASSIGN_OR_RETURN(s->checkpointer_, storage::Checkpointer::Open(db_path));
   TAILOR_ASSIGN_OR_RETURN(s->blobs_, storage::BlobStore::Open(options.data_dir + "/blobs"));
   CoordinatorOptions core_options = options.core;
@@ -87,6 +93,9 @@ absl::StatusOr<int> CoordinatorServer::StartGrpc(const RankAccess& access) {
   token_service_ = std::make_unique<TokenServiceImpl>(auth);
   grpc::ServerBuilder builder;
   int port = 0;
+  // No SO_REUSEPORT (gRPC's default on Linux): a second coordinator on this port must fail
+  // to listen rather than take half of the calls.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options_.listen, credentials_, &port);
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);

@@ -18,6 +18,7 @@
 #include "grpcpp/grpcpp.h"
 #include "storage/blob_store.h"
 #include "storage/coordinator_store.h"
+#include "storage/data_dir_guard.h"
 
 namespace tailor::coordinator {
 
@@ -89,6 +90,8 @@ class CoordinatorServer {
 
   ServerOptions options_;
   Clock* clock_;
+  // Declared first, so destroyed last: the data dir stays ours until everything is closed.
+  std::unique_ptr<storage::DataDirLock> data_dir_lock_;
   // Before the store and the core, which report to it, so it is destroyed after them.
   std::unique_ptr<CoordinatorMetrics> metrics_;
   std::unique_ptr<storage::CoordinatorStore> store_;

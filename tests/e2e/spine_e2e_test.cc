@@ -2,6 +2,7 @@
 // the tailor CLI, talking real gRPC and writing a real SQLite file.
 #include <signal.h>
 
+#include <filesystem>
 #include <map>
 #include <set>
 #include <thread>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "storage/blob_store.h"
 #include "storage/database.h"
 #include "tests/e2e/cluster.h"
 
@@ -16,6 +18,7 @@ namespace tailor::e2e {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string ProbeContract(const std::string& name, int duration_ms) {
   return absl::StrCat("name: \"", name, "\"\nmethod: PROBE\n",
@@ -142,7 +145,7 @@ TEST(SpineE2E, InvalidContractNamesFieldAndWritesNothing) {
 // SIGKILL the coordinator while campaigns run; restart it: everything accepted completes,
 // no job succeeds twice, the event log has no gaps.
 TEST(SpineE2E, CoordinatorSigkillLosesNothing) {
-  Cluster cluster("sigkill");
+  Cluster cluster("sigkill", Cluster::WithShortLeases());
   ASSERT_TRUE(cluster.StartCoordinator());
   cluster.StartAgent("cpu-1");
   cluster.StartAgent("cpu-2");
@@ -179,7 +182,7 @@ TEST(SpineE2E, CoordinatorSigkillLosesNothing) {
 
 // An agent dies mid-job: its lease expires and another agent finishes the job.
 TEST(SpineE2E, AgentDeathRequeuesToAnotherAgent) {
-  Cluster cluster("agent-death");
+  Cluster cluster("agent-death", Cluster::WithShortLeases());
   ASSERT_TRUE(cluster.StartCoordinator());
   cluster.StartAgent("doomed");
   const std::string contract = cluster.WriteFile("p.textproto", ProbeContract("long", 4000));
@@ -223,6 +226,98 @@ TEST(SpineE2E, CancelStopsRunningJob) {
   const std::string id2 = cluster.Submit(quick, "cancel-2");
   EXPECT_TRUE(cluster.WaitForState(id2, "CAMPAIGN_SUCCEEDED", absl::Seconds(20)));
   CheckInvariants(cluster.db_path());
+}
+
+// One coordinator per data dir: a second one on the same dir is refused naming the holder's
+// pid, one on the same port fails to listen (no SO_REUSEPORT), and neither changes anything.
+TEST(SpineE2E, SecondCoordinatorIsRefusedAndTheFirstKeepsServing) {
+  Cluster cluster("second-coordinator");
+  ASSERT_TRUE(cluster.StartCoordinator());
+  cluster.StartAgent("cpu-1");
+  const std::string data_dir = cluster.dir() + "/data";
+  RunResult same_dir =
+      e2e::Run({BinDir() + "/tailor-coordinator", "--data-dir", data_dir, "--listen",
+                "127.0.0.1:0", "--launcher", "none"},
+               absl::Seconds(30));
+  EXPECT_EQ(same_dir.exit_code, 1);
+  EXPECT_THAT(same_dir.err,
+              HasSubstr(absl::StrCat("data dir '", data_dir,
+                                     "' is in use by another tailor-coordinator (pid ",
+                                     cluster.coordinator()->pid(), " on host ")));
+  RunResult same_port =
+      e2e::Run({BinDir() + "/tailor-coordinator", "--data-dir", cluster.dir() + "/other-data",
+           "--listen", absl::StrCat("127.0.0.1:", cluster.port()), "--launcher", "none"},
+          absl::Seconds(30));
+  EXPECT_EQ(same_port.exit_code, 1);
+  EXPECT_THAT(same_port.err, HasSubstr("cannot listen on 127.0.0.1:"));
+  // Every call still reaches the first coordinator.
+  const std::string contract = cluster.WriteFile("p.textproto", ProbeContract("after", 100));
+  for (int i = 0; i < 4; ++i) {
+    const std::string id = cluster.Submit(contract, absl::StrCat("after-", i));
+    ASSERT_FALSE(id.empty());
+    EXPECT_TRUE(cluster.WaitForState(id, "CAMPAIGN_SUCCEEDED", absl::Seconds(30)));
+  }
+  CheckInvariants(cluster.db_path());
+}
+
+// A database lost beside its blobs is refused with the recovery steps, not started empty
+// (where an old request id would create a new campaign).
+TEST(SpineE2E, EmptiedDatabaseBesideBlobsIsRefused) {
+  Cluster cluster("lost-db");
+  ASSERT_TRUE(cluster.StartCoordinator());
+  cluster.StartAgent("cpu-1");
+  const std::string id = cluster.Submit(
+      cluster.WriteFile("p.textproto", ProbeContract("before", 100)), "lost-1");
+  ASSERT_TRUE(cluster.WaitForState(id, "CAMPAIGN_SUCCEEDED", absl::Seconds(30)));
+  cluster.KillCoordinator();
+  {  // an artifact of an earlier campaign
+    auto blobs = storage::BlobStore::Open(cluster.dir() + "/data/blobs");
+    ASSERT_TRUE(blobs.ok()) << blobs.status();
+    ASSERT_TRUE((*blobs)->Put("artifact bytes").ok());
+  }
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    std::filesystem::resize_file(cluster.db_path() + suffix, 0);
+  }
+  RunResult start =
+      e2e::Run({BinDir() + "/tailor-coordinator", "--data-dir", cluster.dir() + "/data",
+                "--listen", "127.0.0.1:0", "--launcher", "none"},
+               absl::Seconds(30));
+  EXPECT_EQ(start.exit_code, 1);
+  EXPECT_THAT(start.err, HasSubstr("tailor.db is empty (0 bytes) but blobs/ holds artifacts"));
+  EXPECT_THAT(start.err, HasSubstr("restore the latest tailor-backup"));
+  EXPECT_EQ(std::filesystem::file_size(cluster.db_path()), 0u);  // nothing was written
+}
+
+// A live agent's name cannot be taken over by another process (another work dir, so another
+// registration secret): it is refused with the live agent named, and the first keeps working.
+TEST(SpineE2E, LiveAgentNameIsNotTakenOver) {
+  Cluster cluster("agent-identity");
+  ASSERT_TRUE(cluster.StartCoordinator());
+  cluster.StartAgent("cpu-1");
+  ASSERT_TRUE(WaitFor(
+      [&] { return ReadFile(cluster.dir() + "/agent-cpu-1.log").find("registered with") !=
+                   std::string::npos; },
+      absl::Seconds(20)));
+  std::filesystem::create_directories(cluster.dir() + "/impostor-work");
+  Process impostor({BinDir() + "/tailor-profiler-agent", "--coordinator",
+                    absl::StrCat("127.0.0.1:", cluster.port()), "--device", "cpu", "--name",
+                    "cpu-1", "--work-dir", cluster.dir() + "/impostor-work"},
+                   cluster.dir() + "/impostor.log");
+  ASSERT_TRUE(WaitFor(
+      [&] { return ReadFile(cluster.dir() + "/impostor.log").find("belongs to live agent") !=
+                   std::string::npos; },
+      absl::Seconds(20)))
+      << ReadFile(cluster.dir() + "/impostor.log");
+  const std::string id = cluster.Submit(
+      cluster.WriteFile("p.textproto", ProbeContract("mine", 100)), "identity-1");
+  ASSERT_TRUE(cluster.WaitForState(id, "CAMPAIGN_SUCCEEDED", absl::Seconds(30)));
+  EXPECT_THAT(ReadFile(cluster.dir() + "/impostor.log"), Not(HasSubstr("registered with")));
+  nlohmann::json job = cluster.Status(id)["jobs"][0];
+  RunResult agents = cluster.Cli({"agents", "--json"});
+  ASSERT_EQ(agents.exit_code, 0) << agents.err;
+  EXPECT_EQ(nlohmann::json::parse(agents.out)["agents"].size(), 1u) << agents.out;
+  EXPECT_EQ(job["agent_id"], nlohmann::json::parse(agents.out)["agents"][0]["id"]);
+  impostor.Signal(SIGKILL);
 }
 
 }  // namespace
