@@ -1,10 +1,19 @@
 #include "common/agent_runtime.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
 #include "common/logging.h"
@@ -28,6 +37,44 @@ std::string SanitizeForPath(absl::string_view s) {
 
 }  // namespace
 
+absl::StatusOr<std::string> LoadOrCreateRegistrationSecret(const std::string& work_dir) {
+  const std::string path = (fs::path(work_dir) / "agent.secret").string();
+  // O_EXCL: of two agents started on one work dir at once, one creates and both read it.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    std::string random(32, '\0');
+    std::ifstream urandom("/dev/urandom", std::ios::binary);
+    urandom.read(random.data(), static_cast<std::streamsize>(random.size()));
+    const std::string hex = absl::BytesToHexString(random) + "\n";
+    const bool written = urandom.good() &&
+                         ::write(fd, hex.data(), hex.size()) == static_cast<ssize_t>(hex.size()) &&
+                         ::fsync(fd) == 0;
+    ::close(fd);
+    if (!written) {
+      ::unlink(path.c_str());
+      return absl::UnavailableError(absl::StrCat("cannot write ", path));
+    }
+  } else if (errno != EEXIST) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
+  }
+  std::ifstream in(path);
+  std::stringstream content;
+  content << in.rdbuf();
+  const std::string secret(absl::StripAsciiWhitespace(content.str()));
+  const bool valid = secret.size() == 64 &&
+                     std::all_of(secret.begin(), secret.end(), [](char c) {
+                       return absl::ascii_isdigit(c) || (c >= 'a' && c <= 'f');
+                     });
+  if (!in || !valid) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": not a registration secret (64 hex characters); delete it to make a new one "
+              "(the coordinator then accepts this agent's name once the old registration is "
+              "offline)"));
+  }
+  return secret;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Backoff and error classification
 
@@ -42,6 +89,28 @@ absl::Duration Backoff::Next() {
 }
 
 void Backoff::Reset() { current_ = initial_; }
+
+OutageRetry::OutageRetry(const AgentRuntimeOptions& options)
+    : clock_(options.clock),
+      give_up_(options.unreachable_give_up),
+      backoff_(options.backoff_initial, options.backoff_max) {}
+
+bool OutageRetry::ShouldRetry(const absl::Status& status) {
+  if (status.ok()) {
+    since_ = absl::InfiniteFuture();
+    backoff_.Reset();
+    return false;
+  }
+  if (!IsTransientRpcError(status.code())) return false;
+  const absl::Time now = clock_->Now();
+  if (since_ == absl::InfiniteFuture()) since_ = now;
+  gave_up_ = give_up_ > absl::ZeroDuration() && now - since_ >= give_up_;
+  return !gave_up_;
+}
+
+absl::Duration OutageRetry::outage() const {
+  return since_ == absl::InfiniteFuture() ? absl::ZeroDuration() : clock_->Now() - since_;
+}
 
 bool IsRetryableJobError(absl::StatusCode code) {
   switch (code) {
@@ -179,6 +248,7 @@ absl::Status AgentRuntime::Run() {
     return absl::PermissionDeniedError(
         absl::StrCat("cannot create work dir ", options_.work_dir, ": ", ec.message()));
   }
+  TAILOR_ASSIGN_OR_RETURN(registration_secret_, LoadOrCreateRegistrationSecret(options_.work_dir));
   if (!RegisterWithRetry().ok()) return absl::OkStatus();  // stopped before registering
   std::thread heartbeat([this] { HeartbeatLoop(); });
   AcquireLoop();
@@ -200,6 +270,7 @@ absl::Status AgentRuntime::RegisterOnce() {
   info->clear_job_kinds();
   for (const auto& [kind, handler] : handlers_) info->add_job_kinds(kind);
   info->set_max_concurrent_jobs(std::max(1, options_.max_concurrent_jobs));
+  request.set_registration_secret(registration_secret_);
   v1::RegisterAgentResponse response;
   auto rpc = MakeContext(options_.rpc_timeout, options_.token);
   TAILOR_RETURN_IF_ERROR(FromGrpcStatus(stub_->Register(rpc.get(), request, &response)));
@@ -474,7 +545,7 @@ JobOutcome AgentRuntime::ExecuteJob(const std::shared_ptr<JobContext>& ctx,
 }
 
 bool AgentRuntime::CompleteWithRetry(JobContext& ctx, v1::CompleteJobRequest request) {
-  Backoff backoff(options_.backoff_initial, options_.backoff_max);
+  OutageRetry retry(options_);
   while (true) {
     v1::CompleteJobResponse response;
     auto rpc = MakeContext(options_.rpc_timeout, options_.token);
@@ -496,8 +567,16 @@ bool AgentRuntime::CompleteWithRetry(JobContext& ctx, v1::CompleteJobRequest req
         return false;
       }
       // The coordinator may be restarting; leases survive restarts until their TTL and the
-      // heartbeat thread keeps extending ours, so keep trying.
-      const absl::Duration delay = backoff.Next();
+      // heartbeat thread keeps extending ours, so keep trying, within the policy's limit.
+      if (!retry.ShouldRetry(status)) {
+        spdlog::error("job {}: the coordinator has been unreachable for {} (limit {}); giving "
+                      "up on completing: {}",
+                      ctx.job().id(),
+                      absl::FormatDuration(absl::Trunc(retry.outage(), absl::Seconds(1))),
+                      absl::FormatDuration(options_.unreachable_give_up), status.ToString());
+        return false;
+      }
+      const absl::Duration delay = retry.NextDelay();
       spdlog::warn("job {}: CompleteJob failed: {}; retrying in {}", ctx.job().id(),
                    status.ToString(), absl::FormatDuration(delay));
       absl::SleepFor(delay);

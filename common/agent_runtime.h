@@ -55,7 +55,12 @@ struct AgentRuntimeOptions {
   absl::Duration progress_min_interval = absl::Milliseconds(250);  // ~4 reports/s
   absl::Duration stop_grace = absl::Seconds(30);        // Stop(): let jobs finish this long
   absl::Duration completion_grace = absl::Seconds(10);  // after that, retry completions this long
-  int transfer_attempts = 5;  // uploads, downloads and cost tables on transient errors
+  // The one retry policy of every call a job makes (completion, uploads, downloads, cost
+  // tables; OutageRetry): transient errors (the coordinator restarting or unreachable) are
+  // retried with backoff until the calls have failed this long in a row. Zero: for as long as
+  // the job runs, which its lease bounds (agents: the coordinator answers "lease gone" once
+  // it is back). Workers set a multiple of the lease TTL (docs/reliability.md).
+  absl::Duration unreachable_give_up = absl::ZeroDuration();
   bool keep_job_dirs = false;  // keep per-job scratch dirs after completion (debugging)
 };
 
@@ -75,6 +80,27 @@ class Backoff {
   std::mt19937_64 rng_;
 };
 
+// The retry policy of OutageRetry's callers: transient errors are retried with backoff until
+// they have lasted `give_up` in a row (zero: no limit here); any other error ends at once.
+class OutageRetry {
+ public:
+  explicit OutageRetry(const AgentRuntimeOptions& options);
+  // After a failed call: true when it should be retried (sleep NextDelay() first). OK status
+  // resets the outage.
+  bool ShouldRetry(const absl::Status& status);
+  absl::Duration NextDelay() { return backoff_.Next(); }
+  // How long the calls have failed in a row (zero when the last one succeeded).
+  absl::Duration outage() const;
+  bool gave_up() const { return gave_up_; }
+
+ private:
+  Clock* clock_;
+  absl::Duration give_up_;
+  Backoff backoff_;
+  absl::Time since_ = absl::InfiniteFuture();
+  bool gave_up_ = false;
+};
+
 // Handler errors with these codes are reported as retryable: the job may succeed on another
 // attempt (transient infrastructure trouble rather than a bad input).
 bool IsRetryableJobError(absl::StatusCode code);
@@ -84,6 +110,11 @@ bool IsTransientRpcError(absl::StatusCode code);
 bool IsLeaseLostError(absl::StatusCode code);
 
 class AgentRuntime;
+
+// The agent's registration secret, <work_dir>/agent.secret: created on first start (mode 0600,
+// 32 random bytes as 64 hex characters) and read on every later one, so an agent restarted
+// with its own work dir proves to be the agent it was. A damaged file is an error naming it.
+absl::StatusOr<std::string> LoadOrCreateRegistrationSecret(const std::string& work_dir);
 class Sha256;
 namespace agent_internal {
 class ByteSource;  // a rewindable source of upload bytes (file or memory)
@@ -259,6 +290,7 @@ class AgentRuntime {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::AgentService::Stub> stub_;
   std::map<std::string, JobHandler> handlers_;  // written before Run() only
+  std::string registration_secret_;              // written before the first registration only
 
   mutable absl::Mutex mu_;
   std::string agent_id_ ABSL_GUARDED_BY(mu_);

@@ -1,5 +1,7 @@
 #include "common/contract_io.h"
 
+#include <vector>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -10,6 +12,7 @@
 #include <set>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -18,6 +21,7 @@
 #include "absl/strings/strip.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "google/protobuf/unknown_field_set.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace tailor {
@@ -476,6 +480,52 @@ std::string ContractToJson(const v1::DeploymentContract& contract) {
   // Printing a message without Any fields cannot fail; keep a valid JSON value regardless.
   if (!google::protobuf::util::MessageToJsonString(contract, &json, options).ok()) return "{}";
   return json;
+}
+
+namespace {
+
+// The path ("contract.workload") and number of the first unknown field in `m` or below it.
+std::optional<std::string> FirstUnknownField(const google::protobuf::Message& m,
+                                             const std::string& path) {
+  const google::protobuf::Reflection* r = m.GetReflection();
+  const google::protobuf::UnknownFieldSet& unknown = r->GetUnknownFields(m);
+  if (!unknown.empty()) {
+    return absl::StrCat(path, ": unknown field number ", unknown.field(0).number());
+  }
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  r->ListFields(m, &fields);
+  for (const google::protobuf::FieldDescriptor* f : fields) {
+    if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) continue;
+    const std::string child = absl::StrCat(path, ".", f->name());
+    if (!f->is_repeated()) {
+      if (auto found = FirstUnknownField(r->GetMessage(m, f), child)) return found;
+      continue;
+    }
+    for (int i = 0; i < r->FieldSize(m, f); ++i) {
+      if (auto found =
+              FirstUnknownField(r->GetRepeatedMessage(m, f, i), absl::StrCat(child, "[", i, "]"))) {
+        return found;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+absl::Status CheckWireContract(const v1::DeploymentContract& contract) {
+  const size_t bytes = contract.ByteSizeLong();
+  if (bytes > kMaxContractBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("contract: ", bytes, " bytes encoded; the limit is ", kMaxContractBytes,
+                     " bytes (docs/architecture.md \"Limits\")"));
+  }
+  if (auto unknown = FirstUnknownField(contract, "contract")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        *unknown, ": not a field of this coordinator's contract (a newer client, or a typo); "
+                  "unknown fields are refused as they are in contract files"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tailor

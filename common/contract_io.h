@@ -25,6 +25,12 @@ absl::StatusOr<v1::DeploymentContract> ParseContract(absl::string_view text,
 // .textproto/.txtpb/.pbtxt -> textproto, else auto). NOT_FOUND when the file is missing.
 absl::StatusOr<v1::DeploymentContract> LoadContractFile(const std::string& path);
 
+// The limits a contract received over the wire must meet, whatever client sent it (the
+// coordinator checks them before validating): at most kMaxContractBytes encoded, and no
+// unknown fields at any depth (the same rule as in files). INVALID_ARGUMENT naming the size,
+// or the field path and number of the first unknown field.
+absl::Status CheckWireContract(const v1::DeploymentContract& contract);
+
 // Canonical JSON of a contract (protobuf JSON mapping, field names as in the .proto).
 std::string ContractToJson(const v1::DeploymentContract& contract);
 

@@ -243,9 +243,8 @@ absl::StatusOr<v1::Artifact> JobContext::Upload(const std::string& kind, const s
   TAILOR_RETURN_IF_ERROR(agent_internal::DigestSource(source, &size, &sha));
   header.set_size_bytes(size);
   header.set_sha256(sha);
-  const AgentRuntimeOptions& opts = runtime_->options();
-  Backoff backoff(opts.backoff_initial, opts.backoff_max);
-  for (int attempt = 1;; ++attempt) {
+  OutageRetry retry(runtime_->options());
+  while (true) {
     if (Cancelled()) return absl::CancelledError("job stopped; upload abandoned");
     absl::StatusOr<v1::Artifact> artifact = UploadOnce(header, source);
     if (artifact.ok()) {
@@ -254,13 +253,13 @@ absl::StatusOr<v1::Artifact> JobContext::Upload(const std::string& kind, const s
       return artifact;
     }
     const absl::Status& status = artifact.status();
-    if (!IsTransientRpcError(status.code()) || attempt >= opts.transfer_attempts) {
+    if (!retry.ShouldRetry(status)) {
       return absl::Status(status.code(), absl::StrCat("uploading artifact ", name, ": ",
                                                       status.message()));
     }
     spdlog::warn("job {}: upload of {} failed ({}); retrying", job().id(), name,
                  status.ToString());
-    SleepUnlessCancelled(backoff.Next());
+    SleepUnlessCancelled(retry.NextDelay());
   }
 }
 
@@ -323,18 +322,17 @@ absl::Status JobContext::DownloadArtifact(const std::string& digest, const std::
   Sha256 hasher;
   int64_t written = 0;
   int64_t total = -1;
-  const AgentRuntimeOptions& opts = runtime_->options();
-  Backoff backoff(opts.backoff_initial, opts.backoff_max);
-  for (int attempt = 1;; ++attempt) {
+  OutageRetry retry(runtime_->options());
+  while (true) {
     absl::Status status = DownloadOnce(digest, out, &written, &total, hasher);
     if (status.ok()) break;
-    if (!IsTransientRpcError(status.code()) || attempt >= opts.transfer_attempts) {
+    if (!retry.ShouldRetry(status)) {
       return fail(absl::Status(status.code(), absl::StrCat("downloading artifact ", digest, ": ",
                                                            status.message())));
     }
     spdlog::warn("job {}: download of {} interrupted at {} bytes ({}); resuming", job().id(),
                  digest, written, status.ToString());
-    if (!SleepUnlessCancelled(backoff.Next())) {
+    if (!SleepUnlessCancelled(retry.NextDelay())) {
       return fail(absl::CancelledError("job stopped; download abandoned"));
     }
   }
@@ -405,20 +403,19 @@ absl::StatusOr<v1::CostTable> JobContext::PutCostTable(const v1::CostTable& tabl
   request.set_lease_id(lease_id());
   request.set_agent_id(runtime_->agent_id());
   *request.mutable_table() = table;
-  const AgentRuntimeOptions& opts = runtime_->options();
-  Backoff backoff(opts.backoff_initial, opts.backoff_max);
-  for (int attempt = 1;; ++attempt) {
+  OutageRetry retry(runtime_->options());
+  while (true) {
     v1::CostTable stored;
-    auto rpc = MakeContext(opts.rpc_timeout, token());
+    auto rpc = MakeContext(runtime_->options().rpc_timeout, token());
     absl::Status status =
         FromGrpcStatus(runtime_->stub()->PutCostTable(rpc.get(), request, &stored));
     if (status.ok()) return stored;
-    if (!IsTransientRpcError(status.code()) || attempt >= opts.transfer_attempts) {
+    if (!retry.ShouldRetry(status)) {
       return absl::Status(status.code(),
                           absl::StrCat("storing the cost table: ", status.message()));
     }
     spdlog::warn("job {}: PutCostTable failed ({}); retrying", job().id(), status.ToString());
-    if (!SleepUnlessCancelled(backoff.Next())) {
+    if (!SleepUnlessCancelled(retry.NextDelay())) {
       return absl::CancelledError("job stopped; cost table not stored");
     }
   }

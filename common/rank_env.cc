@@ -1,5 +1,7 @@
 #include "common/rank_env.h"
 
+#include <filesystem>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -81,6 +83,12 @@ absl::StatusOr<RankEnv> ReadRankEnv(const std::function<const char*(const char*)
   if (r.lease_id.empty()) return absl::InvalidArgumentError("TAILOR_LEASE_ID is not set");
   r.work_dir = get("TAILOR_WORK_DIR");
   if (r.work_dir.empty()) r.work_dir = ".";
+  r.checkpoint_dir = get("TAILOR_CHECKPOINT_DIR");
+  if (r.checkpoint_dir.empty()) {
+    r.checkpoint_dir =
+        (std::filesystem::path(r.work_dir).parent_path() / "checkpoints")
+            .string();
+  }
   r.launcher = get("TAILOR_LAUNCHER");
   if (r.launcher.empty()) r.launcher = "local";
   return r;

@@ -19,6 +19,9 @@ struct RankEnv {
   std::string coordinator;  // TAILOR_COORDINATOR
   std::string lease_id;     // TAILOR_LEASE_ID
   std::string work_dir;     // TAILOR_WORK_DIR
+  // TAILOR_CHECKPOINT_DIR (the launchers set <data dir>/work/<job>/checkpoints), else
+  // <work_dir>/../checkpoints: a directory that outlives the job's attempts.
+  std::string checkpoint_dir;
   std::string launcher;     // TAILOR_LAUNCHER (local, slurm)
 };
 

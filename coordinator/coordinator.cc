@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/contract_io.h"
 #include "common/ids.h"
 #include "common/proto_time.h"
 #include "common/sha256.h"
@@ -385,9 +386,19 @@ absl::StatusOr<std::pair<v1::Campaign, bool>> Coordinator::Submit(
     return absl::InvalidArgumentError(
         "request_id: must be 1..128 characters of [A-Za-z0-9._:-]");
   }
+  // The wire limits first, whatever client sent it: nothing oversized or unknown is stored.
+  TAILOR_RETURN_IF_ERROR(CheckWireContract(contract));
   // Validated and defaulted once; everything below reads the stored, defaulted contract.
   TAILOR_ASSIGN_OR_RETURN(const ValidatedContract validated, ValidatedContract::From(contract));
   const v1::DeploymentContract& defaulted = validated.contract();
+  // A parent named by digest must be here: jobs would otherwise fail long after the submit.
+  const std::string& parent_digest = defaulted.parent().artifact_digest();
+  if (!parent_digest.empty() && !blobs_->Exists(parent_digest)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "parent.artifact_digest: no artifact sha256:", parent_digest,
+        " in this coordinator's blob store; upload the parent first (admin upload), or set "
+        "parent.path"));
+  }
   const std::string hash = ContractHash(defaulted);
   TAILOR_ASSIGN_OR_RETURN(std::vector<PlannedJob> plan, PlanCampaign(validated));
 
@@ -395,7 +406,8 @@ absl::StatusOr<std::pair<v1::Campaign, bool>> Coordinator::Submit(
   absl::StatusOr<std::pair<v1::Campaign, bool>> result;
   {
     absl::MutexLock lock(&mu_);
-    TAILOR_ASSIGN_OR_RETURN(auto existing, store_->FindByRequestId(request_id));
+    TAILOR_ASSIGN_OR_RETURN(auto existing,
+                            store_->FindByRequestId(defaulted.team(), request_id));
     if (existing.has_value()) {
       if (existing->second != hash) {
         return absl::AlreadyExistsError(absl::StrCat(

@@ -146,8 +146,12 @@ class Coordinator {
   // --- agents ---
   // `token_id`: the agent token the agent registers with; its leases then answer only to that
   // token (CheckLeaseHolder). Empty (auth off, admin tokens) keeps the previous binding.
+  // `secret`: the agent's registration secret. A live agent's name is refused (ALREADY_EXISTS
+  // naming it) to a registration that does not prove to be that agent: another agent token,
+  // or a secret other than the one it registered with. An offline agent's name may be taken.
   absl::StatusOr<v1::RegisterAgentResponse> Register(const v1::AgentInfo& info,
-                                                     const std::string& token_id = "");
+                                                     const std::string& token_id = "",
+                                                     const std::string& secret = "");
   // OK when `caller` is the holder `lease_id` was granted to, and when no such lease was ever
   // granted (the call itself then answers NOT_FOUND or FAILED_PRECONDITION). INVALID_ARGUMENT
   // naming `field` for an empty agent id with a known lease; PERMISSION_DENIED for anyone
@@ -218,6 +222,11 @@ class Coordinator {
   // Whether a live lease is held by a launcher (true) or by an agent (false), for
   // isolate_measurements.
   bool AnyLeaseHeldLocked(bool by_launcher) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK when a registration with `token_id` and `secret` may use `agent`'s name: the agent is
+  // offline, or the registration proves to be that agent (Register).
+  absl::Status CheckSameAgentLocked(const v1::Agent& agent, const std::string& token_id,
+                                    const std::string& secret, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct LiveLease {
     std::string lease_id;
     std::string job_id;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/ids.h"
 #include "common/proto_time.h"
+#include "common/sha256.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/unit_of_work.h"
@@ -106,8 +107,32 @@ std::string Seconds1(absl::Duration d) {
 }
 }  // namespace
 
+absl::Status Coordinator::CheckSameAgentLocked(const v1::Agent& agent,
+                                               const std::string& token_id,
+                                               const std::string& secret,
+                                               absl::Time now) const {
+  const absl::Duration since = now - FromProto(agent.last_heartbeat());
+  const bool live = agent.state() != v1::AGENT_OFFLINE && since <= options_.agent_offline_after;
+  if (!live) return absl::OkStatus();  // a replaced machine takes its name back
+  // Empty on either side proves nothing and refutes nothing: admins register without an agent
+  // token, and agents registered before identities were kept have no secret yet.
+  const bool token_ok =
+      token_id.empty() || agent.token_id().empty() || token_id == agent.token_id();
+  const bool secret_ok =
+      agent.secret_sha256().empty() || Sha256::Hex(secret) == agent.secret_sha256();
+  if (token_ok && secret_ok) return absl::OkStatus();
+  return absl::AlreadyExistsError(absl::StrCat(
+      "info.name: '", agent.info().name(), "' belongs to live agent ", agent.id(), " (host ",
+      agent.info().hostname().empty() ? "unknown" : agent.info().hostname(),
+      ", last heartbeat ", Seconds1(since), " ago); this registration does not prove to be it (",
+      token_ok ? "another registration secret" : "another agent token",
+      "). Stop that agent, or give this one another --name; an agent restarted with its own "
+      "--work-dir and token is recognised"));
+}
+
 absl::StatusOr<v1::RegisterAgentResponse> Coordinator::Register(const v1::AgentInfo& info,
-                                                                const std::string& token_id) {
+                                                                const std::string& token_id,
+                                                                const std::string& secret) {
   TAILOR_RETURN_IF_ERROR(ValidateAgentInfo(info));
   const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
@@ -115,6 +140,7 @@ absl::StatusOr<v1::RegisterAgentResponse> Coordinator::Register(const v1::AgentI
   auto by_name = agent_by_name_.find(info.name());
   if (by_name != agent_by_name_.end()) {
     agent = agents_.at(by_name->second);
+    TAILOR_RETURN_IF_ERROR(CheckSameAgentLocked(agent, token_id, secret, now));
   } else {
     agent.set_id(NewId("a", now));
     *agent.mutable_registered_at() = ToProto(now);
@@ -125,6 +151,7 @@ absl::StatusOr<v1::RegisterAgentResponse> Coordinator::Register(const v1::AgentI
   // restarts registers again with its own token); a registration without one (auth off, an
   // admin token) leaves the binding as it was.
   if (!token_id.empty()) agent.set_token_id(token_id);
+  if (!secret.empty()) agent.set_secret_sha256(Sha256::Hex(secret));
   if (agent.info().max_concurrent_jobs() == 0) agent.mutable_info()->set_max_concurrent_jobs(1);
   if (agent.state() != v1::AGENT_DRAINED) agent.set_state(v1::AGENT_ONLINE);
   *agent.mutable_last_heartbeat() = ToProto(now);

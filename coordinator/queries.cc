@@ -305,6 +305,7 @@ absl::StatusOr<v1::ListAgentsResponse> Coordinator::ListAgents(
   v1::ListAgentsResponse resp;
   for (const auto& [id, stored] : agents_) {
     v1::Agent a = stored;
+    a.clear_secret_sha256();  // identity proofs stay in the coordinator
     if (a.state() == v1::AGENT_ONLINE &&
         now - FromProto(a.last_heartbeat()) > options_.agent_offline_after) {
       a.set_state(v1::AGENT_OFFLINE);

@@ -12,6 +12,7 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "coordinator/access_rules.h"
+#include "grpcpp/alarm.h"
 #include "spdlog/spdlog.h"
 
 namespace tailor::coordinator {
@@ -435,14 +436,19 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::ArtifactChunk>
 
 // The newest attempt's log file of a job (written by launchers under data_dir/logs), sent in
 // chunks. Following a growing log is served by polling clients (`tailor logs --follow`).
+// Streams a job's log from an offset; with follow, keeps looking for appended bytes (every
+// kFollowPoll, on a grpc::Alarm so no callback thread sleeps) until the job is final or a new
+// attempt replaced the one being read.
 class LogReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
  public:
-  LogReactor(Coordinator* core, const v1::GetJobLogRequest& req) : offset_(req.offset()) {
+  LogReactor(Coordinator* core, const v1::GetJobLogRequest& req)
+      : core_(core), job_id_(req.job_id()), follow_(req.follow()), offset_(req.offset()) {
     auto job = core->GetJob(req.job_id());
     if (!job.ok()) {
       Finish(ToGrpcStatus(job.status()));
       return;
     }
+    attempt_ = job->attempt();
     path_ = absl::StrCat(core->options().data_dir, "/logs/", job->id(), "/attempt-",
                          job->attempt(), ".log");
     in_.open(path_, std::ios::binary);
@@ -470,27 +476,72 @@ class LogReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
     }
     Next();
   }
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    if (waiting_) alarm_.Cancel();  // its callback then finishes the stream
+  }
   void OnDone() override { delete this; }
 
  private:
+  static constexpr absl::Duration kFollowPoll = absl::Milliseconds(250);
+
+  // Whether the log is complete: the job is final or has moved on to another attempt.
+  bool LogComplete() const {
+    auto job = core_->GetJob(job_id_);
+    return !job.ok() || IsFinal(job->state()) || job->attempt() != attempt_;
+  }
+
   void Next() {
+    // Decided before reading, so the bytes written before the job ended are all sent.
+    const bool complete = !follow_ || LogComplete();
+    in_.clear();  // past an earlier end of file: the file may have grown
+    in_.seekg(offset_);
     std::string buf(kChunkBytes, '\0');
     in_.read(buf.data(), kChunkBytes);
     buf.resize(static_cast<size_t>(in_.gcount()));
-    if (buf.empty()) {
+    if (!buf.empty()) {
+      chunk_.set_offset(offset_);
+      offset_ += static_cast<int64_t>(buf.size());
+      chunk_.set_data(std::move(buf));
+      StartWrite(&chunk_);
+      return;
+    }
+    if (complete) {
       Finish(grpc::Status::OK);
       return;
     }
-    chunk_.set_offset(offset_);
-    offset_ += static_cast<int64_t>(buf.size());
-    chunk_.set_data(std::move(buf));
-    StartWrite(&chunk_);
+    absl::MutexLock lock(&mu_);
+    if (cancelled_) {
+      Finish(grpc::Status::CANCELLED);
+      return;
+    }
+    waiting_ = true;
+    alarm_.Set(absl::ToChronoTime(absl::Now() + kFollowPoll), [this](bool fired) {
+      {
+        absl::MutexLock lock(&mu_);
+        waiting_ = false;
+        if (!fired || cancelled_) {
+          Finish(grpc::Status::CANCELLED);
+          return;
+        }
+      }
+      Next();
+    });
   }
 
+  Coordinator* const core_;
+  const std::string job_id_;
+  const bool follow_;
+  int attempt_ = 0;
   int64_t offset_;
   std::string path_;
   std::ifstream in_;
   v1::LogChunk chunk_;
+  grpc::Alarm alarm_;
+  absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool waiting_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace
@@ -632,7 +683,8 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Register(grpc::CallbackServerContext
                            [&](const Principal& p) {
                              // Only agent tokens bind: admins may name any agent anyway.
                              return core_->Register(req->info(),
-                                                    p.role == Role::kAgent ? p.token_id : "");
+                                                    p.role == Role::kAgent ? p.token_id : "",
+                                                    req->registration_secret());
                            });
 }
 

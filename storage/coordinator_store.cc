@@ -132,11 +132,11 @@ absl::Status CoordinatorStore::UpdateCampaign(const v1::Campaign& c) {
 }
 
 absl::StatusOr<std::optional<std::pair<v1::Campaign, std::string>>>
-CoordinatorStore::FindByRequestId(const std::string& request_id) {
+CoordinatorStore::FindByRequestId(const std::string& team, const std::string& request_id) {
   TAILOR_ASSIGN_OR_RETURN(
-      Statement s,
-      db_->Prepare("SELECT contract, contract_hash FROM campaigns WHERE request_id = ?"));
-  s.Bind(1, request_id);
+      Statement s, db_->Prepare("SELECT contract, contract_hash FROM campaigns WHERE team = ? "
+                                "AND request_id = ?"));
+  s.Bind(1, team).Bind(2, request_id);
   TAILOR_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return std::optional<std::pair<v1::Campaign, std::string>>();
   TAILOR_ASSIGN_OR_RETURN(v1::Campaign c, ParseBlob<v1::Campaign>(s.ColumnBlob(0), "campaign"));

@@ -67,9 +67,10 @@ class CoordinatorStore {
   // Campaigns. Stored without jobs and report (those live in their own tables).
   absl::Status InsertCampaign(const v1::Campaign& campaign, const std::string& contract_hash);
   absl::Status UpdateCampaign(const v1::Campaign& campaign);
-  // The campaign a request id created, with its contract hash; nullopt when unused.
+  // The campaign `team`'s request id created, with its contract hash; nullopt when that team
+  // has not used it (request ids are scoped per team).
   absl::StatusOr<std::optional<std::pair<v1::Campaign, std::string>>> FindByRequestId(
-      const std::string& request_id);
+      const std::string& team, const std::string& request_id);
   absl::StatusOr<v1::Campaign> GetCampaign(const std::string& id);  // NOT_FOUND
   // Newest first; ids < before_id when before_id is non-empty.
   absl::StatusOr<std::vector<v1::Campaign>> ListCampaigns(const std::string& team,

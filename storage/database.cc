@@ -358,20 +358,37 @@ absl::Status Database::Migrate(const std::vector<Migration>& migrations) {
   }
   for (const Migration& m : migrations) {
     if (m.version <= current) continue;
-    auto wrap = [&](const absl::Status& s) {
+    // PRAGMA foreign_keys is a no-op inside a transaction: switched around it.
+    if (m.rebuilds_referenced_table) TAILOR_RETURN_IF_ERROR(Exec("PRAGMA foreign_keys=OFF"));
+    absl::Status s = ApplyMigration(m);
+    if (m.rebuilds_referenced_table) {
+      const absl::Status on = Exec("PRAGMA foreign_keys=ON");
+      if (s.ok()) s = on;
+    }
+    if (!s.ok()) {
       return absl::Status(s.code(),
                           absl::StrCat("migration ", m.version, " failed: ", s.message()));
-    };
-    // The SQL and the version bump commit together, so a crash never leaves a half-applied
-    // step recorded as done (SQLite DDL is transactional).
-    absl::StatusOr<Transaction> txn = Transaction::Begin(this);
-    if (!txn.ok()) return wrap(txn.status());
-    absl::Status s = Exec(m.sql);
-    if (s.ok()) s = Exec(absl::StrCat("PRAGMA user_version = ", m.version));
-    if (s.ok()) s = txn->Commit();
-    if (!s.ok()) return wrap(s);  // ~Transaction rolls back
+    }
   }
   return absl::OkStatus();
+}
+
+absl::Status Database::ApplyMigration(const Migration& m) {
+  // The SQL and the version bump commit together, so a crash never leaves a half-applied
+  // step recorded as done (SQLite DDL is transactional).
+  TAILOR_ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(this));
+  TAILOR_RETURN_IF_ERROR(Exec(m.sql));
+  if (m.rebuilds_referenced_table) {
+    TAILOR_ASSIGN_OR_RETURN(Statement check, Prepare("PRAGMA foreign_key_check"));
+    TAILOR_ASSIGN_OR_RETURN(bool violation, check.Step());
+    if (violation) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("a row of ", check.ColumnText(0), " references a missing row of ",
+                       check.ColumnText(2), " after the rebuild"));
+    }
+  }
+  TAILOR_RETURN_IF_ERROR(Exec(absl::StrCat("PRAGMA user_version = ", m.version)));
+  return txn.Commit();  // on failure ~Transaction rolls back
 }
 
 absl::StatusOr<int> Database::UserVersion() {

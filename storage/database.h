@@ -77,6 +77,10 @@ class Statement {
 struct Migration {
   int version;
   std::string sql;  // may contain several statements
+  // A step that rebuilds a table other tables reference (SQLite cannot drop a constraint in
+  // place): foreign keys are off while it runs, as SQLite's documented table-rebuild
+  // procedure requires, and PRAGMA foreign_key_check must pass before it commits.
+  bool rebuilds_referenced_table = false;
 };
 
 // RAII connection. Opened in WAL mode with synchronous=NORMAL, foreign_keys=ON and a busy
@@ -129,6 +133,7 @@ class Database {
   friend class Transaction;
   Database(sqlite3* db, std::string path);
   void Return(std::string sql, sqlite3_stmt* stmt);
+  absl::Status ApplyMigration(const Migration& m);
 
   sqlite3* db_;
   std::string path_;

@@ -127,6 +127,35 @@ CREATE TABLE audit_events (
       {3, R"sql(
 ALTER TABLE api_tokens ADD COLUMN expires_at INTEGER;
 )sql"},
+      // Request ids scoped per team: one team's id never collides with, nor reveals, another
+      // team's campaign. SQLite cannot drop the column's UNIQUE in place, so the table is
+      // rebuilt (rows, ids and indexes kept; jobs still reference campaigns(id)).
+      {4, R"sql(
+CREATE TABLE campaigns_v4 (
+  id            TEXT PRIMARY KEY,
+  request_id    TEXT NOT NULL,
+  contract_hash TEXT NOT NULL,
+  name          TEXT NOT NULL,
+  team          TEXT NOT NULL,
+  method        INTEGER NOT NULL,
+  state         INTEGER NOT NULL,
+  fingerprint   TEXT NOT NULL,
+  recurring     INTEGER NOT NULL DEFAULT 0,
+  created_at    INTEGER NOT NULL,
+  updated_at    INTEGER NOT NULL,
+  error         TEXT NOT NULL DEFAULT '',
+  contract      BLOB NOT NULL,
+  UNIQUE (team, request_id)
+);
+INSERT INTO campaigns_v4 (id, request_id, contract_hash, name, team, method, state, fingerprint,
+                          recurring, created_at, updated_at, error, contract)
+  SELECT id, request_id, contract_hash, name, team, method, state, fingerprint, recurring,
+         created_at, updated_at, error, contract FROM campaigns;
+DROP TABLE campaigns;
+ALTER TABLE campaigns_v4 RENAME TO campaigns;
+CREATE INDEX campaigns_by_state ON campaigns(state);
+CREATE INDEX campaigns_by_team ON campaigns(team, id);
+)sql", /*rebuilds_referenced_table=*/true},
   };
   return *migrations;
 }

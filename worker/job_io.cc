@@ -131,15 +131,9 @@ absl::StatusOr<v1::Artifact> UploadModel(WorkerContext& ctx, const model::Hybrid
 }
 
 std::string CheckpointDir(const WorkerContext& ctx) {
-  std::string dir;
-  if (const char* env = std::getenv("TAILOR_CHECKPOINT_DIR"); env != nullptr && *env != '\0') {
-    dir = env;
-  } else {
-    dir = (std::filesystem::path(ctx.work_dir).parent_path() / "checkpoints").string();
-  }
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  return dir;
+  std::filesystem::create_directories(ctx.env.checkpoint_dir, ec);
+  return ctx.env.checkpoint_dir;
 }
 
 }  // namespace tailor::worker

@@ -36,8 +36,7 @@ absl::StatusOr<v1::CostTable> FetchCostTable(WorkerContext& ctx, const std::stri
 absl::StatusOr<v1::Artifact> UploadModel(WorkerContext& ctx, const model::HybridLM& m,
                                          const std::string& kind, const std::string& name);
 
-// A directory that survives attempts of the same job on this host: $TAILOR_CHECKPOINT_DIR
-// (the local launcher sets DATA_DIR/work/JOB_ID/checkpoints) or WORK_DIR/../checkpoints.
+// A directory that survives attempts of the same job on this host (RankEnv::checkpoint_dir).
 // Created on first use; a retried attempt resumes from what an earlier one left there.
 std::string CheckpointDir(const WorkerContext& ctx);
 

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/agent_runtime.h"
+#include "common/finished_result.h"
 #include "common/grpc_util.h"
 #include "common/logging.h"
 #include "common/rank_env.h"
@@ -58,7 +59,9 @@ constexpr char kUsage[] =
     "Slurm launcher, not by hand). It reads its place from the environment (TAILOR_COORDINATOR,\n"
     "TAILOR_LEASE_ID, RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT or SLURM_*), fetches the\n"
     "assignment by lease id, joins the c10d group and runs the job kind's handler; rank 0\n"
-    "reports to the coordinator. TAILOR_LOG_LEVEL and TAILOR_COLLECTIVE_TIMEOUT_S tune it.\n"
+    "reports to the coordinator. TAILOR_LOG_LEVEL and TAILOR_COLLECTIVE_TIMEOUT_S tune it;\n"
+    "TAILOR_GIVE_UP_AFTER_S bounds how long rank 0 calls an unreachable coordinator (default\n"
+    "20 lease TTLs), keeping a finished result for the job's next attempt.\n"
     "Exit codes: 0 ok, 1 failed, 2 usage.\n";
 
 // A kind this build has no handler for fails the job (rank 0 completes it with the reason),
@@ -78,9 +81,48 @@ int RefuseUnknownKind(const RankEnv& env, const v1::AcquireJobResponse& assignme
   return kExitFailed;
 }
 
-// Joins the process group and runs `handler` on this rank; rank 0 reports through `runtime`.
+// How long rank 0 keeps calling an unreachable coordinator before it exits, leaving its
+// finished result in the checkpoint dir: TAILOR_GIVE_UP_AFTER_S, else kGiveUpLeases leases.
+// A restart takes seconds and a recovered lease waits for its holder; a coordinator gone this
+// long is not coming back for this attempt (docs/reliability.md).
+constexpr int kGiveUpLeases = 20;
+absl::Duration GiveUpAfter(const v1::Lease& lease) {
+  const char* v = std::getenv("TAILOR_GIVE_UP_AFTER_S");
+  int seconds = 0;
+  if (v != nullptr && absl::SimpleAtoi(v, &seconds) && seconds > 0) return absl::Seconds(seconds);
+  const int64_t ttl_ms = lease.ttl_ms() > 0 ? lease.ttl_ms() : 15000;
+  return absl::Milliseconds(ttl_ms) * kGiveUpLeases;
+}
+
+// An earlier attempt of this job finished but its completion never reached the coordinator:
+// rank 0 reports the stored result; no rank runs the job again.
+int ReportStoredResult(const RankEnv& env, const v1::AcquireJobResponse& assignment,
+                       const google::protobuf::Struct& stored, AgentRuntime& runtime) {
+  const std::string& job_id = assignment.job().id();
+  spdlog::info("job {}: an earlier attempt finished but its completion never reached the "
+               "coordinator; reporting its stored result (attempt {})",
+               job_id, assignment.lease().attempt());
+  if (env.rank != 0) return kExitOk;
+  const absl::Status st = runtime.RunAssigned(
+      assignment, [&](JobContext&) -> absl::StatusOr<google::protobuf::Struct> { return stored; });
+  if (!st.ok()) {
+    spdlog::warn("job ended: {}", st.ToString());
+    return kExitFailed;
+  }
+  DropFinishedResult(env.checkpoint_dir, job_id);
+  return kExitOk;
+}
+
+// Joins the process group and runs `handler` on this rank; rank 0 reports through `runtime`,
+// keeping a successful result in the checkpoint dir until the coordinator has accepted it.
 int RunRank(const RankEnv& env, const v1::AcquireJobResponse& assignment,
             const WorkerHandler& handler, AgentRuntime& runtime) {
+  const std::string& job_id = assignment.job().id();
+  if (auto stored = LoadFinishedResult(env.checkpoint_dir, job_id); stored.ok()) {
+    return ReportStoredResult(env, assignment, *stored, runtime);
+  } else if (stored.status().code() != absl::StatusCode::kNotFound) {
+    spdlog::warn("{}; running the job again", std::string(stored.status().message()));
+  }
   auto dist = Dist::Connect(env, CollectiveTimeout());
   if (!dist.ok()) {
     spdlog::error("{}", dist.status().ToString());
@@ -91,11 +133,19 @@ int RunRank(const RankEnv& env, const v1::AcquireJobResponse& assignment,
     WorkerContext ctx{env, assignment, dist->get(), job, env.work_dir};
     auto result = handler(ctx);
     handler_status = result.status();
+    if (result.ok() && job != nullptr) {
+      const absl::Status kept = StoreFinishedResult(env.checkpoint_dir, job_id, *result);
+      if (!kept.ok()) spdlog::warn("{}", std::string(kept.message()));
+    }
     return result;
   };
   if (env.rank == 0) {
     absl::Status st = runtime.RunAssigned(assignment, [&](JobContext& job) { return run(&job); });
-    if (!st.ok()) spdlog::warn("job ended: {}", st.ToString());
+    if (st.ok()) {
+      DropFinishedResult(env.checkpoint_dir, job_id);
+    } else {
+      spdlog::warn("job ended: {}", st.ToString());
+    }
   } else {
     (void)run(nullptr);
   }
@@ -140,6 +190,7 @@ int WorkerMain(int argc, char** argv) {
   options.coordinator = env->coordinator;
   options.agent_id = absl::StrCat("launcher:", env->launcher);
   options.work_dir = env->work_dir;
+  options.unreachable_give_up = GiveUpAfter(assignment->lease());
   AgentRuntime runtime(options);
   const WorkerHandler* handler = FindWorkerHandler(kind);
   if (handler == nullptr) return RefuseUnknownKind(*env, *assignment, runtime);

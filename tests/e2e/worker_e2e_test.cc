@@ -1,5 +1,7 @@
 // Launcher-started multi-rank jobs through real processes: the coordinator's local launcher
 // starts tailor-worker ranks that rendezvous over a c10d TCPStore and all-reduce with Gloo.
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -45,6 +47,11 @@ TEST(WorkerE2E, TwoRankRankingMatchesOneRank) {
   EXPECT_EQ(job2["result"]["world_size"], 2);
   EXPECT_EQ(job2["result"]["calibration_samples"], 32);
   EXPECT_EQ(job2["result"]["ranked_model_digest"].get<std::string>().size(), 64u);
+  // Rank 0 kept the result until the coordinator accepted it, then dropped it.
+  const std::string checkpoints = absl::StrCat(cluster.dir(), "/data/work/",
+                                               job2["id"].get<std::string>(), "/checkpoints");
+  EXPECT_FALSE(std::filesystem::exists(
+      absl::StrCat(checkpoints, "/finished-", job2["id"].get<std::string>(), ".pb")));
 
   const std::string one = cluster.Submit(
       cluster.WriteFile("one.textproto", Contract("rank1", parent, 1)), "rank-one");

@@ -23,6 +23,13 @@ MATCHER(IsOk, "is OK") {
   return s.ok();
 }
 
+// The code alone, whatever the message says.
+MATCHER_P(StatusIs, code, "") {
+  const absl::Status& s = GetStatus(arg);
+  *result_listener << "status is " << s;
+  return s.code() == code;
+}
+
 MATCHER_P2(StatusIs, code, message_matcher, "") {
   const absl::Status& s = GetStatus(arg);
   *result_listener << "status is " << s;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/finished_result.h"
 #include "common/sha256.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -654,6 +655,107 @@ TEST(AgentRuntimeTest, RunAssignedRejectsAnEmptyAssignment) {
   AgentRuntime runtime(TestOptions("127.0.0.1:1", TestWorkDir("assigned_empty")));
   EXPECT_THAT(runtime.RunAssigned(v1::AcquireJobResponse(), nullptr),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("lease id")));
+}
+
+// One retry policy for every call a job makes: transient errors are retried until they have
+// lasted the configured outage, anything else ends at once; success resets the outage.
+TEST(OutageRetryTest, RetriesTransientErrorsUntilTheOutageLimit) {
+  FakeClock clock;
+  AgentRuntimeOptions options;
+  options.clock = &clock;
+  options.unreachable_give_up = absl::Seconds(10);
+  OutageRetry retry(options);
+  const absl::Status down = absl::UnavailableError("connection refused");
+  EXPECT_TRUE(retry.ShouldRetry(down));
+  clock.Advance(absl::Seconds(9));
+  EXPECT_TRUE(retry.ShouldRetry(down));
+  EXPECT_EQ(retry.outage(), absl::Seconds(9));
+  EXPECT_FALSE(retry.ShouldRetry(absl::OkStatus()));
+  EXPECT_EQ(retry.outage(), absl::ZeroDuration());
+  EXPECT_TRUE(retry.ShouldRetry(down));  // a new outage starts now
+  clock.Advance(absl::Seconds(10));
+  EXPECT_FALSE(retry.ShouldRetry(down));
+  EXPECT_TRUE(retry.gave_up());
+  EXPECT_FALSE(OutageRetry(options).ShouldRetry(absl::InvalidArgumentError("bad")));
+
+  options.unreachable_give_up = absl::ZeroDuration();  // as long as the job runs
+  OutageRetry unbounded(options);
+  EXPECT_TRUE(unbounded.ShouldRetry(down));
+  clock.Advance(absl::Hours(24));
+  EXPECT_TRUE(unbounded.ShouldRetry(down));
+}
+
+// A rank whose coordinator never answers again stops calling after the configured outage
+// instead of retrying forever.
+TEST(AgentRuntimeTest, RunAssignedGivesUpOnACoordinatorThatNeverAnswers) {
+  FakeCoordinator fake;
+  v1::AcquireJobResponse assignment = MakeJob("distill", "lease-gone");
+  assignment.mutable_lease()->set_ttl_ms(300);
+  fake.service().AddJob(assignment);
+  fake.service().FailNextCompletes(1000000, grpc::StatusCode::UNAVAILABLE);
+  AgentRuntimeOptions options = TestOptions(fake.address(), TestWorkDir("give_up"));
+  options.unreachable_give_up = absl::Milliseconds(500);
+  AgentRuntime runtime(options);
+  EXPECT_THAT(runtime.RunAssigned(assignment,
+                                  [](JobContext&) -> absl::StatusOr<google::protobuf::Struct> {
+                                    return OkResult();
+                                  }),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("the coordinator did not accept the completion")));
+  EXPECT_GE(fake.service().completes().size(), 2u);
+}
+
+TEST(RegistrationSecretTest, CreatedOnceKeptPrivateAndCheckedWhenRead) {
+  const std::string dir = TestWorkDir("secret");
+  std::filesystem::create_directories(dir);
+  absl::StatusOr<std::string> first = LoadOrCreateRegistrationSecret(dir);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->size(), 64u);
+  EXPECT_EQ(std::filesystem::status(dir + "/agent.secret").permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  EXPECT_EQ(*LoadOrCreateRegistrationSecret(dir), *first);
+  const std::string other = TestWorkDir("secret_other");
+  std::filesystem::create_directories(other);
+  EXPECT_NE(*LoadOrCreateRegistrationSecret(other), *first) << "another work dir, another agent";
+  std::ofstream(dir + "/agent.secret") << "not hex\n";
+  EXPECT_THAT(LoadOrCreateRegistrationSecret(dir),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       HasSubstr("agent.secret: not a registration secret")));
+}
+
+TEST(AgentRuntimeTest, RegistersWithTheSecretKeptInItsWorkDir) {
+  FakeCoordinator fake;
+  const std::string dir = TestWorkDir("registers_secret");
+  AgentRuntime runtime(TestOptions(fake.address(), dir));
+  runtime.RegisterHandler("echo", [](JobContext&) -> absl::StatusOr<google::protobuf::Struct> {
+    return OkResult();
+  });
+  {
+    RunningAgent agent(&runtime);
+    ASSERT_TRUE(fake.service().WaitUntil(
+        [](const FakeAgentService& s) { return s.registers_locked() > 0; }));
+  }
+  std::stringstream secret;
+  secret << std::ifstream(dir + "/agent.secret").rdbuf();
+  ASSERT_EQ(secret.str().size(), 65u);
+  EXPECT_EQ(fake.service().registers()[0].registration_secret(), secret.str().substr(0, 64));
+}
+
+TEST(FinishedResultTest, StoredUntilDroppedAndCheckedWhenRead) {
+  const std::string dir = TestWorkDir("finished");
+  EXPECT_THAT(LoadFinishedResult(dir, "j-1"), StatusIs(absl::StatusCode::kNotFound));
+  google::protobuf::Struct result;
+  (*result.mutable_fields())["model_digest"].set_string_value("abc");
+  ASSERT_TRUE(StoreFinishedResult(dir, "j-1", result).ok());
+  absl::StatusOr<google::protobuf::Struct> loaded = LoadFinishedResult(dir, "j-1");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->fields().at("model_digest").string_value(), "abc");
+  EXPECT_THAT(LoadFinishedResult(dir, "j-2"), StatusIs(absl::StatusCode::kNotFound));
+  DropFinishedResult(dir, "j-1");
+  EXPECT_THAT(LoadFinishedResult(dir, "j-1"), StatusIs(absl::StatusCode::kNotFound));
+  std::ofstream(dir + "/finished-j-3.pb") << "\xff\xff\xff";
+  EXPECT_THAT(LoadFinishedResult(dir, "j-3"),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("not a stored job result")));
 }
 
 }  // namespace

@@ -47,6 +47,14 @@ class FakeAgentService final : public v1::AgentService::Service {
     leases_[job.lease().id()] = "leased";
     queue_.push_back(std::move(job));
   }
+  // A launcher-started job: GetAssignment serves it to the ranks that name its lease.
+  void AddAssignment(v1::AcquireJobResponse job) {
+    absl::MutexLock lock(&mu_);
+    job.set_assigned(true);
+    if (job.lease().ttl_ms() == 0) job.mutable_lease()->set_ttl_ms(5000);
+    leases_[job.lease().id()] = "leased";
+    assignments_[job.lease().id()] = std::move(job);
+  }
   // Makes a lease known without handing out a job (a coordinator restarted with its leases).
   void AddLease(const std::string& lease_id) {
     absl::MutexLock lock(&mu_);
@@ -173,6 +181,18 @@ class FakeAgentService final : public v1::AgentService::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status GetAssignment(grpc::ServerContext*, const v1::GetAssignmentRequest* request,
+                             v1::AcquireJobResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    calls_.push_back("GetAssignment");
+    auto it = assignments_.find(request->lease_id());
+    if (it == assignments_.end()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such lease");
+    }
+    *response = it->second;
+    return grpc::Status::OK;
+  }
+
   grpc::Status ReportProgress(grpc::ServerContext*, const v1::ReportProgressRequest* request,
                               v1::ReportProgressResponse* response) override {
     ProgressHook hook;
@@ -286,6 +306,7 @@ class FakeAgentService final : public v1::AgentService::Service {
   mutable absl::Mutex mu_;
   std::vector<v1::AcquireJobResponse> queue_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> leases_ ABSL_GUARDED_BY(mu_);  // id -> leased|completed
+  std::map<std::string, v1::AcquireJobResponse> assignments_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> blobs_ ABSL_GUARDED_BY(mu_);
   HeartbeatHook heartbeat_hook_ ABSL_GUARDED_BY(mu_);
   ProgressHook progress_hook_ ABSL_GUARDED_BY(mu_);

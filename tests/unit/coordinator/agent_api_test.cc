@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "common/clock.h"
 #include "common/sha256.h"
@@ -432,6 +433,80 @@ TEST_F(AgentApiTest, JobLogWithANegativeOffsetIsOutOfRange) {
   EXPECT_EQ(data, "");
   EXPECT_TRUE(read(2, &data).ok());
   EXPECT_EQ(data, "llo");
+}
+
+// With follow, the stream stays open and carries what is appended until the job is final;
+// cancelling the call ends a follow that waits on a quiet log.
+TEST_F(AgentApiTest, JobLogFollowStreamsAppendedBytesUntilTheJobEnds) {
+  StartServer(/*auth_tokens=*/false);
+  SubmitProbe();
+  const std::string agent = Register("box-1");
+  const v1::AcquireJobResponse a = Acquire(agent);
+  const std::filesystem::path log =
+      std::filesystem::path(dir_) / "logs" / a.job().id() / "attempt-1.log";
+  std::filesystem::create_directories(log.parent_path());
+  std::ofstream(log) << "one\n";
+  absl::Mutex mu;
+  std::string received;
+  grpc::Status status;
+  bool ended = false;
+  std::thread follower([&] {
+    v1::GetJobLogRequest req;
+    req.set_job_id(a.job().id());
+    req.set_follow(true);
+    auto ctx = Ctx("");
+    auto stream = campaigns_->GetJobLog(ctx.get(), req);
+    v1::LogChunk chunk;
+    while (stream->Read(&chunk)) {
+      absl::MutexLock lock(&mu);
+      received += chunk.data();
+    }
+    const grpc::Status st = stream->Finish();
+    absl::MutexLock lock(&mu);
+    status = st;
+    ended = true;
+  });
+  std::string want;
+  auto received_all = [&]() { return received == want; };  // evaluated with mu held
+  auto wait_for = [&](const std::string& expected) {
+    absl::MutexLock lock(&mu);
+    want = expected;
+    return mu.AwaitWithTimeout(absl::Condition(&received_all), absl::Seconds(10));
+  };
+  ASSERT_TRUE(wait_for("one\n"));
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_FALSE(ended) << "a follow must not end while the job runs";
+  }
+  std::ofstream(log, std::ios::app) << "two\n";
+  ASSERT_TRUE(wait_for("one\ntwo\n"));
+  ASSERT_TRUE(Complete(a.lease().id(), agent).ok());
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&ended), absl::Seconds(10)));
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(received, "one\ntwo\n");
+  }
+  follower.join();
+
+  // A quiet follow of a running job ends when the client cancels it.
+  SubmitProbe();
+  const v1::AcquireJobResponse b = Acquire(agent);
+  const std::filesystem::path quiet =
+      std::filesystem::path(dir_) / "logs" / b.job().id() / "attempt-1.log";
+  std::filesystem::create_directories(quiet.parent_path());
+  std::ofstream(quiet) << "x";
+  v1::GetJobLogRequest req;
+  req.set_job_id(b.job().id());
+  req.set_follow(true);
+  auto ctx = Ctx("");
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  auto stream = campaigns_->GetJobLog(ctx.get(), req);
+  v1::LogChunk chunk;
+  std::string got;
+  while (stream->Read(&chunk)) got += chunk.data();
+  EXPECT_EQ(got, "x");
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
 }
 
 }  // namespace

@@ -4,8 +4,10 @@
 
 #include <filesystem>
 
+#include "absl/strings/str_cat.h"
 #include "common/proto_time.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/unknown_field_set.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
@@ -180,6 +182,61 @@ TEST_F(CoordinatorTest, SameRequestIdDifferentContractIsAlreadyExists) {
               StatusIs(absl::StatusCode::kAlreadyExists,
                        HasSubstr("request id 'same' was already used for campaign " + a.id() +
                                  " with a different contract")));
+}
+
+// Request ids are scoped per team: another team's id neither collides nor reveals anything.
+TEST_F(CoordinatorTest, RequestIdsAreScopedPerTeam) {
+  v1::DeploymentContract vision = ProbeContract("one");
+  vision.set_team("vision");
+  v1::DeploymentContract speech = ProbeContract("two");
+  speech.set_team("speech");
+  v1::Campaign a = Submit(vision, "nightly");
+  auto b = core_->Submit(speech, "nightly");
+  ASSERT_THAT(b, IsOk());
+  EXPECT_TRUE(b->second);
+  EXPECT_NE(b->first.id(), a.id());
+  EXPECT_EQ(b->first.team(), "speech");
+  // Within a team the id still names its campaign.
+  auto again = core_->Submit(vision, "nightly");
+  ASSERT_THAT(again, IsOk());
+  EXPECT_FALSE(again->second);
+  EXPECT_EQ(again->first.id(), a.id());
+  v1::DeploymentContract changed = speech;
+  changed.set_name("three");
+  EXPECT_THAT(core_->Submit(changed, "nightly"),
+              StatusIs(absl::StatusCode::kAlreadyExists,
+                       HasSubstr("already used for campaign " + b->first.id())));
+  EXPECT_EQ(core_->ListCampaigns(v1::ListCampaignsRequest())->campaigns_size(), 2);
+}
+
+// Whatever the client: an oversized contract or one with unknown fields is refused before
+// anything is stored (a gRPC client need not go through the CLI's file parser).
+TEST_F(CoordinatorTest, WireLimitsAreEnforcedByTheCoordinator) {
+  v1::DeploymentContract padded = ProbeContract();
+  v1::Workload* workload = padded.mutable_workload();
+  workload->GetReflection()->MutableUnknownFields(workload)->AddLengthDelimited(
+      999, std::string(64, 'x'));
+  EXPECT_THAT(core_->Submit(padded, "padded"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("contract.workload: unknown field number 999: not a field of "
+                                 "this coordinator's contract")));
+  v1::DeploymentContract huge = ProbeContract();
+  (*huge.mutable_labels())["blob"] = std::string(300 * 1024, 'x');
+  EXPECT_THAT(core_->Submit(huge, "huge"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("bytes encoded; the limit is 262144 bytes")));
+  v1::DeploymentContract absent = ProbeContract();
+  absent.mutable_parent()->set_artifact_digest(std::string(64, 'e'));
+  EXPECT_THAT(core_->Submit(absent, "absent"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("parent.artifact_digest: no artifact sha256:" +
+                                 std::string(64, 'e') + " in this coordinator's blob store")));
+  auto blob = blobs_->Put("parent bytes");
+  ASSERT_THAT(blob, IsOk());
+  v1::DeploymentContract present = ProbeContract();
+  present.mutable_parent()->set_artifact_digest(blob->digest);
+  EXPECT_THAT(core_->Submit(present, "present"), IsOk());
+  EXPECT_EQ(core_->ListCampaigns(v1::ListCampaignsRequest())->campaigns_size(), 1);
 }
 
 TEST_F(CoordinatorTest, InvalidContractWritesNothing) {
@@ -600,6 +657,50 @@ TEST_F(CoordinatorTest, ListQueueOrdersByPriorityAndExplainsWaiting) {
   EXPECT_EQ(q->entries(1).position(), 2);
   ASSERT_EQ(q->summary_size(), 1);
   EXPECT_EQ(q->summary(0).runnable(), 2);
+}
+
+// A live agent's name answers only to that agent (its registration secret, and its agent
+// token under token auth); once it is offline a replacement may take the name.
+TEST_F(CoordinatorTest, LiveAgentNameCannotBeTakenOverUntilOffline) {
+  v1::AgentInfo info;
+  info.set_name("box-1");
+  info.set_hostname("host-a");
+  info.set_device_kind("cpu");
+  info.add_job_kinds("probe");
+  const std::string secret_a(64, 'a'), secret_b(64, 'b');
+  auto first = core_->Register(info, "", secret_a);
+  ASSERT_THAT(first, IsOk());
+  const std::string id = first->agent_id();
+
+  clock_.Advance(absl::Seconds(3));
+  EXPECT_THAT(core_->Register(info, "", secret_b),
+              StatusIs(absl::StatusCode::kAlreadyExists,
+                       HasSubstr(absl::StrCat("info.name: 'box-1' belongs to live agent ", id,
+                                              " (host host-a, last heartbeat 3.0s ago); this "
+                                              "registration does not prove to be it (another "
+                                              "registration secret)"))));
+  EXPECT_THAT(core_->Register(info, "", ""), StatusIs(absl::StatusCode::kAlreadyExists));
+  // The agent itself, restarted with its work dir, is recognised.
+  auto again = core_->Register(info, "", secret_a);
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(again->agent_id(), id);
+  // Under token auth the token must match too.
+  ASSERT_THAT(core_->Register(info, "tok-1", secret_a), IsOk());
+  EXPECT_THAT(core_->Register(info, "tok-2", secret_a),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("(another agent token)")));
+
+  // Offline (no heartbeat for longer than agent_offline_after): a replacement takes the name.
+  clock_.Advance(absl::Seconds(11));
+  auto replaced = core_->Register(info, "tok-2", secret_b);
+  ASSERT_THAT(replaced, IsOk());
+  EXPECT_EQ(replaced->agent_id(), id);
+  EXPECT_THAT(core_->Register(info, "tok-2", secret_a), StatusIs(absl::StatusCode::kAlreadyExists));
+
+  // The proof stays in the coordinator.
+  auto listed = core_->ListAgents(v1::ListAgentsRequest());
+  ASSERT_THAT(listed, IsOk());
+  ASSERT_EQ(listed->agents_size(), 1);
+  EXPECT_EQ(listed->agents(0).secret_sha256(), "");
 }
 
 }  // namespace

@@ -1,0 +1,106 @@
+// The real tailor-worker against a coordinator it cannot finish with (a scripted in-process
+// AgentService): rank 0 keeps a finished result in the job's checkpoint dir until the
+// coordinator has it, gives up after TAILOR_GIVE_UP_AFTER_S of unanswered calls instead of
+// retrying forever, and the job's next attempt reports the stored result without running the
+// job again (docs/reliability.md "A coordinator that never returns").
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/finished_result.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/process.h"
+#include "tests/unit/agent/fake_agent_service.h"
+
+namespace tailor::e2e {
+namespace {
+
+using ::testing::HasSubstr;
+
+class WorkerOutageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(::testing::TempDir(), "/worker-outage-", ::getpid(), "-",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_ + "/work");
+    checkpoints_ = dir_ + "/checkpoints";
+    // A rank job whose parent does not exist: running it would fail, so a success can only be
+    // the stored result.
+    assignment_.mutable_job()->set_id("j-rank");
+    assignment_.mutable_job()->set_kind("rank");
+    assignment_.mutable_lease()->set_id("lease-2");
+    assignment_.mutable_lease()->set_job_id("j-rank");
+    assignment_.mutable_lease()->set_attempt(2);
+    assignment_.mutable_contract()->mutable_parent()->set_path(dir_ + "/no-such-parent");
+    (*stored_.mutable_fields())["ranked_model_digest"].set_string_value(std::string(64, 'a'));
+    (*stored_.mutable_fields())["world_size"].set_number_value(1);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  RunResult RunWorker(const std::string& coordinator, const std::string& give_up_s) {
+    const std::map<std::string, std::string> env = {{"TAILOR_COORDINATOR", coordinator},
+                                                    {"TAILOR_LEASE_ID", "lease-2"},
+                                                    {"TAILOR_WORK_DIR", dir_ + "/work"},
+                                                    {"TAILOR_CHECKPOINT_DIR", checkpoints_},
+                                                    {"TAILOR_LAUNCHER", "local"},
+                                                    {"RANK", "0"},
+                                                    {"WORLD_SIZE", "1"},
+                                                    {"LOCAL_RANK", "0"},
+                                                    {"MASTER_ADDR", "127.0.0.1"},
+                                                    {"MASTER_PORT", "29599"},
+                                                    {"TAILOR_GIVE_UP_AFTER_S", give_up_s}};
+    return e2e::Run({BinDir() + "/tailor-worker"}, absl::Seconds(120), env);
+  }
+
+  std::string dir_;
+  std::string checkpoints_;
+  v1::AcquireJobResponse assignment_;
+  google::protobuf::Struct stored_;
+};
+
+TEST_F(WorkerOutageTest, NextAttemptReportsTheStoredResultWithoutRunningTheJob) {
+  testing::FakeCoordinator fake;
+  ASSERT_TRUE(fake.ok());
+  fake.service().AddAssignment(assignment_);
+  ASSERT_TRUE(StoreFinishedResult(checkpoints_, "j-rank", stored_).ok());
+
+  RunResult r = RunWorker(fake.address(), "60");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out + r.err, HasSubstr("reporting its stored result (attempt 2)"));
+  const auto completes = fake.service().completes();
+  ASSERT_EQ(completes.size(), 1u);
+  EXPECT_TRUE(completes[0].accepted);
+  EXPECT_TRUE(completes[0].request.success());
+  EXPECT_EQ(completes[0].request.lease_id(), "lease-2");
+  EXPECT_EQ(completes[0].request.result().fields().at("ranked_model_digest").string_value(),
+            std::string(64, 'a'));
+  // Accepted: nothing is kept for a later attempt.
+  EXPECT_EQ(LoadFinishedResult(checkpoints_, "j-rank").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(WorkerOutageTest, RankZeroGivesUpOnAnUnansweringCoordinatorAndKeepsTheResult) {
+  testing::FakeCoordinator fake;
+  ASSERT_TRUE(fake.ok());
+  fake.service().AddAssignment(assignment_);
+  fake.service().FailNextCompletes(1000000, grpc::StatusCode::UNAVAILABLE);
+  ASSERT_TRUE(StoreFinishedResult(checkpoints_, "j-rank", stored_).ok());
+
+  const absl::Time start = absl::Now();
+  RunResult r = RunWorker(fake.address(), "2");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60)) << "the rank should give up, not retry on";
+  EXPECT_THAT(r.out + r.err, HasSubstr("giving up on completing"));
+  EXPECT_GE(fake.service().completes().size(), 2u);
+  // Still there for the attempt after this one.
+  auto kept = LoadFinishedResult(checkpoints_, "j-rank");
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->fields().at("ranked_model_digest").string_value(), std::string(64, 'a'));
+}
+
+}  // namespace
+}  // namespace tailor::e2e
