@@ -201,6 +201,26 @@ int RunCancel(const Invocation& inv, const CliEnv& env) {
   return kExitOk;
 }
 
+int RunDelete(const Invocation& inv, const CliEnv& env) {
+  v1::DeleteCampaignRequest request;
+  request.set_campaign_id(inv.target);
+  v1::DeleteCampaignResponse deleted;
+  absl::Status status = Call(env, env.admin, &v1::AdminService::StubInterface::DeleteCampaign,
+                             request, &deleted);
+  if (!status.ok()) {
+    return Fail(env, absl::StrCat("cannot delete campaign ", inv.target), status,
+                kCampaignNotFound);
+  }
+  if (inv.json) {
+    PrintJson(*env.out, deleted);
+    return kExitOk;
+  }
+  *env.out << "campaign " << deleted.campaign_id() << " deleted: " << deleted.jobs()
+           << " job(s), " << deleted.events() << " event(s), " << deleted.artifacts()
+           << " artifact row(s); their blobs are kept\n";
+  return kExitOk;
+}
+
 int RunArtifactsList(const Invocation& inv, const CliEnv& env) {
   v1::ListArtifactsRequest request;
   request.set_campaign_id(inv.target);
@@ -322,6 +342,8 @@ int Execute(const Invocation& inv, const CliEnv& env) {
       return RunLogs(inv, env);
     case Verb::kRecompress:
       return RunRecompress(inv, env);
+    case Verb::kDelete:
+      return RunDelete(inv, env);
     case Verb::kTokensCreate:
       return RunTokensCreate(inv, env);
     case Verb::kTokensList:

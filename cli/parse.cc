@@ -46,7 +46,7 @@ const std::map<std::string, std::vector<std::string>>& KnownVerbs() {
   static const auto* verbs = new std::map<std::string, std::vector<std::string>>{
       {"submit", {}}, {"status", {}},     {"watch", {}},        {"list", {}},
       {"queue", {}},  {"agents", {}},     {"drain", {}},        {"cancel", {}},
-      {"report", {}}, {"logs", {}},       {"recompress", {}},
+      {"report", {}}, {"logs", {}},       {"recompress", {}},   {"delete", {}},
       {"artifacts", {"list", "get"}},     {"costs", {"list", "show"}},
       {"tokens", {"create", "list", "revoke", "audit"}}};
   return *verbs;
@@ -150,7 +150,7 @@ void DeclareCampaignVerbs(CLI::App& app, Invocation& inv, VerbAdder add) {
 
 }
 
-// queue, agents, drain, recompress: the cluster admin's view.
+// queue, agents, drain, recompress, delete: the cluster admin's view.
 void DeclareAdminVerbs(CLI::App& app, Invocation& inv, VerbAdder add) {
   CLI::App* queue = add(&app, "queue", "Show runnable and leased jobs", Verb::kQueue);
   queue->add_flag("--json", inv.json, "Print JSON");
@@ -162,6 +162,13 @@ void DeclareAdminVerbs(CLI::App& app, Invocation& inv, VerbAdder add) {
   CLI::App* drain = add(&app, "drain", "Stop giving an agent new work", Verb::kDrain);
   drain->add_option("AGENT_ID", inv.target, "Agent id")->required();
   drain->add_flag("--undo", inv.undo, "Let the agent take work again");
+
+  CLI::App* del = add(&app, "delete",
+                      "Delete a finished campaign's record (jobs, events, artifact rows; blobs "
+                      "stay); admin tokens only",
+                      Verb::kDelete);
+  del->add_option("CAMPAIGN_ID", inv.target, "Campaign id")->required();
+  del->add_flag("--json", inv.json, "Print JSON");
 
   CLI::App* recompress = add(&app, "recompress",
                              "Resubmit recurring campaigns for a new engine version",

@@ -28,6 +28,7 @@ enum class Verb {
   kReport,
   kLogs,
   kRecompress,
+  kDelete,
   kTokensCreate,
   kTokensList,
   kTokensRevoke,

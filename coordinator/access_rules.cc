@@ -47,6 +47,7 @@ constexpr std::array kRules = {
     AccessRule{"/tailor.v1.AdminService/ListAgents", kCallersAdmin, V::kNoCampaigns},
     AccessRule{"/tailor.v1.AdminService/DrainAgent", kCallersAdmin, V::kNoCampaigns},
     AccessRule{"/tailor.v1.AdminService/Recompress", kCallersAdmin, V::kNoCampaigns},
+    AccessRule{"/tailor.v1.AdminService/DeleteCampaign", kCallersAdmin, V::kNoCampaigns},
     // --- gRPC TokenService ---
     AccessRule{"/tailor.v1.TokenService/CreateToken", kCallersAdmin, V::kNoCampaigns},
     AccessRule{"/tailor.v1.TokenService/ListTokens", kCallersAdmin, V::kNoCampaigns},

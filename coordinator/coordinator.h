@@ -37,6 +37,9 @@ struct CoordinatorOptions {
   absl::Duration max_poll_wait = absl::Seconds(30);
   int64_t max_upload_bytes = int64_t{16} << 30;
   int64_t max_result_bytes = 1 << 20;
+  // A ListCampaigns page stops before it would pass this many encoded bytes (at least one
+  // campaign per page): with summaries of a few KiB, far under the 16 MiB message limit.
+  int64_t max_listing_bytes = 4 << 20;
   std::string data_dir;  // logs live under data_dir/logs
   // Agent jobs (measurements on the target: profile, verify, ...) and launcher jobs never run
   // at the same time. For a single host where the local launcher's workers share the CPU with
@@ -202,6 +205,9 @@ class Coordinator {
   absl::StatusOr<v1::ListAgentsResponse> ListAgents(const v1::ListAgentsRequest& req);
   absl::StatusOr<v1::Agent> DrainAgent(const v1::DrainAgentRequest& req);
   absl::StatusOr<v1::RecompressResponse> Recompress(const v1::RecompressRequest& req);
+  // A finished campaign's record, deleted in one transaction (AdminService.DeleteCampaign);
+  // FAILED_PRECONDITION for one still queued or running, NOT_FOUND for an unknown id.
+  absl::StatusOr<v1::DeleteCampaignResponse> DeleteCampaign(const std::string& campaign_id);
 
   // Time-driven work: expire leases and waiters, promote backoffs, mark agents offline, hand
   // launcher jobs to the launcher. Called by the server's ticker thread; tests call it after
@@ -318,6 +324,12 @@ class Coordinator {
       ABSL_GUARDED_BY(sub_mu_);
   uint64_t next_sub_ ABSL_GUARDED_BY(sub_mu_) = 1;
 };
+
+// What a campaign listing carries of a campaign: enough for a table row (the contract's name,
+// team, method and target; each job's identity, state, attempt and progress without metrics),
+// never job results, the report or the contract's sections, so that no stored row can push a
+// listing past the message limit (GetCampaign has the rest).
+v1::Campaign ListingSummary(v1::Campaign campaign);
 
 bool IsFinal(v1::CampaignState state);
 bool IsFinal(v1::JobState state);

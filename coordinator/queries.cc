@@ -133,6 +133,21 @@ absl::Status ValidateListing(const v1::ListCampaignsRequest& req) {
 
 }  // namespace
 
+v1::Campaign ListingSummary(v1::Campaign c) {
+  v1::DeploymentContract kept;
+  kept.set_name(c.contract().name());
+  kept.set_team(c.contract().team());
+  kept.set_method(c.contract().method());
+  *kept.mutable_target() = c.contract().target();
+  *c.mutable_contract() = std::move(kept);
+  c.clear_report();
+  for (v1::Job& job : *c.mutable_jobs()) {
+    job.clear_result();
+    job.mutable_progress()->clear_metrics();
+  }
+  return c;
+}
+
 absl::StatusOr<v1::ListCampaignsResponse> Coordinator::ListCampaigns(
     const v1::ListCampaignsRequest& req) {
   if (req.page_size() < 0 || req.page_size() > 1000) {
@@ -146,8 +161,16 @@ absl::StatusOr<v1::ListCampaignsResponse> Coordinator::ListCampaigns(
   TAILOR_ASSIGN_OR_RETURN(std::vector<v1::Campaign> rows,
                           store_->ListCampaigns(req.team(), states, req.page_token(), size + 1));
   v1::ListCampaignsResponse resp;
+  int64_t bytes = 0;
   for (size_t i = 0; i < rows.size() && static_cast<int>(i) < size; ++i) {
-    TAILOR_ASSIGN_OR_RETURN(*resp.add_campaigns(), CampaignWithJobsLocked(rows[i].id()));
+    TAILOR_ASSIGN_OR_RETURN(v1::Campaign full, CampaignWithJobsLocked(rows[i].id()));
+    v1::Campaign summary = ListingSummary(std::move(full));
+    bytes += static_cast<int64_t>(summary.ByteSizeLong());
+    if (resp.campaigns_size() > 0 && bytes > options_.max_listing_bytes) {
+      resp.set_next_page_token(rows[i - 1].id());
+      return resp;
+    }
+    *resp.add_campaigns() = std::move(summary);
   }
   if (static_cast<int>(rows.size()) > size) resp.set_next_page_token(rows[size - 1].id());
   return resp;
@@ -331,6 +354,22 @@ absl::StatusOr<v1::Agent> Coordinator::DrainAgent(const v1::DrainAgentRequest& r
   it->second = updated;
   spdlog::info("agent={} {}", req.agent_id(), req.undrain() ? "undrained" : "drained");
   return updated;
+}
+
+absl::StatusOr<v1::DeleteCampaignResponse> Coordinator::DeleteCampaign(
+    const std::string& campaign_id) {
+  absl::MutexLock lock(&mu_);
+  if (auto live = campaigns_.find(campaign_id); live != campaigns_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "campaign ", campaign_id, " is ", v1::CampaignState_Name(live->second.campaign.state()),
+        "; cancel it first (tailor cancel ", campaign_id, "), then delete its record"));
+  }
+  TAILOR_ASSIGN_OR_RETURN(storage::Transaction txn, store_->Begin());
+  TAILOR_ASSIGN_OR_RETURN(v1::DeleteCampaignResponse deleted, store_->DeleteCampaign(campaign_id));
+  TAILOR_RETURN_IF_ERROR(txn.Commit());
+  spdlog::info("campaign={} record deleted ({} jobs, {} events, {} artifact rows)", campaign_id,
+               deleted.jobs(), deleted.events(), deleted.artifacts());
+  return deleted;
 }
 
 absl::StatusOr<v1::RecompressResponse> Coordinator::Recompress(

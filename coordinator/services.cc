@@ -808,6 +808,22 @@ grpc::ServerUnaryReactor* AdminServiceImpl::DrainAgent(grpc::CallbackServerConte
                            });
 }
 
+grpc::ServerUnaryReactor* AdminServiceImpl::DeleteCampaign(grpc::CallbackServerContext* ctx,
+                                                           const v1::DeleteCampaignRequest* req,
+                                                           v1::DeleteCampaignResponse* resp) {
+  return AuthorizedRespond(
+      auth_, ctx, Rpc<v1::AdminService>("DeleteCampaign"), resp,
+      [&](const Principal& p) -> absl::StatusOr<v1::DeleteCampaignResponse> {
+        absl::StatusOr<v1::DeleteCampaignResponse> d = core_->DeleteCampaign(req->campaign_id());
+        if (d.ok()) {
+          Audit(auth_, p, "DeleteCampaign", req->campaign_id(),
+                absl::StrCat(d->jobs(), " jobs, ", d->events(), " events, ", d->artifacts(),
+                             " artifact rows"));
+        }
+        return d;
+      });
+}
+
 grpc::ServerUnaryReactor* AdminServiceImpl::Recompress(grpc::CallbackServerContext* ctx,
                                                        const v1::RecompressRequest* req,
                                                        v1::RecompressResponse* resp) {

@@ -127,6 +127,9 @@ class AdminServiceImpl final : public v1::AdminService::CallbackService {
   grpc::ServerUnaryReactor* Recompress(grpc::CallbackServerContext* ctx,
                                        const v1::RecompressRequest* req,
                                        v1::RecompressResponse* resp) override;
+  grpc::ServerUnaryReactor* DeleteCampaign(grpc::CallbackServerContext* ctx,
+                                           const v1::DeleteCampaignRequest* req,
+                                           v1::DeleteCampaignResponse* resp) override;
 
  private:
   Coordinator* core_;

@@ -131,6 +131,32 @@ absl::Status CoordinatorStore::UpdateCampaign(const v1::Campaign& c) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<v1::DeleteCampaignResponse> CoordinatorStore::DeleteCampaign(
+    const std::string& id) {
+  // Children first: attempts reference jobs, jobs reference the campaign.
+  static constexpr const char* kDeletes[] = {
+      "DELETE FROM job_attempts WHERE job_id IN (SELECT id FROM jobs WHERE campaign_id = ?)",
+      "DELETE FROM jobs WHERE campaign_id = ?",
+      "DELETE FROM events WHERE campaign_id = ?",
+      "DELETE FROM artifacts WHERE campaign_id = ?",
+      "DELETE FROM campaigns WHERE id = ?",
+  };
+  int changes[5] = {0, 0, 0, 0, 0};
+  for (size_t i = 0; i < 5; ++i) {
+    TAILOR_ASSIGN_OR_RETURN(Statement s, db_->Prepare(kDeletes[i]));
+    s.Bind(1, id);
+    TAILOR_RETURN_IF_ERROR(s.Run());
+    changes[i] = db_->Changes();
+  }
+  if (changes[4] != 1) return absl::NotFoundError(absl::StrCat("campaign ", id));
+  v1::DeleteCampaignResponse out;
+  out.set_campaign_id(id);
+  out.set_jobs(changes[1]);
+  out.set_events(changes[2]);
+  out.set_artifacts(changes[3]);
+  return out;
+}
+
 absl::StatusOr<std::optional<std::pair<v1::Campaign, std::string>>>
 CoordinatorStore::FindByRequestId(const std::string& team, const std::string& request_id) {
   TAILOR_ASSIGN_OR_RETURN(

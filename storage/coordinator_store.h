@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "storage/database.h"
+#include "tailor/v1/admin.pb.h"
 #include "tailor/v1/agent.pb.h"
 #include "tailor/v1/campaign.pb.h"
 
@@ -67,6 +68,9 @@ class CoordinatorStore {
   // Campaigns. Stored without jobs and report (those live in their own tables).
   absl::Status InsertCampaign(const v1::Campaign& campaign, const std::string& contract_hash);
   absl::Status UpdateCampaign(const v1::Campaign& campaign);
+  // Deletes a campaign's rows (attempts, jobs, events, artifact rows, the campaign) inside the
+  // caller's transaction; NOT_FOUND when there is no such campaign. Blobs are not touched.
+  absl::StatusOr<v1::DeleteCampaignResponse> DeleteCampaign(const std::string& id);
   // The campaign `team`'s request id created, with its contract hash; nullopt when that team
   // has not used it (request ids are scoped per team).
   absl::StatusOr<std::optional<std::pair<v1::Campaign, std::string>>> FindByRequestId(

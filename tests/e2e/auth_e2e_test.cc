@@ -403,6 +403,13 @@ TEST(AuthE2E, MatrixOfEveryRpc) {
          return Unary(ad, &v1::AdminService::Stub::Recompress, r, t);
        },
        PERMISSION_DENIED, PERMISSION_DENIED, PERMISSION_DENIED, OK},
+      {"DeleteCampaign",
+       [&](const std::string& t) {
+         v1::DeleteCampaignRequest r;
+         r.set_campaign_id("c-does-not-exist");
+         return Unary(ad, &v1::AdminService::Stub::DeleteCampaign, r, t);
+       },
+       PERMISSION_DENIED, PERMISSION_DENIED, PERMISSION_DENIED, NOT_FOUND},
       // --- TokenService ---
       {"CreateToken",
        [&](const std::string& t) {

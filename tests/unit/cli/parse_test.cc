@@ -186,8 +186,8 @@ TEST(ParseTest, UnknownVerbsAndOptions) {
   EXPECT_THAT(Usage({}), HasSubstr("subcommand is required"));
   EXPECT_EQ(Usage({"frobnicate"}),
             "tailor: unknown command 'frobnicate'; commands are agents, artifacts, cancel, "
-            "costs, drain, list, logs, queue, recompress, report, status, submit, tokens, "
-            "watch\n"
+            "costs, delete, drain, list, logs, queue, recompress, report, status, submit, "
+            "tokens, watch\n"
             "Run with --help for more information.\n");
   EXPECT_THAT(Usage({"--coordinator", "h:1", "frobnicate"}), HasSubstr("'frobnicate'"));
   EXPECT_THAT(Usage({"artifacts", "put", "x"}),

@@ -72,6 +72,7 @@ const std::map<std::string, Expected>& GrpcExpectations() {
       {"AdminService/ListAgents", {UNAUTH, DENIED, DENIED, DENIED, OK}},
       {"AdminService/DrainAgent", {UNAUTH, DENIED, DENIED, DENIED, OK}},
       {"AdminService/Recompress", {UNAUTH, DENIED, DENIED, DENIED, OK}},
+      {"AdminService/DeleteCampaign", {UNAUTH, DENIED, DENIED, DENIED, OK}},
       {"TokenService/CreateToken", {UNAUTH, DENIED, DENIED, DENIED, OK}},
       {"TokenService/ListTokens", {UNAUTH, DENIED, DENIED, DENIED, OK}},
       {"TokenService/RevokeToken", {UNAUTH, DENIED, DENIED, DENIED, OK}},

@@ -18,6 +18,7 @@ using ::tailor::testing::IsOk;
 using ::tailor::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
 
 v1::DeploymentContract ProbeContract(const std::string& name = "probe", int priority = 0) {
   v1::DeploymentContract c;
@@ -70,7 +71,7 @@ class CoordinatorTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  void Open(bool isolate_measurements = false) {
+  void Open(bool isolate_measurements = false, int64_t max_listing_bytes = 4 << 20) {
     core_.reset();
     store_.reset();
     auto store = storage::CoordinatorStore::Open((dir_ / "tailor.db").string());
@@ -84,6 +85,7 @@ class CoordinatorTest : public ::testing::Test {
     options.backoff_base = absl::Seconds(2);
     options.backoff_max = absl::Seconds(5);
     options.isolate_measurements = isolate_measurements;
+    options.max_listing_bytes = max_listing_bytes;
     core_ = std::make_unique<Coordinator>(store_.get(), blobs_.get(), &clock_, options);
     ASSERT_THAT(core_->Recover(), IsOk());
   }
@@ -237,6 +239,73 @@ TEST_F(CoordinatorTest, WireLimitsAreEnforcedByTheCoordinator) {
   present.mutable_parent()->set_artifact_digest(blob->digest);
   EXPECT_THAT(core_->Submit(present, "present"), IsOk());
   EXPECT_EQ(core_->ListCampaigns(v1::ListCampaignsRequest())->campaigns_size(), 1);
+}
+
+// Listings carry summaries (no results, report or contract sections) and stop at their byte
+// bound with a page token, so no stored row can break `tailor list` for everyone.
+TEST_F(CoordinatorTest, ListingsCarrySummariesWithinTheByteBound) {
+  v1::DeploymentContract labelled = ProbeContract("big");
+  (*labelled.mutable_labels())["note"] = std::string(200, 'n');
+  const v1::Campaign big = Submit(labelled, "big");
+  const std::string agent = RegisterAgent("box-1");
+  const v1::AcquireJobResponse a = TryAcquire(agent);
+  v1::CompleteJobRequest done;
+  done.set_lease_id(a.lease().id());
+  done.set_success(true);
+  (*done.mutable_result()->mutable_fields())["blob"].set_string_value(std::string(500000, 'r'));
+  ASSERT_THAT(core_->CompleteJob(done), IsOk());
+  ASSERT_EQ(Get(big.id()).jobs(0).result().fields().at("blob").string_value().size(), 500000u);
+
+  auto listed = core_->ListCampaigns(v1::ListCampaignsRequest());
+  ASSERT_THAT(listed, IsOk());
+  ASSERT_EQ(listed->campaigns_size(), 1);
+  const v1::Campaign& summary = listed->campaigns(0);
+  EXPECT_EQ(summary.contract().name(), "big");
+  EXPECT_EQ(summary.contract().method(), v1::PROBE);
+  EXPECT_EQ(summary.contract().target().device_kind(), "cpu");
+  EXPECT_TRUE(summary.contract().labels().empty());
+  ASSERT_EQ(summary.jobs_size(), 1);
+  EXPECT_EQ(summary.jobs(0).state(), v1::JOB_SUCCEEDED);
+  EXPECT_FALSE(summary.jobs(0).has_result());
+  EXPECT_LT(listed->ByteSizeLong(), 2000u);
+
+  // A bound of one summary's size: every page holds one campaign, and the token walks them.
+  for (int i = 0; i < 3; ++i) Submit(ProbeContract(absl::StrCat("p", i)), absl::StrCat("p", i));
+  Open(/*isolate_measurements=*/false, /*max_listing_bytes=*/1);
+  std::vector<std::string> names;
+  v1::ListCampaignsRequest page;
+  for (int pages = 0; pages < 10; ++pages) {
+    auto r = core_->ListCampaigns(page);
+    ASSERT_THAT(r, IsOk());
+    ASSERT_EQ(r->campaigns_size(), 1);
+    names.push_back(r->campaigns(0).name());
+    if (r->next_page_token().empty()) break;
+    page.set_page_token(r->next_page_token());
+  }
+  EXPECT_THAT(names, UnorderedElementsAre("p2", "p1", "p0", "big"));
+}
+
+// An admin deletes a finished campaign's record; a live one must be cancelled first.
+TEST_F(CoordinatorTest, DeleteCampaignRemovesAFinishedRecordOnly) {
+  const v1::Campaign c = Submit(ProbeContract("doomed"), "doomed");
+  EXPECT_THAT(core_->DeleteCampaign(c.id()),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("is CAMPAIGN_QUEUED; cancel it first")));
+  ASSERT_THAT(core_->Cancel(c.id(), "test"), IsOk());
+  auto deleted = core_->DeleteCampaign(c.id());
+  ASSERT_THAT(deleted, IsOk());
+  EXPECT_EQ(deleted->campaign_id(), c.id());
+  EXPECT_EQ(deleted->jobs(), 1);
+  EXPECT_GE(deleted->events(), 2);
+  EXPECT_EQ(deleted->artifacts(), 0);
+  EXPECT_THAT(core_->GetCampaign(c.id()), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(core_->ListCampaigns(v1::ListCampaignsRequest())->campaigns_size(), 0);
+  EXPECT_THAT(core_->DeleteCampaign(c.id()), StatusIs(absl::StatusCode::kNotFound));
+  // Its request id is free again, and the database is consistent.
+  auto again = core_->Submit(ProbeContract("doomed"), "doomed");
+  ASSERT_THAT(again, IsOk());
+  EXPECT_TRUE(again->second);
+  EXPECT_THAT(store_->db()->IntegrityCheck(), IsOk());
 }
 
 TEST_F(CoordinatorTest, InvalidContractWritesNothing) {
