@@ -1,4 +1,8 @@
 // Human views of the queue, agents, artifacts, cost tables and recompression.
+#include <algorithm>
+#include <map>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -104,9 +108,19 @@ std::string RenderArtifacts(const std::vector<v1::Artifact>& artifacts,
                {"SIZE", Align::kRight},
                {"JOB"},
                {"CREATED"}});
+  // A retried job's earlier attempts keep their rows; they are marked, not hidden.
+  std::map<std::string, int> latest_attempt;
   for (const v1::Artifact& a : artifacts) {
-    table.AddRow({ShortHash(a.digest()), a.kind(), a.name(), FormatBytes(a.size_bytes()),
-                  OrDash(a.job_id()), FormatTimestamp(a.created_at(), options.tz)});
+    int& latest = latest_attempt[a.job_id()];
+    latest = std::max(latest, a.attempt());
+  }
+  for (const v1::Artifact& a : artifacts) {
+    std::string job = OrDash(a.job_id());
+    if (a.attempt() > 0 && a.attempt() < latest_attempt[a.job_id()]) {
+      absl::StrAppend(&job, " (attempt ", a.attempt(), ", superseded)");
+    }
+    table.AddRow({ShortHash(a.digest()), a.kind(), a.name(), FormatBytes(a.size_bytes()), job,
+                  FormatTimestamp(a.created_at(), options.tz)});
   }
   return table.Render(options.width);
 }

@@ -25,6 +25,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The pause between heartbeats while they fail (each of them waits for the coordinator).
+constexpr absl::Duration kFailingBeatPause = absl::Milliseconds(100);
+
 std::string SanitizeForPath(absl::string_view s) {
   std::string out;
   for (char c : s) {
@@ -304,7 +307,13 @@ void AgentRuntime::HeartbeatLoop() {
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(&heartbeat_stop_), heartbeat_interval_);
+      // While the coordinator is unreachable each beat itself waits for it (wait_for_ready,
+      // HeartbeatOnce), so the next one follows at once: the beat that gets through is sent
+      // as soon as the coordinator serves again, not up to an interval later.
+      const absl::Duration pause = coordinator_unreachable_ && options_.wait_for_coordinator
+                                       ? std::min(heartbeat_interval_, kFailingBeatPause)
+                                       : heartbeat_interval_;
+      mu_.AwaitWithTimeout(absl::Condition(&heartbeat_stop_), pause);
       if (heartbeat_stop_) return;
     }
     if (agent_id().empty()) {
@@ -328,7 +337,19 @@ void AgentRuntime::HeartbeatOnce() {
     }
   }
   v1::HeartbeatResponse response;
-  auto rpc = MakeContext(options_.rpc_timeout, options_.token);
+  bool failing = false;
+  absl::Duration interval;
+  {
+    absl::MutexLock lock(&mu_);
+    failing = coordinator_unreachable_ && options_.wait_for_coordinator;
+    interval = heartbeat_interval_;
+  }
+  // During an outage a fail-fast call finds the channel in backoff and fails at once, and
+  // nothing drives the reconnect but gRPC's 5 s backup poller: agents took 10-20 s to come
+  // back (issue #19). A waiting call drives it, bounded by one interval.
+  auto rpc = MakeContext(failing ? std::min(interval, options_.rpc_timeout) : options_.rpc_timeout,
+                         options_.token);
+  if (failing) rpc->set_wait_for_ready(true);
   const absl::Status status =
       FromGrpcStatus(stub_->Heartbeat(rpc.get(), request, &response));
   if (!status.ok()) {
@@ -345,6 +366,7 @@ void AgentRuntime::HeartbeatOnce() {
       spdlog::warn("heartbeat failed: {}; leases survive until their TTL", status.ToString());
     }
     heartbeat_failing_ = true;
+    coordinator_unreachable_ = IsTransientRpcError(status.code());
     return;
   }
   bool drain_changed = false;
@@ -352,6 +374,7 @@ void AgentRuntime::HeartbeatOnce() {
     absl::MutexLock lock(&mu_);
     if (heartbeat_failing_) spdlog::info("heartbeats delivered again");
     heartbeat_failing_ = false;
+    coordinator_unreachable_ = false;
     drain_changed = draining_ != response.drain();
     draining_ = response.drain();
   }

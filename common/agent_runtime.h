@@ -61,6 +61,10 @@ struct AgentRuntimeOptions {
   // the job runs, which its lease bounds (agents: the coordinator answers "lease gone" once
   // it is back). Workers set a multiple of the lease TTL (docs/reliability.md).
   absl::Duration unreachable_give_up = absl::ZeroDuration();
+  // While the coordinator is unreachable, heartbeats wait for it (wait_for_ready, bounded by
+  // one interval) and follow each other at once, driving the reconnect; false: they fail fast
+  // and keep their interval (the earlier behaviour; bench_reconnect's baseline).
+  bool wait_for_coordinator = true;
   bool keep_job_dirs = false;  // keep per-job scratch dirs after completion (debugging)
 };
 
@@ -296,6 +300,8 @@ class AgentRuntime {
   std::string agent_id_ ABSL_GUARDED_BY(mu_);
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_);
   bool heartbeat_failing_ ABSL_GUARDED_BY(mu_) = false;  // log an outage once, not per beat
+  // The last beat met no coordinator (a transient error): beats then wait for it.
+  bool coordinator_unreachable_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_now_ ABSL_GUARDED_BY(mu_) = false;
   bool heartbeat_stop_ ABSL_GUARDED_BY(mu_) = false;

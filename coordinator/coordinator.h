@@ -90,6 +90,7 @@ class CoordinatorObserver {
 // Where a lease came from and what it may touch (for uploads and cost tables).
 struct LeaseInfo {
   std::string lease_id;
+  int attempt = 0;
   std::string job_id;
   std::string job_kind;
   std::string campaign_id;

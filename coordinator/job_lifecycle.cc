@@ -710,6 +710,7 @@ absl::StatusOr<LeaseInfo> Coordinator::CheckLease(const std::string& lease_id) {
   const v1::Job& job = jobs_.at(it->second.job_id);
   LeaseInfo info;
   info.lease_id = lease_id;
+  info.attempt = it->second.attempt;
   info.job_id = job.id();
   info.job_kind = job.kind();
   info.campaign_id = job.campaign_id();
@@ -729,6 +730,7 @@ absl::StatusOr<v1::Artifact> Coordinator::RecordArtifact(const LeaseInfo& lease,
   a.set_name(name);
   a.set_campaign_id(lease.campaign_id);
   a.set_job_id(lease.job_id);
+  a.set_attempt(lease.attempt);
   *a.mutable_created_at() = ToProto(now);
   Effects fx;
   if (lease.lease_id.empty()) {
@@ -745,6 +747,14 @@ absl::StatusOr<v1::Artifact> Coordinator::RecordArtifact(const LeaseInfo& lease,
     if (campaigns_.count(lease.campaign_id) == 0) {
       return absl::FailedPreconditionError(
           absl::StrCat("campaign ", lease.campaign_id, " already finished"));
+    }
+    // Checked again after the bytes arrived: an upload can outlive its lease, and a dead
+    // attempt's artifact must not be listed beside its retry's as if it counted.
+    if (auto live = leases_.find(lease.lease_id);
+        live == leases_.end() || live->second.cancelled) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "lease '", lease.lease_id, "' ended while its upload ran (expired, completed or ",
+          "cancelled): artifact '", name, "' is not recorded"));
     }
     TAILOR_ASSIGN_OR_RETURN(storage::Transaction txn, store_->Begin());
     TAILOR_RETURN_IF_ERROR(store_->InsertArtifact(a));

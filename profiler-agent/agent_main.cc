@@ -39,6 +39,7 @@ struct Flags {
   std::string token_file;
   int max_jobs = 1;
   double stop_grace_s = 30;
+  bool no_wait_for_coordinator = false;
 };
 
 int Usage(const std::string& message) {
@@ -74,6 +75,10 @@ void DeclareFlags(CLI::App& app, Flags& flags) {
                  "seconds running jobs may finish after SIGTERM before they are cancelled")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_flag("--no-wait-for-coordinator", flags.no_wait_for_coordinator,
+               "during an outage let heartbeats fail fast instead of waiting for the "
+               "coordinator (the earlier behaviour: slower reconnects; bench_reconnect's "
+               "baseline)");
   app.add_option("--profile-rounds", flags.profile_rounds,
                  "profile: timed rounds per configuration (0 = default)")
       ->check(CLI::Range(0, 1000));
@@ -108,6 +113,7 @@ absl::StatusOr<AgentRuntimeOptions> RuntimeOptions(const Flags& flags,
   options.work_dir = flags.work_dir;
   options.max_concurrent_jobs = flags.max_jobs;
   options.stop_grace = absl::Seconds(flags.stop_grace_s);
+  options.wait_for_coordinator = !flags.no_wait_for_coordinator;
   return options;
 }
 

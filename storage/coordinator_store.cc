@@ -463,14 +463,15 @@ absl::Status CoordinatorStore::InsertArtifact(const v1::Artifact& a) {
   TAILOR_ASSIGN_OR_RETURN(
       Statement s,
       db_->Prepare("INSERT INTO artifacts (digest, size_bytes, kind, name, campaign_id, job_id, "
-                   "created_at) VALUES (?,?,?,?,?,?,?)"));
+                   "created_at, attempt) VALUES (?,?,?,?,?,?,?,?)"));
   s.Bind(1, a.digest())
       .Bind(2, a.size_bytes())
       .Bind(3, a.kind())
       .Bind(4, a.name())
       .Bind(5, a.campaign_id())
       .Bind(6, a.job_id())
-      .Bind(7, ToMicros(FromProto(a.created_at())));
+      .Bind(7, ToMicros(FromProto(a.created_at())))
+      .Bind(8, a.attempt());
   return s.Run();
 }
 
@@ -478,8 +479,8 @@ absl::StatusOr<std::vector<v1::Artifact>> CoordinatorStore::ListArtifacts(
     const std::string& campaign_id) {
   TAILOR_ASSIGN_OR_RETURN(
       Statement s,
-      db_->Prepare("SELECT digest, size_bytes, kind, name, campaign_id, job_id, created_at "
-                   "FROM artifacts WHERE campaign_id = ? ORDER BY id"));
+      db_->Prepare("SELECT digest, size_bytes, kind, name, campaign_id, job_id, created_at, "
+                   "attempt FROM artifacts WHERE campaign_id = ? ORDER BY id"));
   s.Bind(1, campaign_id);
   std::vector<v1::Artifact> out;
   while (true) {
@@ -493,6 +494,7 @@ absl::StatusOr<std::vector<v1::Artifact>> CoordinatorStore::ListArtifacts(
     a.set_campaign_id(s.ColumnText(4));
     a.set_job_id(s.ColumnText(5));
     *a.mutable_created_at() = ToProto(FromMicros(s.ColumnInt(6)));
+    a.set_attempt(static_cast<int32_t>(s.ColumnInt(7)));
     out.push_back(std::move(a));
   }
   return out;

@@ -156,6 +156,10 @@ ALTER TABLE campaigns_v4 RENAME TO campaigns;
 CREATE INDEX campaigns_by_state ON campaigns(state);
 CREATE INDEX campaigns_by_team ON campaigns(team, id);
 )sql", /*rebuilds_referenced_table=*/true},
+      // Artifacts listed with the attempt that uploaded them (0 for the rows before).
+      {5, R"sql(
+ALTER TABLE artifacts ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0;
+)sql"},
   };
   return *migrations;
 }

@@ -16,6 +16,7 @@ extern char** environ;
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace tailor::coordinator {
@@ -54,8 +55,7 @@ LocalLauncher::~LocalLauncher() {
   // deliberate shutdown path would kill them, and that is Cancel's job.
 }
 
-absl::Status LocalLauncher::Launch(const v1::AcquireJobResponse& a) {
-  const v1::ResourceSpec& r = a.job().resources();
+absl::StatusOr<int> LocalLauncher::RanksOnThisHost(const v1::ResourceSpec& r) const {
   const int nodes = std::max(1, r.nodes());
   const int per_node = std::max(1, r.ranks_per_node());
   if (nodes != 1) {
@@ -72,84 +72,106 @@ absl::Status LocalLauncher::Launch(const v1::AcquireJobResponse& a) {
     return absl::FailedPreconditionError(
         absl::StrCat("worker binary '", options_.worker_bin, "' is not executable"));
   }
+  return per_node;
+}
+
+std::vector<std::string> LocalLauncher::RankEnvironment(const v1::AcquireJobResponse& a,
+                                                        const RankPlace& place) const {
+  std::vector<std::string> env = {
+      absl::StrCat("TAILOR_COORDINATOR=", options_.coordinator),
+      absl::StrCat("TAILOR_LEASE_ID=", a.lease().id()),
+      absl::StrCat("TAILOR_WORK_DIR=", place.work_dir),
+      // Survives attempts: a retried search or distillation resumes from its checkpoints.
+      absl::StrCat("TAILOR_CHECKPOINT_DIR=", options_.data_dir, "/work/", a.job().id(),
+                   "/checkpoints"),
+      absl::StrCat("TAILOR_LAUNCHER=local"),
+      absl::StrCat("RANK=", place.rank),
+      absl::StrCat("LOCAL_RANK=", place.rank),
+      absl::StrCat("WORLD_SIZE=", place.world_size),
+      "MASTER_ADDR=127.0.0.1",
+      absl::StrCat("MASTER_PORT=", place.master_port),
+  };
+  if (!options_.token.empty()) env.push_back(absl::StrCat("TAILOR_TOKEN=", options_.token));
+  // The host's cores shared among the ranks: LibTorch's OpenMP pool defaults to every core
+  // in every rank, and oversubscribed pools spin-wait, which starved the ranks' heartbeat
+  // threads past their lease on 2-core machines. An operator's OMP_NUM_THREADS wins.
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    env.push_back(absl::StrCat("OMP_NUM_THREADS=", ThreadsPerRank(place.world_size)));
+  }
+  if (!options_.ca_cert.empty()) {
+    env.push_back(absl::StrCat("TAILOR_CA_CERT=", options_.ca_cert));
+  }
+  // The coordinator's own environment, less what is set above.
+  std::vector<std::string> full_env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv(*e);
+    const std::string key = kv.substr(0, kv.find('='));
+    bool overridden = false;
+    for (const std::string& ours : env) overridden |= ours.rfind(key + "=", 0) == 0;
+    if (!overridden) full_env.push_back(kv);
+  }
+  full_env.insert(full_env.end(), env.begin(), env.end());
+  return full_env;
+}
+
+absl::StatusOr<pid_t> LocalLauncher::SpawnRank(std::vector<std::string> env,
+                                               const std::string& log) const {
+  // Everything the child needs is built before fork: between fork and exec a child of a
+  // multi-threaded process may only make async-signal-safe calls (no malloc).
+  std::vector<char*> envp;
+  for (std::string& kv : env) envp.push_back(kv.data());
+  envp.push_back(nullptr);
+  char* argv[] = {const_cast<char*>(options_.worker_bin.c_str()), nullptr};
+  pid_t pid = fork();
+  if (pid < 0) return absl::ResourceExhaustedError(absl::StrCat("fork failed: ", strerror(errno)));
+  if (pid == 0) {
+    setpgid(0, 0);
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    execve(argv[0], argv, envp.data());
+    _exit(127);
+  }
+  // Both sides set the group: whichever runs first wins, so a Cancel right after Launch
+  // always finds the group.
+  setpgid(pid, pid);
+  return pid;
+}
+
+absl::Status LocalLauncher::Launch(const v1::AcquireJobResponse& a) {
+  TAILOR_ASSIGN_OR_RETURN(const int per_node, RanksOnThisHost(a.job().resources()));
   const std::string log_dir = absl::StrCat(options_.data_dir, "/logs/", a.job().id());
   std::error_code ec;
   std::filesystem::create_directories(log_dir, ec);
-  const std::string work_dir =
+  RankPlace place;
+  place.world_size = per_node;
+  place.work_dir =
       absl::StrCat(options_.data_dir, "/work/", a.job().id(), "/attempt-", a.lease().attempt());
-  std::filesystem::create_directories(work_dir, ec);
-  const int master_port = PickFreePort();
-  if (master_port == 0) return absl::UnavailableError("no free port for the rendezvous store");
-
+  std::filesystem::create_directories(place.work_dir, ec);
+  place.master_port = PickFreePort();
+  if (place.master_port == 0) {
+    return absl::UnavailableError("no free port for the rendezvous store");
+  }
   Ranks ranks;
-  for (int rank = 0; rank < per_node; ++rank) {
+  for (place.rank = 0; place.rank < per_node; ++place.rank) {
     const std::string log =
-        rank == 0 ? absl::StrCat(log_dir, "/attempt-", a.lease().attempt(), ".log")
-                  : absl::StrCat(log_dir, "/attempt-", a.lease().attempt(), ".rank", rank, ".log");
-    std::vector<std::string> env = {
-        absl::StrCat("TAILOR_COORDINATOR=", options_.coordinator),
-        absl::StrCat("TAILOR_LEASE_ID=", a.lease().id()),
-        absl::StrCat("TAILOR_WORK_DIR=", work_dir),
-        // Survives attempts: a retried search or distillation resumes from its checkpoints.
-        absl::StrCat("TAILOR_CHECKPOINT_DIR=", options_.data_dir, "/work/", a.job().id(),
-                     "/checkpoints"),
-        absl::StrCat("TAILOR_LAUNCHER=local"),
-        absl::StrCat("RANK=", rank),
-        absl::StrCat("LOCAL_RANK=", rank),
-        absl::StrCat("WORLD_SIZE=", per_node),
-        "MASTER_ADDR=127.0.0.1",
-        absl::StrCat("MASTER_PORT=", master_port),
-    };
-    if (!options_.token.empty()) env.push_back(absl::StrCat("TAILOR_TOKEN=", options_.token));
-    // The host's cores shared among the ranks: LibTorch's OpenMP pool defaults to every core
-    // in every rank, and oversubscribed pools spin-wait, which starved the ranks' heartbeat
-    // threads past their lease on 2-core machines. An operator's OMP_NUM_THREADS wins.
-    if (std::getenv("OMP_NUM_THREADS") == nullptr) {
-      env.push_back(absl::StrCat("OMP_NUM_THREADS=", ThreadsPerRank(per_node)));
-    }
-    if (!options_.ca_cert.empty()) {
-      env.push_back(absl::StrCat("TAILOR_CA_CERT=", options_.ca_cert));
-    }
-    // Everything the child needs is built before fork: between fork and exec a child of a
-    // multi-threaded process may only make async-signal-safe calls (no malloc).
-    std::vector<std::string> full_env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string kv(*e);
-      const std::string key = kv.substr(0, kv.find('='));
-      bool overridden = false;
-      for (const std::string& ours : env) overridden |= ours.rfind(key + "=", 0) == 0;
-      if (!overridden) full_env.push_back(kv);
-    }
-    full_env.insert(full_env.end(), env.begin(), env.end());
-    std::vector<char*> envp;
-    for (std::string& kv : full_env) envp.push_back(kv.data());
-    envp.push_back(nullptr);
-    char* argv[] = {const_cast<char*>(options_.worker_bin.c_str()), nullptr};
-    pid_t pid = fork();
-    if (pid < 0) {
+        place.rank == 0
+            ? absl::StrCat(log_dir, "/attempt-", a.lease().attempt(), ".log")
+            : absl::StrCat(log_dir, "/attempt-", a.lease().attempt(), ".rank", place.rank, ".log");
+    absl::StatusOr<pid_t> pid = SpawnRank(RankEnvironment(a, place), log);
+    if (!pid.ok()) {
       KillAll(ranks, SIGKILL);
-      return absl::ResourceExhaustedError(absl::StrCat("fork failed: ", strerror(errno)));
+      return pid.status();
     }
-    if (pid == 0) {
-      setpgid(0, 0);
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-      }
-      int devnull = open("/dev/null", O_RDONLY);
-      if (devnull >= 0) dup2(devnull, 0);
-      execve(argv[0], argv, envp.data());
-      _exit(127);
-    }
-    // Both sides set the group: whichever runs first wins, so a Cancel right after Launch
-    // always finds the group.
-    setpgid(pid, pid);
-    ranks.pids.push_back(pid);
+    ranks.pids.push_back(*pid);
     ranks.exited.push_back(false);
   }
   spdlog::info("job={} lease={} launched {} local ranks (rendezvous 127.0.0.1:{})", a.job().id(),
-               a.lease().id(), per_node, master_port);
+               a.lease().id(), per_node, place.master_port);
   absl::MutexLock lock(&mu_);
   running_[a.lease().id()] = std::move(ranks);
   return absl::OkStatus();

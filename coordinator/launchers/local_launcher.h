@@ -51,6 +51,22 @@ class LocalLauncher : public Launcher {
     bool cancelled = false;
     absl::Time cancelled_at;
   };
+  // Where one rank sits in its job.
+  struct RankPlace {
+    int rank = 0;
+    int world_size = 1;
+    int master_port = 0;
+    std::string work_dir;
+  };
+  // The ranks per node a job's resources ask for, when this host can run them.
+  absl::StatusOr<int> RanksOnThisHost(const v1::ResourceSpec& resources) const;
+  // The rank's whole environment: the coordinator's own, with the rendezvous, lease, work and
+  // checkpoint dirs, token, CA and thread count set for the rank.
+  std::vector<std::string> RankEnvironment(const v1::AcquireJobResponse& a,
+                                           const RankPlace& place) const;
+  // fork + exec of tailor-worker with `env`, stdout and stderr appended to `log`, in a process
+  // group of its own.
+  absl::StatusOr<pid_t> SpawnRank(std::vector<std::string> env, const std::string& log) const;
   void ReapLoop();
   static void KillAll(const Ranks& ranks, int sig);
 

@@ -59,6 +59,7 @@ enum class Fault {
   kAgentSigkill,
   kAgentSigterm,
   kWorkerRankSigkill,
+  kSecondCoordinator,  // another coordinator started on the same data dir (and on the port)
 };
 
 const char* FaultName(Fault f) {
@@ -77,6 +78,8 @@ const char* FaultName(Fault f) {
       return "agent SIGTERM";
     case Fault::kWorkerRankSigkill:
       return "worker rank SIGKILL";
+    case Fault::kSecondCoordinator:
+      return "second coordinator on the data dir";
   }
   return "?";
 }
@@ -145,6 +148,24 @@ class Injector {
       }
       case Fault::kWorkerRankSigkill:
         break;  // WorkerFaults does this itself: it needs the job's ranks
+      case Fault::kSecondCoordinator:
+        StartSecondCoordinator();
+        break;
+    }
+  }
+
+  // Another coordinator on the running one's data dir, once on a free port and once on its
+  // port: both are refused at start (the data dir lock; no SO_REUSEPORT) and write nothing,
+  // and the running coordinator serves on as if nothing happened.
+  void StartSecondCoordinator() {
+    for (const std::string& listen :
+         {std::string("127.0.0.1:0"), absl::StrCat("127.0.0.1:", c_.port())}) {
+      RunResult r = e2e::Run({BinDir() + "/tailor-coordinator", "--data-dir", c_.dir() + "/data",
+                              "--listen", listen, "--launcher", "none"},
+                             absl::Seconds(30));
+      EXPECT_EQ(r.exit_code, 1) << listen << ": " << r.err;
+      EXPECT_NE(r.err.find("is in use by another tailor-coordinator"), std::string::npos)
+          << listen << ": " << r.err;
     }
   }
 
@@ -318,7 +339,8 @@ TEST(FaultInjection, SeededFaultRuns) {
   const int lanes = std::max(1, std::min(runs, EnvInt("TAILOR_FAULT_LANES", 2)));
   const std::vector<Fault> kinds = {Fault::kCoordinatorSigkill, Fault::kCoordinatorSigterm,
                                     Fault::kCoordinatorDown,    Fault::kCoordinatorPause,
-                                    Fault::kAgentSigkill,       Fault::kAgentSigterm};
+                                    Fault::kAgentSigkill,       Fault::kAgentSigterm,
+                                    Fault::kSecondCoordinator};
   std::vector<Fault> plan;
   for (int i = 0; i < runs; ++i) plan.push_back(kinds[i % kinds.size()]);
   std::mt19937 plan_rng(seed0);

@@ -1,6 +1,10 @@
 // Launcher-started multi-rank jobs through real processes: the coordinator's local launcher
 // starts tailor-worker ranks that rendezvous over a c10d TCPStore and all-reduce with Gloo.
+#include <algorithm>
 #include <filesystem>
+#include <memory>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -74,6 +78,35 @@ TEST(WorkerE2E, TwoRankRankingMatchesOneRank) {
   EXPECT_EQ(logs.exit_code, 0) << logs.err;
   EXPECT_THAT(logs.out, ::testing::HasSubstr("rank 0/2"));
   for (const std::string& id : {one, two}) cluster.Cli({"cancel", id});
+}
+
+// Every core busy with other work (a spinning process per hardware thread) while a 2-rank
+// job runs for longer than one 15 s lease (16384 calibration samples: about 20 s on 2 busy
+// cores): the ranks' keepalive still reaches the coordinator within its lease, so the job
+// finishes on its first attempt (issue #19 item 8: a starved heartbeat cost landings).
+TEST(WorkerE2E, RankKeepaliveHoldsTheLeaseWithEveryCoreBusy) {
+  Cluster cluster("worker-busy");  // the production 15 s lease
+  const std::string parent = cluster.TrainTinyParent();
+  ASSERT_FALSE(parent.empty());
+  ASSERT_TRUE(cluster.StartCoordinator());
+  std::vector<std::unique_ptr<Process>> burners;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 0; i < cores; ++i) {
+    burners.push_back(std::make_unique<Process>(
+        std::vector<std::string>{"/bin/sh", "-c", "while :; do :; done"},
+        absl::StrCat(cluster.dir(), "/burner-", i, ".log")));
+  }
+  std::string contract = Contract("busy", parent, 2);
+  contract.replace(contract.find("calibration_samples: 32"), 23, "calibration_samples: 16384");
+  const std::string id =
+      cluster.Submit(cluster.WriteFile("busy.textproto", contract), "rank-busy");
+  ASSERT_FALSE(id.empty());
+  nlohmann::json job = WaitJobDone(cluster, id, "rank");
+  burners.clear();  // SIGKILLed and reaped
+  ASSERT_FALSE(job.is_null());
+  EXPECT_EQ(job["state"], "JOB_SUCCEEDED") << job.dump();
+  EXPECT_EQ(job["attempt"], 1) << "a lease was lost: " << job.dump();
+  cluster.Cli({"cancel", id});
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 #include "cli/render.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "cli/errors.h"
 #include "cli/format.h"
@@ -256,6 +258,29 @@ TEST(RenderReportTest, BudgetsQualityTokensArtifacts) {
             "DIGEST        KIND   NAME                      SIZE  JOB          CREATED\n"
             "ab12cd34ef56  model  student.safetensors  250.0 MiB  job-distill  2023-11-14 "
             "22:13:20 UTC\n");
+}
+
+// A retried job's earlier attempts keep their artifact rows, marked as superseded.
+TEST(RenderArtifactsTest, EarlierAttemptsAreMarkedSuperseded) {
+  std::vector<v1::Artifact> artifacts(3);
+  for (int i = 0; i < 3; ++i) {
+    artifacts[i].set_digest(std::string(64, 'a' + i));
+    artifacts[i].set_kind("model");
+    artifacts[i].set_name(absl::StrCat("m", i, ".tar"));
+    artifacts[i].set_size_bytes(1024);
+    artifacts[i].set_job_id(i < 2 ? "job-distill" : "job-rank");
+    artifacts[i].set_attempt(i == 0 ? 1 : 2);
+    artifacts[i].mutable_created_at()->set_seconds(1700000000);
+  }
+  EXPECT_EQ(RenderArtifacts(artifacts, Options()),
+            "DIGEST        KIND   NAME       SIZE  JOB                                  "
+            "CREATED\n"
+            "aaaaaaaaaaaa  model  m0.tar  1.0 KiB  job-distill (attempt 1, superseded)  "
+            "2023-11-14 22:13:20 UTC\n"
+            "bbbbbbbbbbbb  model  m1.tar  1.0 KiB  job-distill                          "
+            "2023-11-14 22:13:20 UTC\n"
+            "cccccccccccc  model  m2.tar  1.0 KiB  job-rank                             "
+            "2023-11-14 22:13:20 UTC\n");
 }
 
 v1::Event MakeEvent(int64_t seq, int seconds, const std::string& job_id, v1::JobState js,

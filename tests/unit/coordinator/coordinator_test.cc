@@ -308,6 +308,43 @@ TEST_F(CoordinatorTest, DeleteCampaignRemovesAFinishedRecordOnly) {
   EXPECT_THAT(store_->db()->IntegrityCheck(), IsOk());
 }
 
+// An artifact is recorded with the attempt that uploaded it, and only while that attempt's
+// lease lives: an upload that outlived its lease is refused, not listed beside the retry's.
+TEST_F(CoordinatorTest, ArtifactsAreRecordedUnderALiveLeaseWithTheirAttempt) {
+  const v1::Campaign c = Submit(ProbeContract(), "artifacts");
+  const std::string agent = RegisterAgent("box-1");
+  const v1::AcquireJobResponse first = TryAcquire(agent);
+  auto lease = core_->CheckLease(first.lease().id());
+  ASSERT_THAT(lease, IsOk());
+  const storage::BlobInfo blob{std::string(64, 'b'), 10};
+  auto recorded = core_->RecordArtifact(*lease, "log", "one.txt", blob);
+  ASSERT_THAT(recorded, IsOk());
+  EXPECT_EQ(recorded->attempt(), 1);
+
+  // The lease expires while a second upload is on the wire.
+  clock_.Advance(absl::Seconds(16));
+  core_->Tick();
+  EXPECT_THAT(core_->RecordArtifact(*lease, "log", "two.txt", blob),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("ended while its upload ran (expired, completed or cancelled): "
+                                 "artifact 'two.txt' is not recorded")));
+  // The retry's artifact carries its own attempt.
+  clock_.Advance(absl::Seconds(10));
+  core_->Tick();
+  const v1::AcquireJobResponse second = TryAcquire(agent);
+  ASSERT_EQ(second.lease().attempt(), 2);
+  auto retry = core_->CheckLease(second.lease().id());
+  ASSERT_THAT(retry, IsOk());
+  ASSERT_THAT(core_->RecordArtifact(*retry, "log", "three.txt", blob), IsOk());
+  auto listed = core_->ListArtifacts(c.id());
+  ASSERT_THAT(listed, IsOk());
+  ASSERT_EQ(listed->artifacts_size(), 2);
+  EXPECT_EQ(listed->artifacts(0).name(), "one.txt");
+  EXPECT_EQ(listed->artifacts(0).attempt(), 1);
+  EXPECT_EQ(listed->artifacts(1).name(), "three.txt");
+  EXPECT_EQ(listed->artifacts(1).attempt(), 2);
+}
+
 TEST_F(CoordinatorTest, InvalidContractWritesNothing) {
   v1::DeploymentContract bad = ProbeContract();
   bad.mutable_target()->clear_device_kind();
