@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "common/contract_io.h"
 #include "coordinator/contract_validation.h"
+#include "google/protobuf/util/field_comparator.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "tests/fuzz/fuzz_check.h"
 
@@ -32,7 +33,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(bytes.size() <= tailor::kMaxContractBytes, "%zu bytes passed", bytes.size());
   tailor::v1::DeploymentContract again;
   FUZZ_CHECK(again.ParseFromString(bytes), "re-encoded contract does not parse");
-  FUZZ_CHECK(google::protobuf::util::MessageDifferencer::Equals(again, contract),
+  // NaN budgets or hyper-parameters are legal wire input (validation refuses them); a NaN
+  // never equals itself, so they compare as equal here.
+  google::protobuf::util::MessageDifferencer diff;
+  google::protobuf::util::DefaultFieldComparator comparator;
+  comparator.set_treat_nan_as_equal(true);
+  diff.set_field_comparator(&comparator);
+  FUZZ_CHECK(diff.Compare(again, contract),
              "an accepted contract changed on re-encoding (unknown fields kept?)");
   const auto errors = tailor::coordinator::CheckContract(contract);
   const absl::Status valid = tailor::coordinator::ValidateContract(contract);
