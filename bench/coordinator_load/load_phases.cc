@@ -264,6 +264,7 @@ absl::StatusOr<LeaseLoadResult> RunLeaseRoundTrips(const std::string& address,
       }
       v1::CompleteJobRequest complete;
       complete.set_lease_id(lease.lease().id());
+      complete.set_agent_id(acquire.agent_id());  // a lease answers only to its holder
       complete.set_success(true);
       v1::CompleteJobResponse done;
       auto ctx2 = MakeContext(kCallTimeout);

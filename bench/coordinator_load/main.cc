@@ -323,5 +323,13 @@ int main(int argc, char** argv) {
     std::error_code ec;
     std::filesystem::remove_all(run.work_dir, ec);
   }
+  // Refused calls are a broken bench or a broken coordinator, never a figure: the smoke test
+  // in the test command fails on them (the lease phase once ran with every CompleteJob
+  // refused for a missing agent id, and passed).
+  if (results.lease.errors > 0) {
+    std::cerr << "bench_coordinator_load: " << results.lease.errors
+              << " lease round trips failed; first: " << results.lease.first_error << "\n";
+    return 1;
+  }
   return 0;
 }
