@@ -55,11 +55,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
   TAILOR_ASSIGN_OR_RETURN(s->data_dir_lock_,
                           storage::DataDirLock::Acquire(options.data_dir, clock->Now()));
   TAILOR_RETURN_IF_ERROR(storage::CheckDatabaseNotLost(options.data_dir));
+  TAILOR_RETURN_IF_ERROR(storage::CheckDatabaseBeforeOpen(options.data_dir));
   std::filesystem::create_directories(options.data_dir + "/logs", ec);
   const std::string db_path = options.data_dir + "/tailor.db";
   TAILOR_ASSIGN_OR_RETURN(s->store_,
                           storage::CoordinatorStore::Open(db_path, /*external_checkpoints=*/true));
-  TAILOR_RETURN_IF_ERROR(storage::CheckDatabaseHealth(s->store_->db()));
   TAILOR_ASSIGN_OR_RETURN(s->checkpointer_, storage::Checkpointer::Open(db_path));
   TAILOR_ASSIGN_OR_RETURN(s->blobs_, storage::BlobStore::Open(options.data_dir + "/blobs"));
   CoordinatorOptions core_options = options.core;

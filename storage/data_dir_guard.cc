@@ -201,4 +201,24 @@ absl::Status CheckDatabaseHealth(Database* db) {
       RecoverySteps(std::filesystem::path(db->path()).parent_path().string())));
 }
 
+absl::Status CheckDatabaseBeforeOpen(const std::string& data_dir) {
+  const std::string path = (std::filesystem::path(data_dir) / "tailor.db").string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec) || std::filesystem::file_size(path, ec) == 0) {
+    return absl::OkStatus();  // a new data dir; CheckDatabaseNotLost judged the empty case
+  }
+  Database::Options read_only;
+  read_only.read_only = true;
+  read_only.create_if_missing = false;
+  auto db = Database::Open(path, read_only);
+  if (!db.ok()) {
+    return absl::DataLossError(absl::StrCat("database '", path, "' failed its start check (",
+                                            db.status().message(),
+                                            "); the coordinator does not serve a damaged "
+                                            "database. ",
+                                            RecoverySteps(data_dir)));
+  }
+  return CheckDatabaseHealth(db->get());
+}
+
 }  // namespace tailor::storage

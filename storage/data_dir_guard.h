@@ -44,6 +44,11 @@ absl::Status CheckDatabaseNotLost(const std::string& data_dir);
 // duplicates, e.g. of request ids). Partial indexes are skipped: they index fewer rows.
 absl::Status CheckDatabaseHealth(Database* db);
 
+// CheckDatabaseHealth on <data_dir>/tailor.db through a read-only connection of its own, so
+// that a damaged file is refused before anything (migrations included) writes to it. OK when
+// there is no database yet.
+absl::Status CheckDatabaseBeforeOpen(const std::string& data_dir);
+
 // What the refusals above tell the operator to do.
 std::string RecoverySteps(const std::string& data_dir);
 

@@ -101,6 +101,15 @@ class AgentApiTest : public ::testing::Test {
     return resp;
   }
 
+  // Writes `content` as the first attempt's log of `job_id`, where GetJobLog reads it.
+  std::filesystem::path WriteJobLog(const std::string& job_id, const std::string& content) {
+    const std::filesystem::path log =
+        std::filesystem::path(dir_) / "logs" / job_id / "attempt-1.log";
+    std::filesystem::create_directories(log.parent_path());
+    std::ofstream(log) << content;
+    return log;
+  }
+
   v1::Campaign GetCampaign(const std::string& id, const std::string& token = "") {
     v1::GetCampaignRequest req;
     req.set_campaign_id(id);
@@ -410,12 +419,7 @@ TEST_F(AgentApiTest, JobLogWithANegativeOffsetIsOutOfRange) {
   StartServer(/*auth_tokens=*/false);
   SubmitProbe();
   const v1::AcquireJobResponse a = Acquire(Register("box-1"));
-  const std::filesystem::path log =
-      std::filesystem::path(dir_) / "logs" / a.job().id() / "attempt-1.log";
-  std::filesystem::create_directories(log.parent_path());
-  {
-    std::ofstream(log) << "hello";
-  }
+  WriteJobLog(a.job().id(), "hello");
   auto read = [&](int64_t offset, std::string* data) {
     v1::GetJobLogRequest req;
     req.set_job_id(a.job().id());
@@ -442,10 +446,7 @@ TEST_F(AgentApiTest, JobLogFollowStreamsAppendedBytesUntilTheJobEnds) {
   SubmitProbe();
   const std::string agent = Register("box-1");
   const v1::AcquireJobResponse a = Acquire(agent);
-  const std::filesystem::path log =
-      std::filesystem::path(dir_) / "logs" / a.job().id() / "attempt-1.log";
-  std::filesystem::create_directories(log.parent_path());
-  std::ofstream(log) << "one\n";
+  const std::filesystem::path log = WriteJobLog(a.job().id(), "one\n");
   absl::Mutex mu;
   std::string received;
   grpc::Status status;
@@ -492,10 +493,7 @@ TEST_F(AgentApiTest, JobLogFollowStreamsAppendedBytesUntilTheJobEnds) {
   // A quiet follow of a running job ends when the client cancels it.
   SubmitProbe();
   const v1::AcquireJobResponse b = Acquire(agent);
-  const std::filesystem::path quiet =
-      std::filesystem::path(dir_) / "logs" / b.job().id() / "attempt-1.log";
-  std::filesystem::create_directories(quiet.parent_path());
-  std::ofstream(quiet) << "x";
+  WriteJobLog(b.job().id(), "x");
   v1::GetJobLogRequest req;
   req.set_job_id(b.job().id());
   req.set_follow(true);

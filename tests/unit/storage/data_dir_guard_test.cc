@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -140,6 +141,23 @@ TEST_F(DataDirGuardTest, GarbledPageIsRefused) {
   ASSERT_THAT(db.status(), IsOk());
   EXPECT_THAT(CheckDatabaseHealth(db->get()),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("failed its start check")));
+}
+
+// The coordinator runs the check before its store opens (and migrates): a damaged file is
+// refused through a read-only connection and left byte for byte as it was.
+TEST_F(DataDirGuardTest, CheckBeforeOpenRefusesADamagedFileWithoutWritingIt) {
+  EXPECT_THAT(CheckDatabaseBeforeOpen(dir_), IsOk());  // no database yet
+  MakeTable();
+  EXPECT_THAT(CheckDatabaseBeforeOpen(dir_), IsOk());
+  OverwritePage("sqlite_autoindex_campaigns_1", std::string(64, '\xff'));
+  auto read_bytes = [&] {
+    std::ifstream in(dir_ + "/tailor.db", std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string before = read_bytes();
+  EXPECT_THAT(CheckDatabaseBeforeOpen(dir_),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("failed its start check")));
+  EXPECT_EQ(read_bytes(), before);
 }
 
 }  // namespace
