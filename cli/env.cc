@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "common/grpc_util.h"
-#include "google/protobuf/util/json_util.h"
+#include "common/proto_json.h"
 
 namespace tailor::cli {
 namespace {
@@ -36,13 +36,7 @@ void CliEnv::Sleep(absl::Duration d) const {
 }
 
 void PrintJson(std::ostream& out, const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
-  options.add_whitespace = true;
-  std::string json;
-  // Printing a well-formed message cannot fail; an error would be a protobuf bug.
-  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  const std::string json = ProtoJson(message);
   out << json;
   if (json.empty() || json.back() != '\n') out << "\n";
 }

@@ -466,7 +466,7 @@ absl::Status AgentRuntime::AcquireOnce() {
     handler = it->second;
   } else {
     const std::string kind = response.job().kind();
-    handler = [kind](JobContext&) -> absl::StatusOr<google::protobuf::Struct> {
+    handler = [kind](JobContext&) -> absl::StatusOr<v1::JobOutput> {
       return absl::UnimplementedError(absl::StrCat("this agent has no handler for '", kind, "'"));
     };
   }
@@ -518,7 +518,7 @@ JobOutcome AgentRuntime::ExecuteJob(const std::shared_ptr<JobContext>& ctx,
   const absl::Time start = absl::Now();
   std::error_code ec;
   fs::create_directories(ctx->work_dir(), ec);
-  absl::StatusOr<google::protobuf::Struct> result;
+  absl::StatusOr<v1::JobOutput> result;
   if (ec) {
     result = absl::InternalError(
         absl::StrCat("cannot create job dir ", ctx->work_dir(), ": ", ec.message()));
@@ -551,7 +551,7 @@ JobOutcome AgentRuntime::ExecuteJob(const std::shared_ptr<JobContext>& ctx,
     case JobStopReason::kNone:
       if (result.ok()) {
         request.set_success(true);
-        *request.mutable_result() = *std::move(result);
+        *request.mutable_output() = *std::move(result);
       } else {
         request.set_error(std::string(result.status().message()));
         request.set_retryable(IsRetryableJobError(result.status().code()));
@@ -611,7 +611,7 @@ bool AgentRuntime::CompleteWithRetry(JobContext& ctx, v1::CompleteJobRequest req
       spdlog::error("job {}: coordinator rejected the result: {}", ctx.job().id(),
                     status.ToString());
       request.set_success(false);
-      request.clear_result();
+      request.clear_output();
       request.set_error(absl::StrCat("coordinator rejected the result: ", status.message()));
       request.set_retryable(false);
       continue;

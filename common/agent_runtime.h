@@ -24,7 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "google/protobuf/struct.pb.h"
+#include "tailor/v1/job_output.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "tailor/v1/agent.grpc.pb.h"
 #include "tailor/v1/agent.pb.h"
@@ -145,7 +145,7 @@ class JobContext {
   const v1::Lease& lease() const { return assignment_.lease(); }
   const v1::Job& job() const { return assignment_.job(); }
   const v1::DeploymentContract& contract() const { return assignment_.contract(); }
-  const google::protobuf::Map<std::string, google::protobuf::Struct>& inputs() const {
+  const google::protobuf::Map<std::string, v1::JobOutput>& inputs() const {
     return assignment_.inputs();
   }
   const std::string& lease_id() const { return assignment_.lease().id(); }
@@ -213,7 +213,7 @@ class JobContext {
   v1::JobProgress last_progress_ ABSL_GUARDED_BY(mu_);
 };
 
-using JobHandler = std::function<absl::StatusOr<google::protobuf::Struct>(JobContext&)>;
+using JobHandler = std::function<absl::StatusOr<v1::JobOutput>(JobContext&)>;
 
 // How a job ended, from the agent's point of view.
 struct JobOutcome {

@@ -21,7 +21,7 @@ std::string PathOf(const std::string& dir, const std::string& job_id) {
 }  // namespace
 
 absl::Status StoreFinishedResult(const std::string& dir, const std::string& job_id,
-                                 const google::protobuf::Struct& result) {
+                                 const v1::JobOutput& result) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   const std::string path = PathOf(dir, job_id);
@@ -42,14 +42,14 @@ absl::Status StoreFinishedResult(const std::string& dir, const std::string& job_
   return absl::OkStatus();
 }
 
-absl::StatusOr<google::protobuf::Struct> LoadFinishedResult(const std::string& dir,
+absl::StatusOr<v1::JobOutput> LoadFinishedResult(const std::string& dir,
                                                             const std::string& job_id) {
   const std::string path = PathOf(dir, job_id);
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("no finished result in ", path));
   std::stringstream bytes;
   bytes << in.rdbuf();
-  google::protobuf::Struct result;
+  v1::JobOutput result;
   if (!result.ParseFromString(bytes.str())) {
     return absl::DataLossError(absl::StrCat(path, ": not a stored job result"));
   }

@@ -10,15 +10,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "google/protobuf/struct.pb.h"
+#include "tailor/v1/job_output.pb.h"
 
 namespace tailor {
 
 // Written atomically (temporary file, fsync, rename) as <dir>/finished-<job_id>.pb.
 absl::Status StoreFinishedResult(const std::string& dir, const std::string& job_id,
-                                 const google::protobuf::Struct& result);
+                                 const v1::JobOutput& result);
 // NOT_FOUND when no result is stored; DATA_LOSS naming the file when it does not parse.
-absl::StatusOr<google::protobuf::Struct> LoadFinishedResult(const std::string& dir,
+absl::StatusOr<v1::JobOutput> LoadFinishedResult(const std::string& dir,
                                                             const std::string& job_id);
 // Once the coordinator has the result; a missing file is fine.
 void DropFinishedResult(const std::string& dir, const std::string& job_id);

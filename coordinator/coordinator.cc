@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/contract_io.h"
 #include "common/ids.h"
+#include "common/job_output.h"
 #include "common/proto_time.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
@@ -81,7 +82,9 @@ v1::Job NewJob(const PlannedJob& p, const std::string& campaign_id,
   if (p.kind == methods::jobs::kProfile && reusable.has_value()) {
     job.set_state(v1::JOB_SKIPPED);
     job.set_skipped_reason(absl::StrCat("cost table ", reusable->id(), " reused"));
-    (*job.mutable_result()->mutable_fields())["cost_table_id"].set_string_value(reusable->id());
+    v1::ProfileResult reused;
+    reused.set_cost_table_id(reusable->id());
+    SetDetail(*job.mutable_output(), reused);
     job.mutable_progress()->set_fraction(1.0);
   }
   return job;

@@ -353,7 +353,7 @@ v1::AcquireJobResponse Coordinator::AssignmentLocked(const LiveLease& lease) {
     const v1::Job& dep = jobs_.at(other);
     if (std::find(job.depends_on().begin(), job.depends_on().end(), dep.key()) !=
         job.depends_on().end()) {
-      (*resp.mutable_inputs())[dep.key()] = dep.result();
+      (*resp.mutable_inputs())[dep.key()] = dep.output();
     }
   }
   return resp;
@@ -529,8 +529,8 @@ absl::StatusOr<v1::ReportProgressResponse> Coordinator::ReportProgress(
 absl::StatusOr<v1::CompleteJobResponse> Coordinator::CompleteJob(
     const v1::CompleteJobRequest& req) {
   const absl::Time now = clock_->Now();
-  if (req.result().ByteSizeLong() > static_cast<size_t>(options_.max_result_bytes)) {
-    return absl::InvalidArgumentError(absl::StrCat("result: ", req.result().ByteSizeLong(),
+  if (req.output().ByteSizeLong() > static_cast<size_t>(options_.max_result_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("output: ", req.output().ByteSizeLong(),
                                                    " bytes exceeds the limit of ",
                                                    options_.max_result_bytes));
   }
@@ -569,7 +569,7 @@ absl::StatusOr<v1::CompleteJobResponse> Coordinator::CompleteJob(
       if (req.success()) {
         uow.EndAttempt(lease.lease_id, "succeeded", "");
         job.set_state(v1::JOB_SUCCEEDED);
-        *job.mutable_result() = req.result();
+        *job.mutable_output() = req.output();
         job.clear_error();
         // A launcher's last view of the job (e.g. Slurm's PENDING, polled before it started)
         // is stale once it reported success; the external id stays for reference.

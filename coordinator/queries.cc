@@ -142,7 +142,7 @@ v1::Campaign ListingSummary(v1::Campaign c) {
   *c.mutable_contract() = std::move(kept);
   c.clear_report();
   for (v1::Job& job : *c.mutable_jobs()) {
-    job.clear_result();
+    job.clear_output();
     job.mutable_progress()->clear_metrics();
   }
   return c;

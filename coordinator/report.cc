@@ -1,11 +1,10 @@
 #include "coordinator/report.h"
 
 #include <cmath>
-#include <map>
 #include <optional>
 #include <string>
 
-#include "common/struct_values.h"
+#include "common/job_output.h"
 #include "methods/api/job_kinds.h"
 #include "methods/api/report_parts.h"
 #include "methods/registry.h"
@@ -13,34 +12,33 @@
 namespace tailor::coordinator {
 namespace {
 
-using struct_values::NumberAt;
-
-using google::protobuf::Struct;
-using google::protobuf::Value;
-
-const Value* Field(const Struct& s, const std::string& key) {
-  auto it = s.fields().find(key);
-  return it == s.fields().end() ? nullptr : &it->second;
-}
-
-const Struct* SubStruct(const Struct* s, const std::string& key) {
-  if (s == nullptr) return nullptr;
-  const Value* v = Field(*s, key);
-  return v != nullptr && v->has_struct_value() ? &v->struct_value() : nullptr;
+// The value of `resource` in `costs`, when it holds one.
+std::optional<double> CostOf(const v1::ModelCosts& costs, const std::string& resource) {
+  if (resource == "latency_ms" && costs.has_latency_ms()) return costs.latency_ms();
+  if (resource == "throughput_tokens_per_s" && costs.has_throughput_tokens_per_s()) {
+    return costs.throughput_tokens_per_s();
+  }
+  if (resource == "memory_mib" && costs.has_memory_mib()) return costs.memory_mib();
+  if (resource == "weight_memory_mib" && costs.has_weight_memory_mib()) {
+    return costs.weight_memory_mib();
+  }
+  return std::nullopt;
 }
 
 // One row per budget of the contract: the chooser's prediction, the verify job's measurement
 // and whether the measurement meets the budget.
 void AddBudgets(const v1::Campaign& campaign, const methods::Method* method,
-                const Struct* chooser, const Struct* verify, v1::CampaignReport& report) {
-  const Struct* predicted = SubStruct(chooser, "predicted");
-  const Struct* measured = SubStruct(verify, "measured");
+                const v1::JobOutput* chooser, const v1::JobOutput* verify,
+                v1::CampaignReport& report) {
   auto add_budget = [&](const std::string& resource, double budget, bool is_floor) {
     v1::BudgetResult* r = report.add_budgets();
     r->set_resource(resource);
     r->set_budget(budget);
-    r->set_predicted(NumberAt(predicted, resource).value_or(NAN));
-    std::optional<double> m = NumberAt(measured, resource);
+    std::optional<double> p;
+    if (chooser != nullptr) p = CostOf(chooser->predicted(), resource);
+    r->set_predicted(p.value_or(NAN));
+    std::optional<double> m;
+    if (verify != nullptr) m = CostOf(verify->measured(), resource);
     r->set_has_measured(m.has_value());
     r->set_measured(m.value_or(NAN));
     r->set_met(m.has_value() && (is_floor ? *m >= budget : *m <= budget));
@@ -60,20 +58,21 @@ void AddBudgets(const v1::Campaign& campaign, const methods::Method* method,
   }
 }
 
-// The chosen student's architecture and the search tokens spent choosing it.
-void AddChoice(const Struct& chooser, v1::CampaignReport& report) {
-  if (const Struct* arch = SubStruct(&chooser, "architecture")) {
-    *report.mutable_architecture() = *arch;
-  } else if (const Value* line = Field(chooser, "architecture");
-             line != nullptr && line->has_string_value()) {
-    // Search jobs report a one-line description plus one string per layer.
+// The chosen student's architecture: a one-line description plus one string per layer.
+void AddChoice(const v1::JobOutput& chooser, int64_t search_tokens,
+               v1::CampaignReport& report) {
+  if (!chooser.architecture().empty()) {
     auto& f = *report.mutable_architecture()->mutable_fields();
-    f["description"] = *line;
-    if (const Value* layers = Field(chooser, "layers")) f["layers"] = *layers;
-    if (const Value* params = Field(chooser, "parameters")) f["parameters"] = *params;
+    f["description"].set_string_value(chooser.architecture());
+    if (chooser.layers_size() > 0) {
+      auto* layers = f["layers"].mutable_list_value();
+      for (const std::string& l : chooser.layers()) layers->add_values()->set_string_value(l);
+    }
+    if (chooser.parameters() != 0) {
+      f["parameters"].set_number_value(static_cast<double>(chooser.parameters()));
+    }
   }
-  report.set_search_tokens(
-      static_cast<int64_t>(NumberAt(&chooser, "search_tokens").value_or(0)));
+  report.set_search_tokens(search_tokens);
 }
 
 }  // namespace
@@ -84,24 +83,26 @@ v1::CampaignReport BuildReport(const v1::Campaign& campaign, const std::vector<v
   report.set_campaign_id(campaign.id());
   report.set_state(campaign.state());
   for (const v1::Job& j : jobs) {
-    if (j.has_result() && j.result().fields_size() > 0) {
-      (*report.mutable_details()->mutable_fields())[j.key()].mutable_struct_value()->CopyFrom(
-          j.result());
-    }
+    if (j.has_output()) (*report.mutable_outputs())[j.key()] = j.output();
   }
   // The student's predicted cost comes from the job its method says chose it.
   const methods::Method* method = methods::BuiltinMethods().Find(campaign.contract().method());
-  const Struct* chooser = nullptr;
+  const v1::JobOutput* chooser = nullptr;
   if (method != nullptr && !method->chooser_job().empty()) {
-    chooser = methods::ResultOfJob(jobs, std::string(method->chooser_job()));
+    chooser = methods::OutputOfJob(jobs, std::string(method->chooser_job()));
   }
-  const Struct* verify = methods::ResultOfJob(jobs, methods::jobs::kVerify);
-  const Struct* distill = methods::ResultOfJob(jobs, methods::jobs::kDistill);
+  const v1::JobOutput* verify = methods::OutputOfJob(jobs, methods::jobs::kVerify);
+  const v1::JobOutput* distill = methods::OutputOfJob(jobs, methods::jobs::kDistill);
   AddBudgets(campaign, method, chooser, verify, report);
   methods::AddVerifiedQuality(verify, distill, "student", /*with_parent=*/true, report);
-  if (chooser != nullptr) AddChoice(*chooser, report);
-  report.set_recovery_tokens(
-      static_cast<int64_t>(NumberAt(distill, "recovery_tokens").value_or(0)));
+  if (chooser != nullptr) {
+    AddChoice(*chooser, method->SearchTokens(*chooser), report);
+  }
+  if (distill != nullptr) {
+    if (auto d = DetailOf<v1::DistillResult>(*distill)) {
+      report.set_recovery_tokens(d->recovery_tokens());
+    }
+  }
   for (const v1::Artifact& a : artifacts) *report.add_artifacts() = a;
   if (method != nullptr) method->AddReport(campaign, jobs, report);
   return report;

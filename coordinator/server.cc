@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
+#include "methods/legacy_results.h"
 
 namespace tailor::coordinator {
 
@@ -59,7 +60,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
   std::filesystem::create_directories(options.data_dir + "/logs", ec);
   const std::string db_path = options.data_dir + "/tailor.db";
   TAILOR_ASSIGN_OR_RETURN(s->store_,
-                          storage::CoordinatorStore::Open(db_path, /*external_checkpoints=*/true));
+                          storage::CoordinatorStore::Open(db_path, /*external_checkpoints=*/true,
+                                                          methods::UpgradeLegacyResult));
   TAILOR_ASSIGN_OR_RETURN(s->checkpointer_, storage::Checkpointer::Open(db_path));
   TAILOR_ASSIGN_OR_RETURN(s->blobs_, storage::BlobStore::Open(options.data_dir + "/blobs"));
   CoordinatorOptions core_options = options.core;

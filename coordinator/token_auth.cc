@@ -20,6 +20,7 @@
 #include "common/status_macros.h"
 #include "openssl/rand.h"
 #include "spdlog/spdlog.h"
+#include "methods/legacy_results.h"
 
 namespace tailor::coordinator {
 namespace {
@@ -107,7 +108,8 @@ absl::StatusOr<std::unique_ptr<TokenRegistry>> TokenRegistry::Open(const std::st
                                                                    Clock* clock) {
   // No checkpoints from this connection either: the server's Checkpointer does them.
   TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<storage::CoordinatorStore> store,
-                          storage::CoordinatorStore::Open(db_path, /*external_checkpoints=*/true));
+                          storage::CoordinatorStore::Open(db_path, /*external_checkpoints=*/true,
+                                                          methods::UpgradeLegacyResult));
   return std::make_unique<TokenRegistry>(std::move(store), clock);
 }
 

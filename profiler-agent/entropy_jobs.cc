@@ -1,17 +1,18 @@
 #include "profiler-agent/entropy_jobs.h"
 
-#include <google/protobuf/util/json_util.h>
 #include <torch/torch.h>
 
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/job_output.h"
+#include "common/proto_json.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "common/struct_values.h"
 #include "compression/costmodel/cost_table_proto.h"
 #include "compression/engine/engine.h"
 #include "compression/engine/package_build.h"
@@ -22,24 +23,23 @@
 #include "common/model_fetch.h"
 #include "compression/tasks/suites.h"
 #include "methods/api/job_kinds.h"
+#include "methods/entropy_code/entropy_code_results.pb.h"
 
 namespace tailor::profiler {
 namespace {
 
-using ::tailor::struct_values::Num;
-using ::tailor::struct_values::Str;
-using ::tailor::struct_values::Json;
-using ::tailor::struct_values::Bool;
+using v1::entropy_code::AutotuneResult;
+using v1::entropy_code::PackageServing;
+using v1::entropy_code::PackageVerifyResult;
+using v1::entropy_code::SelectResult;
+using v1::entropy_code::TensorServing;
 
-using google::protobuf::Struct;
-using google::protobuf::Value;
-
-std::string InputField(const JobContext& ctx, const std::string& field) {
-  for (const auto& [key, result] : ctx.inputs()) {
-    const auto f = result.fields().find(field);
-    if (f != result.fields().end() && f->second.has_string_value()) return f->second.string_value();
+// The input that hands on a package (the select job's output); null when none does.
+const v1::JobOutput* PackageInput(const JobContext& ctx) {
+  for (const auto& [key, output] : ctx.inputs()) {
+    if (!output.package_digest().empty()) return &output;
   }
-  return "";
+  return nullptr;
 }
 
 absl::StatusOr<std::string> Download(JobContext& ctx, const std::string& digest,
@@ -63,12 +63,9 @@ struct Source {
 absl::StatusOr<Source> SourceOf(const JobContext& ctx) {
   const auto verify = ctx.inputs().find(methods::jobs::kVerify);
   if (verify != ctx.inputs().end()) {
-    const auto f = verify->second.fields().find("model_source");
-    if (f != verify->second.fields().end() && f->second.has_string_value()) {
-      const std::string s = f->second.string_value();
-      const size_t at = s.find("model_digest ");
-      if (at != std::string::npos) return Source{s.substr(at + 13), ""};
-    }
+    const std::string& s = verify->second.model_source();
+    const size_t at = s.find("model_digest ");
+    if (at != std::string::npos) return Source{s.substr(at + 13), ""};
   }
   const v1::ModelRef& p = ctx.contract().parent();
   if (!p.artifact_digest().empty()) return Source{p.artifact_digest(), ""};
@@ -102,7 +99,7 @@ double MedianUs(int reps, Fn fn) {
 }  // namespace
 
 JobHandler MakeAutotuneHandler(MlJobConfig config) {
-  return [config](JobContext& ctx) -> absl::StatusOr<Struct> {
+  return [config](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     const double start = NowSeconds();
     TAILOR_RETURN_IF_ERROR(EngineOptionsFor(ctx.contract(), config).status());
     TAILOR_ASSIGN_OR_RETURN(Source source, SourceOf(ctx));
@@ -140,27 +137,30 @@ JobHandler MakeAutotuneHandler(MlJobConfig config) {
     TAILOR_ASSIGN_OR_RETURN(
         v1::Artifact a, ctx.UploadArtifactBytes("entropy_frontiers", "frontiers.json",
                                                 entropy::FrontiersToJson(frontiers, format)));
-    Struct result;
-    auto& f = *result.mutable_fields();
-    f["frontiers_digest"] = Str(a.digest());
-    f["weight_format"] = Str(format);
-    if (!source.digest.empty()) f["source_model_digest"] = Str(source.digest);
-    if (!source.path.empty()) f["source_model_path"] = Str(source.path);
-    f["tensors"] = Num(static_cast<double>(frontiers.size()));
-    f["dense_bytes"] = Num(static_cast<double>(dense_bytes));
-    f["entropy_bits_per_weight"] = Num(weights ? entropy_bits / weights : 0.0);
-    f["autotune_seconds"] = Num(NowSeconds() - start);
-    f["device"] = Str(config.device);
+    AutotuneResult result;
+    result.set_frontiers_digest(a.digest());
+    result.set_weight_format(format);
+    if (!source.digest.empty()) result.set_source_model_digest(source.digest);
+    if (!source.path.empty()) result.set_source_model_path(source.path);
+    result.set_tensors(static_cast<int64_t>(frontiers.size()));
+    result.set_dense_bytes(dense_bytes);
+    result.set_entropy_bits_per_weight(weights ? entropy_bits / weights : 0.0);
+    result.set_autotune_seconds(NowSeconds() - start);
+    result.set_device(config.device);
+    v1::JobOutput output;
+    SetDetail(output, result);
     TAILOR_RETURN_IF_ERROR(ctx.ReportProgress(
         1.0, absl::StrCat("tuned ", frontiers.size(), " tensors"), done, codable, {}, true));
-    return result;
+    return output;
   };
 }
 
-bool HasPackageInput(const JobContext& ctx) { return !InputField(ctx, "package_digest").empty(); }
+bool HasPackageInput(const JobContext& ctx) { return PackageInput(ctx) != nullptr; }
 
-absl::StatusOr<Struct> RunPackageVerifyJob(JobContext& ctx, const MlJobConfig& config) {
-  const std::string digest = InputField(ctx, "package_digest");
+absl::StatusOr<v1::JobOutput> RunPackageVerifyJob(JobContext& ctx, const MlJobConfig& config) {
+  const v1::JobOutput* input = PackageInput(ctx);
+  if (input == nullptr) return absl::FailedPreconditionError("no job input names a package");
+  const std::string digest = input->package_digest();
   TAILOR_ASSIGN_OR_RETURN(std::string tar, Download(ctx, digest, "package.tar"));
   const std::string dir = absl::StrCat(ctx.work_dir(), "/package");
   if (absl::Status st = entropy::UnpackPackage(tar, dir); !st.ok()) {
@@ -171,9 +171,14 @@ absl::StatusOr<Struct> RunPackageVerifyJob(JobContext& ctx, const MlJobConfig& c
     return ctx.ReportProgress(0.6 * f, m, 0, 0, x).ok() && !ctx.Cancelled();
   };
   // The standard verify (measured, quality, budgets) of the package as served.
-  TAILOR_ASSIGN_OR_RETURN(Struct result, RunVerify(ctx.contract(), dir, config, progress));
-  auto& fields = *result.mutable_fields();
-  fields["model_source"] = Str(absl::StrCat("package_digest ", digest));
+  TAILOR_ASSIGN_OR_RETURN(v1::JobOutput output, RunVerify(ctx.contract(), dir, config, progress));
+  output.set_model_source(absl::StrCat("package_digest ", digest));
+  const v1::ModelCosts& measured = output.measured();
+  if (!measured.has_latency_ms() || !measured.has_decode_ms() ||
+      !measured.has_weight_memory_mib()) {
+    return absl::InternalError(
+        "verify measured no latency_ms, decode_ms or weight_memory_mib for the package");
+  }
 
   TAILOR_ASSIGN_OR_RETURN(engine::EngineOptions options, EngineOptionsFor(ctx.contract(), config));
   const engine::Workload w = costmodel::WorkloadFromProto(ctx.contract().workload());
@@ -189,8 +194,10 @@ absl::StatusOr<Struct> RunPackageVerifyJob(JobContext& ctx, const MlJobConfig& c
   // the fused one: the exact reference for greedy outputs) and as a plain model
   // (torch::linear everywhere: the dense baseline for latency and memory).
   Source source;
-  source.digest = InputField(ctx, "source_model_digest");
-  source.path = InputField(ctx, "source_model_path");
+  if (std::optional<SelectResult> select = DetailOf<SelectResult>(*input)) {
+    source.digest = select->source_model_digest();
+    source.path = select->source_model_path();
+  }
   if (source.digest.empty() && source.path.empty()) {
     return absl::FailedPreconditionError("the select result names no source model");
   }
@@ -269,9 +276,8 @@ absl::StatusOr<Struct> RunPackageVerifyJob(JobContext& ctx, const MlJobConfig& c
   // Per tensor: fused decode-GEMV (coded) or dense GEMV (left dense) at batch 1, against
   // the dense f32 GEMV the unpackaged model runs; fused must equal dense on the decoded form.
   ctx.ReportProgress(0.85, "measuring batch-1 GEMV per tensor").IgnoreError();
-  Struct ent;
-  auto& e = *ent.mutable_fields();
-  auto& rows = *e["tensors"].mutable_list_value();
+  PackageVerifyResult result;
+  PackageServing& e = *result.mutable_entropy();
   double fused_total = 0, dense_total = 0, entropy_bits = 0;
   int64_t weights = 0, coded = 0;
   bool fused_equal = true;
@@ -300,75 +306,71 @@ absl::StatusOr<Struct> RunPackageVerifyJob(JobContext& ctx, const MlJobConfig& c
     dense_total += dense_us;
     weights += r * c;
     entropy_bits += t.info.entropy_bits_per_weight * static_cast<double>(r * c);
-    Struct row;
-    auto& rf = *row.mutable_fields();
-    rf["name"] = Str(t.info.name);
-    rf["dtype"] = Str(entropy::DTypeName(t.info.dtype));
-    rf["storage"] = Str(t.coded.has_value() ? "coded" : "dense");
-    rf["bits_per_weight"] = Num(8.0 * t.info.bytes / static_cast<double>(r * c));
-    rf["entropy_bits_per_weight"] = Num(t.info.entropy_bits_per_weight);
-    rf["bytes"] = Num(static_cast<double>(t.info.resident_bytes()));
-    rf["dense_bytes"] = Num(static_cast<double>(t.info.dense_bytes));
+    TensorServing& row = *e.add_tensors();
+    row.set_name(t.info.name);
+    row.set_dtype(entropy::DTypeName(t.info.dtype));
+    row.set_storage(t.coded.has_value() ? "coded" : "dense");
+    row.set_bits_per_weight(8.0 * t.info.bytes / static_cast<double>(r * c));
+    row.set_entropy_bits_per_weight(t.info.entropy_bits_per_weight);
+    row.set_bytes(t.info.resident_bytes());
+    row.set_dense_bytes(t.info.dense_bytes);
     if (t.coded.has_value()) {
-      rf["config"] = Str(absl::StrCat("k=", t.info.config.symbols_per_codeword, " L=",
-                                      t.info.config.table_log, " chunk=",
-                                      t.info.config.chunk_width));
+      row.set_config(absl::StrCat("k=", t.info.config.symbols_per_codeword, " L=",
+                                  t.info.config.table_log, " chunk=",
+                                  t.info.config.chunk_width));
     } else {
-      rf["config"] = Str("dense");
+      row.set_config("dense");
     }
-    rf["frontier_points"] = Num(static_cast<double>(t.info.frontier.size()));
-    rf["gemv_us"] = Num(pkg_us);
-    rf["dense_gemv_us"] = Num(dense_us);
-    rf["fused_equals_dense"] = Bool(equal);
-    *rows.add_values()->mutable_struct_value() = std::move(row);
+    row.set_frontier_points(static_cast<int64_t>(t.info.frontier.size()));
+    row.set_gemv_us(pkg_us);
+    row.set_dense_gemv_us(dense_us);
+    row.set_fused_equals_dense(equal);
   }
   if (!fused_equal) {
     return absl::DataLossError("the fused decode-GEMV differs from the dense GEMV on the decoded weights");
   }
   const double resident_mib = static_cast<double>(package.resident_bytes()) / (1 << 20);
-  e["outputs_identical"] = Bool(true);
-  e["outputs_identical_torch_linear"] = Bool(linear_mismatches == 0);
-  e["prompts_differing_torch_linear"] = Num(static_cast<double>(linear_mismatches));
-  e["prompts_compared"] = Num(static_cast<double>(prompts));
-  e["tokens_compared"] = Num(static_cast<double>(compared));
-  e["fused_equals_dense"] = Bool(fused_equal);
-  e["coded_tensors"] = Num(static_cast<double>(coded));
-  e["weight_format"] = Str(package.summary.weight_format);
-  e["resident_bytes"] = Num(static_cast<double>(package.resident_bytes()));
-  e["dense_bytes"] = Num(static_cast<double>(package.dense_bytes()));
-  e["weights"] = Num(static_cast<double>(weights));
-  e["bits_per_weight"] = Num(weights ? 8.0 * package.resident_bytes() / weights : 0.0);
-  e["entropy_bits_per_weight"] = Num(weights ? entropy_bits / weights : 0.0);
-  e["gemv_batch1_us"] = Num(fused_total);
-  e["dense_gemv_batch1_us"] = Num(dense_total);
-  const auto& measured = fields["measured"].struct_value().fields();
-  e["latency_ms"] = measured.at("latency_ms");
-  e["dense_latency_ms"] = Num(dense_m.latency_ms);
-  e["decode_ms"] = measured.at("decode_ms");
-  e["dense_decode_ms"] = Num(dense_m.decode_ms);
+  e.set_outputs_identical(true);
+  e.set_outputs_identical_torch_linear(linear_mismatches == 0);
+  e.set_prompts_differing_torch_linear(linear_mismatches);
+  e.set_prompts_compared(prompts);
+  e.set_tokens_compared(compared);
+  e.set_fused_equals_dense(fused_equal);
+  e.set_coded_tensors(coded);
+  e.set_weight_format(package.summary.weight_format);
+  e.set_resident_bytes(package.resident_bytes());
+  e.set_dense_bytes(package.dense_bytes());
+  e.set_weights(weights);
+  e.set_bits_per_weight(weights ? 8.0 * package.resident_bytes() / weights : 0.0);
+  e.set_entropy_bits_per_weight(weights ? entropy_bits / weights : 0.0);
+  e.set_gemv_batch1_us(fused_total);
+  e.set_dense_gemv_batch1_us(dense_total);
+  e.set_latency_ms(measured.latency_ms());
+  e.set_dense_latency_ms(dense_m.latency_ms);
+  e.set_decode_ms(measured.decode_ms());
+  e.set_dense_decode_ms(dense_m.decode_ms);
   // The engine's own weight accounting: served projections at their coded size (measured
   // weight_memory_mib, which the standard verify already checked against the budget).
-  e["served_weight_memory_mib"] = measured.at("weight_memory_mib");
-  e["resident_weight_memory_mib"] = Num(resident_mib);
-  e["dense_weight_memory_mib"] = Num(static_cast<double>(dense_m.weight_bytes) / (1 << 20));
-  e["fused_forward"] = Bool(linear != nullptr);
-  e["batch1_latency_ms"] = Num(pkg_b1.latency_ms);
-  e["dense_batch1_latency_ms"] = Num(dense_b1.latency_ms);
-  e["batch1_decode_ms"] = Num(pkg_b1.decode_ms);
-  e["dense_batch1_decode_ms"] = Num(dense_b1.decode_ms);
+  e.set_served_weight_memory_mib(measured.weight_memory_mib());
+  e.set_resident_weight_memory_mib(resident_mib);
+  e.set_dense_weight_memory_mib(static_cast<double>(dense_m.weight_bytes) / (1 << 20));
+  e.set_fused_forward(linear != nullptr);
+  e.set_batch1_latency_ms(pkg_b1.latency_ms);
+  e.set_dense_batch1_latency_ms(dense_b1.latency_ms);
+  e.set_batch1_decode_ms(pkg_b1.decode_ms);
+  e.set_dense_batch1_decode_ms(dense_b1.decode_ms);
   const double steps = static_cast<double>(std::max<int64_t>(1, w1.output_tokens - 1));
-  e["batch1_ms_per_token"] = Num(pkg_b1.decode_ms / steps);
-  e["dense_batch1_ms_per_token"] = Num(dense_b1.decode_ms / steps);
-  e["batch1_fused_gemv_calls"] = Num(static_cast<double>(fused_calls));
-  fields["entropy"].mutable_struct_value()->Swap(&ent);
-  TAILOR_ASSIGN_OR_RETURN(std::string json, Json(result));
+  e.set_batch1_ms_per_token(pkg_b1.decode_ms / steps);
+  e.set_dense_batch1_ms_per_token(dense_b1.decode_ms / steps);
+  e.set_batch1_fused_gemv_calls(fused_calls);
+  SetDetail(output, result);
+  const std::string json = ProtoJson(output);
   TAILOR_RETURN_IF_ERROR(ctx.UploadArtifactBytes("verify", "verify.json", json).status());
   TAILOR_RETURN_IF_ERROR(ctx.ReportProgress(
       1.0, "package verified: greedy outputs identical", 0, 0,
-      {{"latency_ms", measured.at("latency_ms").number_value()},
-       {"weight_memory_mib", measured.at("weight_memory_mib").number_value()}},
+      {{"latency_ms", measured.latency_ms()}, {"weight_memory_mib", measured.weight_memory_mib()}},
       /*final=*/true));
-  return result;
+  return output;
 }
 
 }  // namespace tailor::profiler

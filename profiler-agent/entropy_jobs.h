@@ -8,11 +8,11 @@
 //   (ENTROPY_CODE) or the model the `verify` dependency verified (tail). Every codable
 //   tensor is quantised to entropy.weight_format (unset: kept) and autotuned on this device:
 //   candidate codes priced, encoded, their batch-1 fused GEMV latency measured; the
-//   per-tensor Pareto frontiers go up as artifact `entropy_frontiers`. Returns
-//   {frontiers_digest, weight_format, source_model_digest | source_model_path, tensors,
-//    dense_bytes, entropy_bits_per_weight, autotune_seconds}.
-// verify of a package (a dependency's result has `package_digest`): serves the package in
-//   the built-in engine like any verify (measured/quality/budgets), and adds `entropy`:
+//   per-tensor Pareto frontiers go up as artifact `entropy_frontiers`. Returns an
+//   AutotuneResult detail (methods/entropy_code/entropy_code_results.proto).
+// verify of a package (a dependency's output has `package_digest`): serves the package in
+//   the built-in engine like any verify (measured/quality/budgets), and adds a
+//   PackageVerifyResult detail whose `entropy` holds:
 //   greedy outputs on task prompts against the dense twin (the source quantised with the
 //   same scheme, never coded) — any difference fails the job —, fused-vs-dense GEMV
 //   equality and batch-1 latency per tensor, end-to-end latency of package vs dense twin,
@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "common/agent_runtime.h"
 #include "profiler-agent/ml_jobs.h"
+#include "tailor/v1/job_output.pb.h"
 
 namespace tailor::profiler {
 
@@ -29,8 +30,7 @@ JobHandler MakeAutotuneHandler(MlJobConfig config);
 
 // True when `ctx`'s inputs name a package (then the verify handler delegates here).
 bool HasPackageInput(const JobContext& ctx);
-absl::StatusOr<google::protobuf::Struct> RunPackageVerifyJob(JobContext& ctx,
-                                                             const MlJobConfig& config);
+absl::StatusOr<v1::JobOutput> RunPackageVerifyJob(JobContext& ctx, const MlJobConfig& config);
 
 }  // namespace tailor::profiler
 

@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/job_output.h"
+#include "common/proto_json.h"
 #include "common/struct_values.h"
 #include "compression/costmodel/cost_table_proto.h"
 #include "compression/engine/engine.h"
@@ -63,11 +65,8 @@ absl::StatusOr<std::string> ParentDir(JobContext& ctx) {
 // else the contract's parent. Returns the dir and where it came from.
 absl::StatusOr<std::pair<std::string, std::string>> ModelDir(JobContext& ctx) {
   std::vector<std::pair<std::string, std::string>> producers;  // (dependency key, digest)
-  for (const auto& [key, result] : ctx.inputs()) {
-    const auto f = result.fields().find("model_digest");
-    if (f != result.fields().end() && f->second.has_string_value()) {
-      producers.emplace_back(key, f->second.string_value());
-    }
+  for (const auto& [key, output] : ctx.inputs()) {
+    if (!output.model_digest().empty()) producers.emplace_back(key, output.model_digest());
   }
   if (producers.size() > 1) {
     std::sort(producers.begin(), producers.end());
@@ -93,28 +92,25 @@ MlProgressFn ProgressOf(JobContext& ctx) {
 }
 
 // Exact-match accuracy over the 8 task suites (and the parameter count) of a loaded model.
-absl::StatusOr<Struct> TaskQuality(engine::Engine& eng, uint64_t seed, int samples) {
-  Struct out;
-  auto& quality = *out.mutable_fields();
-  quality["parameters"] = Num(static_cast<double>(eng.config().ParameterCount()));
+absl::StatusOr<v1::ModelQuality> TaskQuality(engine::Engine& eng, uint64_t seed, int samples) {
+  v1::ModelQuality quality;
+  quality.set_parameters(eng.config().ParameterCount());
   if (eng.config().vocab < tasks::kVocabSize) {
-    quality["skipped"] = Str(absl::StrCat("vocab ", eng.config().vocab,
-                                          " is smaller than the task tokenizer's ",
-                                          tasks::kVocabSize));
-    return out;
+    quality.set_skipped(absl::StrCat("vocab ", eng.config().vocab,
+                                     " is smaller than the task tokenizer's ", tasks::kVocabSize));
+    return quality;
   }
-  auto& per_task = *quality["per_task"].mutable_struct_value()->mutable_fields();
   double sum = 0;
   int n = 0;
   for (const std::unique_ptr<tasks::TaskSuite>& suite : tasks::AllSuites()) {
     TAILOR_ASSIGN_OR_RETURN(tasks::EvalResult r,
                             tasks::Evaluate(eng.model(), *suite, samples, seed));
-    per_task[r.task] = Num(r.accuracy());
+    (*quality.mutable_per_task())[r.task] = r.accuracy();
     sum += r.accuracy();
     ++n;
   }
-  quality["task_accuracy"] = Num(n > 0 ? sum / n : 0.0);
-  return out;
+  quality.set_task_accuracy(n > 0 ? sum / n : 0.0);
+  return quality;
 }
 
 }  // namespace
@@ -173,9 +169,9 @@ absl::StatusOr<ProfileJobOutput> RunProfile(const v1::DeploymentContract& contra
   return out;
 }
 
-absl::StatusOr<Struct> RunVerify(const v1::DeploymentContract& contract,
-                                 const std::string& model_dir, const MlJobConfig& config,
-                                 const MlProgressFn& progress) {
+absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
+                                        const std::string& model_dir, const MlJobConfig& config,
+                                        const MlProgressFn& progress) {
   auto report = [&](double f, const std::string& message) -> absl::Status {
     if (progress && !progress(f, message, {})) return absl::CancelledError("verify cancelled");
     return absl::OkStatus();
@@ -196,36 +192,32 @@ absl::StatusOr<Struct> RunVerify(const v1::DeploymentContract& contract,
   mo.seed = SeedOf(contract);
   TAILOR_ASSIGN_OR_RETURN(engine::Measurement m, eng.Measure(w, mo));
 
-  Struct result;
-  auto& f = *result.mutable_fields();
-  auto& measured = *f["measured"].mutable_struct_value()->mutable_fields();
+  v1::JobOutput result;
+  v1::ModelCosts& measured = *result.mutable_measured();
   const double memory_mib = static_cast<double>(m.peak_bytes) / (1 << 20);
   const double weight_mib = static_cast<double>(m.weight_bytes) / (1 << 20);
-  measured["latency_ms"] = Num(m.latency_ms);
-  measured["throughput_tokens_per_s"] = Num(m.throughput_tokens_per_s);
-  measured["memory_mib"] = Num(memory_mib);
-  measured["weight_memory_mib"] = Num(weight_mib);
-  measured["cache_mib"] = Num(static_cast<double>(m.cache_bytes) / (1 << 20));
-  measured["prefill_ms"] = Num(m.prefill_ms);
-  measured["decode_ms"] = Num(m.decode_ms);
-  measured["median_request_ms"] = Num(m.median_request_ms);
-  measured["cpu_ms"] = Num(m.cpu_ms);
-  measured["repetitions"] = Num(m.repetitions);
+  measured.set_latency_ms(m.latency_ms);
+  measured.set_throughput_tokens_per_s(m.throughput_tokens_per_s);
+  measured.set_memory_mib(memory_mib);
+  measured.set_weight_memory_mib(weight_mib);
+  measured.set_cache_mib(static_cast<double>(m.cache_bytes) / (1 << 20));
+  measured.set_prefill_ms(m.prefill_ms);
+  measured.set_decode_ms(m.decode_ms);
+  measured.set_median_request_ms(m.median_request_ms);
+  measured.set_cpu_ms(m.cpu_ms);
+  measured.set_repetitions(m.repetitions);
 
   // Quality on the task suites, served at the contract's precision.
   TAILOR_RETURN_IF_ERROR(report(0.6, "evaluating the task suites"));
-  TAILOR_ASSIGN_OR_RETURN(*f["quality"].mutable_struct_value(),
+  TAILOR_ASSIGN_OR_RETURN(*result.mutable_quality(),
                           TaskQuality(eng, SeedOf(contract), config.verify_task_samples));
   const v1::Budget& b = contract.budget();
-  auto& budgets = *f["budgets"].mutable_list_value();
   auto add = [&](const char* resource, double budget, double value, bool floor) {
-    Struct s;
-    auto& sf = *s.mutable_fields();
-    sf["resource"] = Str(resource);
-    sf["budget"] = Num(budget);
-    sf["measured"] = Num(value);
-    sf["met"].set_bool_value(floor ? value >= budget : value <= budget);
-    *budgets.add_values()->mutable_struct_value() = std::move(s);
+    v1::BudgetCheck* check = result.add_budgets();
+    check->set_resource(resource);
+    check->set_budget(budget);
+    check->set_measured(value);
+    check->set_met(floor ? value >= budget : value <= budget);
   };
   if (b.has_latency_ms_max()) add("latency_ms", b.latency_ms_max(), m.latency_ms, false);
   if (b.has_throughput_tokens_per_s_min()) {
@@ -236,16 +228,16 @@ absl::StatusOr<Struct> RunVerify(const v1::DeploymentContract& contract,
   if (b.has_weight_memory_mib_max()) {
     add("weight_memory_mib", b.weight_memory_mib_max(), weight_mib, false);
   }
-  auto& eng_info = *f["engine"].mutable_struct_value()->mutable_fields();
-  eng_info["name"] = Str(engine::kEngineName);
-  eng_info["version"] = Str(engine::kEngineVersion);
-  eng_info["device"] = Str(options.device);
-  eng_info["precision"] = Str(std::string(engine::PrecisionName(options.precision)));
+  v1::EngineInfo& eng_info = *result.mutable_engine();
+  eng_info.set_name(engine::kEngineName);
+  eng_info.set_version(engine::kEngineVersion);
+  eng_info.set_device(options.device);
+  eng_info.set_precision(std::string(engine::PrecisionName(options.precision)));
   return result;
 }
 
 JobHandler MakeProfileHandler(MlJobConfig config) {
-  return [config](JobContext& ctx) -> absl::StatusOr<Struct> {
+  return [config](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     TAILOR_ASSIGN_OR_RETURN(std::string parent_dir, ParentDir(ctx));
     TAILOR_ASSIGN_OR_RETURN(ProfileJobOutput out,
                             RunProfile(ctx.contract(), parent_dir, config, ProgressOf(ctx)));
@@ -272,16 +264,17 @@ JobHandler MakeProfileHandler(MlJobConfig config) {
     TAILOR_RETURN_IF_ERROR(ctx.ReportProgress(
         1.0, absl::StrCat("cost table ", stored.id(), " stored"), 0, 0,
         {{"latency_mape", v.latency_mape}, {"memory_mape", v.memory_mape}}, /*final=*/true));
-    Struct result;
-    auto& f = *result.mutable_fields();
-    f["cost_table_id"] = Str(stored.id());
-    f["latency_mape"] = Num(v.latency_mape);
-    f["latency_max_error"] = Num(v.latency_max_error);
-    f["memory_mape"] = Num(v.memory_mape);
-    f["validated_architectures"] = Num(v.architectures);
-    f["entries"] = Num(out.table.entries_size());
-    f["t0_ms"] = Num(out.table.t0_ms());
-    f["profile_seconds"] = Num(out.result.seconds);
+    v1::ProfileResult profile;
+    profile.set_cost_table_id(stored.id());
+    profile.set_latency_mape(v.latency_mape);
+    profile.set_latency_max_error(v.latency_max_error);
+    profile.set_memory_mape(v.memory_mape);
+    profile.set_validated_architectures(v.architectures);
+    profile.set_entries(out.table.entries_size());
+    profile.set_t0_ms(out.table.t0_ms());
+    profile.set_profile_seconds(out.result.seconds);
+    v1::JobOutput result;
+    SetDetail(result, profile);
     spdlog::info("cost table {}: {} entries, latency MAPE {:.2f}% (max {:.2f}%), memory MAPE "
                  "{:.2f}% over {} held-out architectures",
                  stored.id(), out.table.entries_size(), 100 * v.latency_mape,
@@ -291,28 +284,25 @@ JobHandler MakeProfileHandler(MlJobConfig config) {
 }
 
 JobHandler MakeVerifyHandler(MlJobConfig config) {
-  return [config](JobContext& ctx) -> absl::StatusOr<Struct> {
+  return [config](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     // An entropy-coded package (select / entropy_select): verified against its dense twin.
     if (HasPackageInput(ctx)) return RunPackageVerifyJob(ctx, config);
     // Nothing to verify when the job before found no model (a comparison branch whose
     // budget no model met): pass the reason on rather than verify the parent in its place.
     for (const auto& [key, input] : ctx.inputs()) {
-      const auto skipped = input.fields().find("skipped");
-      if (skipped != input.fields().end() && skipped->second.bool_value()) {
-        Struct result;
-        (*result.mutable_fields())["skipped"].set_bool_value(true);
-        const auto reason = input.fields().find("reason");
-        (*result.mutable_fields())["reason"] =
-            reason != input.fields().end() ? reason->second : Str(key + " was skipped");
+      if (input.skipped()) {
+        v1::JobOutput result;
+        result.set_skipped(true);
+        result.set_reason(!input.reason().empty() ? input.reason() : key + " was skipped");
         ctx.ReportProgress(1.0, "nothing to verify: " + key + " was skipped", 0, 0, {}, true)
             .IgnoreError();
         return result;
       }
     }
     TAILOR_ASSIGN_OR_RETURN(auto model, ModelDir(ctx));
-    TAILOR_ASSIGN_OR_RETURN(Struct result,
+    TAILOR_ASSIGN_OR_RETURN(v1::JobOutput result,
                             RunVerify(ctx.contract(), model.first, config, ProgressOf(ctx)));
-    (*result.mutable_fields())["model_source"] = Str(model.second);
+    result.set_model_source(model.second);
     // The main verify of a campaign also scores the parent under the same engine settings,
     // so the report compares parent, student and baseline measured the same way.
     if (ctx.job().key() == methods::jobs::kVerify && model.second.rfind("parent ", 0) != 0) {
@@ -324,16 +314,15 @@ JobHandler MakeVerifyHandler(MlJobConfig config) {
       if (!parent.ok()) return BadModel("parent model", parent.status());
       ctx.ReportProgress(0.9, "evaluating the parent on the task suites").IgnoreError();
       TAILOR_ASSIGN_OR_RETURN(
-          *(*result.mutable_fields())["parent_quality"].mutable_struct_value(),
+          *result.mutable_parent_quality(),
           TaskQuality(**parent, SeedOf(ctx.contract()), config.verify_task_samples));
     }
-    TAILOR_ASSIGN_OR_RETURN(std::string json, Json(result));
+    const std::string json = ProtoJson(result);
     TAILOR_RETURN_IF_ERROR(ctx.UploadArtifactBytes("verify", "verify.json", json).status());
-    const auto& measured = result.fields().at("measured").struct_value().fields();
     TAILOR_RETURN_IF_ERROR(ctx.ReportProgress(
         1.0, "verified", 0, 0,
-        {{"latency_ms", measured.at("latency_ms").number_value()},
-         {"memory_mib", measured.at("memory_mib").number_value()}},
+        {{"latency_ms", result.measured().latency_ms()},
+         {"memory_mib", result.measured().memory_mib()}},
         /*final=*/true));
     return result;
   };

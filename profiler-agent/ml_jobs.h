@@ -7,15 +7,12 @@
 //   profiles a cost table in the built-in engine under the contract (device, precision,
 //   batch and lengths) and validates it on held-out architectures
 //   (costmodel::ProfileCostTable), stores it with PutCostTable, uploads the per-architecture
-//   validation as an artifact, and returns
-//   {cost_table_id, latency_mape, latency_max_error, memory_mape, validated_architectures,
-//    entries, t0_ms, profile_seconds} (errors as fractions: 0.032 = 3.2%).
-// verify: serves the finished model under the contract and returns
-//   measured {latency_ms, throughput_tokens_per_s, memory_mib, weight_memory_mib, ...},
-//   quality {task_accuracy, per_task{...}, parameters}, and budgets [{resource, budget,
-//   measured, met}] for every budget the contract sets. The model is the artifact named by
-//   a dependency's result key `model_digest`, else the contract's parent (path or
-//   artifact). A model that fails validation (bad archive, config or weights) fails the job
+//   validation as an artifact, and returns a ProfileResult (job_output.proto; errors as
+//   fractions: 0.032 = 3.2%) as its output's detail.
+// verify: serves the finished model under the contract and fills its output's measured
+//   costs, quality and budgets (one BudgetCheck per budget the contract sets). The model is
+//   the dependency output's `model_digest` (whichever job produced it), else the contract's
+//   parent (path or artifact). A model that fails validation (bad archive, config or weights) fails the job
 //   with INVALID_ARGUMENT and the reason (not retried).
 //
 // Both check that the contract's engine is this one (tailor-builtin at kEngineVersion):
@@ -28,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "common/agent_runtime.h"
 #include "compression/costmodel/profiler.h"
-#include "google/protobuf/struct.pb.h"
+#include "tailor/v1/job_output.pb.h"
 #include "tailor/v1/contract.pb.h"
 
 namespace tailor::profiler {
@@ -62,10 +59,9 @@ absl::StatusOr<ProfileJobOutput> RunProfile(const v1::DeploymentContract& contra
                                             const MlProgressFn& progress);
 
 // The verify job without the runtime. `model_dir` holds config.json + model.safetensors.
-absl::StatusOr<google::protobuf::Struct> RunVerify(const v1::DeploymentContract& contract,
-                                                   const std::string& model_dir,
-                                                   const MlJobConfig& config,
-                                                   const MlProgressFn& progress);
+absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
+                                        const std::string& model_dir, const MlJobConfig& config,
+                                        const MlProgressFn& progress);
 
 JobHandler MakeProfileHandler(MlJobConfig config);
 JobHandler MakeVerifyHandler(MlJobConfig config);

@@ -20,15 +20,14 @@
 #include "common/logging.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
-#include "common/struct_values.h"
-#include "google/protobuf/util/json_util.h"
+#include "common/job_output.h"
+#include "common/proto_json.h"
+#include "methods/probe/probe_results.pb.h"
 
 namespace tailor::profiler {
 
 namespace {
 
-using ::tailor::struct_values::Num;
-using ::tailor::struct_values::Str;
 
 // Splits "key<TAB>: value" lines. Keys keep their case: on x86 "model" (a number) and
 // "model name" (the string we want) differ only by suffix.
@@ -54,38 +53,32 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 // Keeps the optimizer from deleting work whose result we never read.
 inline void DoNotOptimize(const void* p) { asm volatile("" : : "g"(p) : "memory"); }
 
-google::protobuf::Struct HostInfoStruct(const HostInfo& host, const ProbeConfig& config) {
-  google::protobuf::Struct s;
-  auto& f = *s.mutable_fields();
-  f["cpu_model"] = Str(host.cpu_model);
-  f["logical_cores"] = Num(host.logical_cores);
-  f["usable_cores"] = Num(host.usable_cores);
-  f["memory_total_mib"] = Num(static_cast<double>(host.memory_total_mib));
-  f["memory_available_mib"] = Num(static_cast<double>(host.memory_available_mib));
-  f["hostname"] = Str(host.hostname);
-  f["kernel"] = Str(host.kernel);
-  f["device_kind"] = Str(config.device_kind);
-  f["device"] = Str(config.device);
+v1::probe::ProbeResult HostInfoResult(const HostInfo& host, const ProbeConfig& config) {
+  v1::probe::ProbeResult r;
+  r.set_cpu_model(host.cpu_model);
+  r.set_logical_cores(host.logical_cores);
+  r.set_usable_cores(host.usable_cores);
+  r.set_memory_total_mib(static_cast<int64_t>(host.memory_total_mib));
+  r.set_memory_available_mib(static_cast<int64_t>(host.memory_available_mib));
+  r.set_hostname(host.hostname);
+  r.set_kernel(host.kernel);
+  r.set_device_kind(config.device_kind);
+  r.set_device(config.device);
   if (BuiltWithCuda()) {
-    f["cuda_driver_version"] = Str(CudaVersionString(host.cuda.driver_version));
-    f["cuda_runtime_version"] = Str(CudaVersionString(host.cuda.runtime_version));
-    if (!host.cuda.error.empty()) f["cuda_error"] = Str(host.cuda.error);
-    google::protobuf::Value devices;
+    r.set_cuda_driver_version(CudaVersionString(host.cuda.driver_version));
+    r.set_cuda_runtime_version(CudaVersionString(host.cuda.runtime_version));
+    r.set_cuda_error(host.cuda.error);
     for (const CudaDeviceInfo& d : host.cuda.devices) {
-      google::protobuf::Value dv;
-      auto& df = *dv.mutable_struct_value()->mutable_fields();
-      df["index"] = Num(d.index);
-      df["name"] = Str(d.name);
-      df["memory_mib"] = Num(static_cast<double>(d.memory_mib));
-      df["compute_capability"] =
-          Str(absl::StrCat(d.compute_capability_major, ".", d.compute_capability_minor));
-      df["multiprocessors"] = Num(d.multiprocessors);
-      *devices.mutable_list_value()->add_values() = std::move(dv);
+      v1::probe::CudaDevice* dv = r.add_cuda_devices();
+      dv->set_index(d.index);
+      dv->set_name(d.name);
+      dv->set_memory_mib(static_cast<int64_t>(d.memory_mib));
+      dv->set_compute_capability(
+          absl::StrCat(d.compute_capability_major, ".", d.compute_capability_minor));
+      dv->set_multiprocessors(d.multiprocessors);
     }
-    devices.mutable_list_value();  // an empty list rather than null when there are none
-    f["cuda_devices"] = std::move(devices);
   }
-  return s;
+  return r;
 }
 
 }  // namespace
@@ -200,7 +193,7 @@ double MeasureMatmulGflops(const std::vector<float>& a, const std::vector<float>
 }
 
 JobHandler MakeProbeHandler(ProbeConfig config) {
-  return [config](JobContext& ctx) -> absl::StatusOr<google::protobuf::Struct> {
+  return [config](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     TAILOR_ASSIGN_OR_RETURN(HostInfo host, ReadHostInfo(config.proc_dir));
     const v1::ProbeParams& params = ctx.contract().probe();
     const int64_t duration_ms =
@@ -242,32 +235,26 @@ JobHandler MakeProbeHandler(ProbeConfig config) {
     } while (absl::Now() - start < duration);
     if (ctx.Cancelled()) return absl::CancelledError("probe cancelled");
 
-    google::protobuf::Struct result = HostInfoStruct(host, config);
-    auto& f = *result.mutable_fields();
-    f["memcpy_gbps"] = Num(Median(gbps));
-    f["gflops"] = Num(Median(gflops));
-    f["iterations"] = Num(static_cast<double>(gflops.size()));
-    f["duration_ms"] = Num(static_cast<double>(duration_ms));
+    v1::probe::ProbeResult result = HostInfoResult(host, config);
+    result.set_memcpy_gbps(Median(gbps));
+    result.set_gflops(Median(gflops));
+    result.set_iterations(static_cast<int64_t>(gflops.size()));
+    result.set_duration_ms(static_cast<int64_t>(duration_ms));
     TAILOR_RETURN_IF_ERROR(ctx.ReportProgress(
         1.0, "probe done", static_cast<int64_t>(gflops.size()),
         static_cast<int64_t>(gflops.size()),
         {{"memcpy_gbps", Median(gbps)}, {"gflops", Median(gflops)}}, /*final=*/true));
 
-    std::string json;
-    google::protobuf::util::JsonPrintOptions json_options;
-    json_options.add_whitespace = true;
-    json_options.preserve_proto_field_names = true;
-    if (auto st = google::protobuf::util::MessageToJsonString(result, &json, json_options);
-        !st.ok()) {
-      return absl::InternalError(absl::StrCat("probe result to JSON: ", st.ToString()));
-    }
+    const std::string json = ProtoJson(result);
     TAILOR_RETURN_IF_ERROR(ctx.UploadArtifactBytes("probe", "probe.json", json).status());
     // Blobs are content-addressed, so the digest is the JSON's sha256.
-    f["artifact_sha256"] = Str(Sha256::Hex(json));
+    result.set_artifact_sha256(Sha256::Hex(json));
     spdlog::info("probe on {}: {} ({} cores, {} MiB), memcpy {:.1f} GB/s, matmul {:.2f} GFLOP/s",
                  host.hostname, host.cpu_model, host.logical_cores, host.memory_total_mib,
                  Median(gbps), Median(gflops));
-    return result;
+    v1::JobOutput output;
+    SetDetail(output, result);
+    return output;
   };
 }
 

@@ -87,9 +87,9 @@ constexpr char kAttemptColumns[] =
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CoordinatorStore>> CoordinatorStore::Open(
-    const std::string& path, bool external_checkpoints) {
+    const std::string& path, bool external_checkpoints, LegacyResultConverter convert) {
   TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::Open(path));
-  TAILOR_RETURN_IF_ERROR(db->Migrate(CoordinatorMigrations()));
+  TAILOR_RETURN_IF_ERROR(db->Migrate(CoordinatorMigrations(std::move(convert))));
   if (external_checkpoints) TAILOR_RETURN_IF_ERROR(db->Exec("PRAGMA wal_autocheckpoint = 0"));
   return std::unique_ptr<CoordinatorStore>(new CoordinatorStore(std::move(db)));
 }

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "storage/database.h"
+#include "storage/schema.h"
 #include "tailor/v1/admin.pb.h"
 #include "tailor/v1/agent.pb.h"
 #include "tailor/v1/campaign.pb.h"
@@ -59,8 +60,10 @@ class CoordinatorStore {
   // Opens (creating if needed) and migrates the database. With external_checkpoints the
   // connection never checkpoints the WAL itself (no fsync inside a request); the owner must
   // run Checkpointer below.
-  static absl::StatusOr<std::unique_ptr<CoordinatorStore>> Open(const std::string& path,
-                                                               bool external_checkpoints = false);
+  // `convert` types the job results of a schema-5 database (storage/schema.h).
+  static absl::StatusOr<std::unique_ptr<CoordinatorStore>> Open(
+      const std::string& path, bool external_checkpoints = false,
+      LegacyResultConverter convert = nullptr);
 
   Database* db() { return db_.get(); }
   absl::StatusOr<Transaction> Begin() { return Transaction::Begin(db_.get()); }

@@ -377,7 +377,8 @@ absl::Status Database::ApplyMigration(const Migration& m) {
   // The SQL and the version bump commit together, so a crash never leaves a half-applied
   // step recorded as done (SQLite DDL is transactional).
   TAILOR_ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(this));
-  TAILOR_RETURN_IF_ERROR(Exec(m.sql));
+  if (!m.sql.empty()) TAILOR_RETURN_IF_ERROR(Exec(m.sql));
+  if (m.code) TAILOR_RETURN_IF_ERROR(m.code(*this));
   if (m.rebuilds_referenced_table) {
     TAILOR_ASSIGN_OR_RETURN(Statement check, Prepare("PRAGMA foreign_key_check"));
     TAILOR_ASSIGN_OR_RETURN(bool violation, check.Step());

@@ -81,6 +81,9 @@ struct Migration {
   // place): foreign keys are off while it runs, as SQLite's documented table-rebuild
   // procedure requires, and PRAGMA foreign_key_check must pass before it commits.
   bool rebuilds_referenced_table = false;
+  // Work SQL cannot express (e.g. rewriting stored protobufs), run after `sql` in the same
+  // transaction; its error rolls the whole step back.
+  std::function<absl::Status(Database&)> code = nullptr;
 };
 
 // RAII connection. Opened in WAL mode with synchronous=NORMAL, foreign_keys=ON and a busy

@@ -1,12 +1,56 @@
 #include "storage/schema.h"
 
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "tailor/v1/campaign.pb.h"
+
 namespace tailor::storage {
+namespace {
+
+// Migration 6: each job row's schema-5 Struct result (Job.legacy_result) becomes its typed
+// JobOutput (Job.output). All rows or none: the step's transaction holds them.
+absl::Status MoveResultsIntoOutputs(Database& db, const LegacyResultConverter& convert) {
+  TAILOR_ASSIGN_OR_RETURN(Statement rows, db.Prepare("SELECT id, kind, proto FROM jobs"));
+  std::vector<std::pair<std::string, std::string>> rewritten;  // id, new proto
+  while (true) {
+    TAILOR_ASSIGN_OR_RETURN(bool row, rows.Step());
+    if (!row) break;
+    const std::string id = rows.ColumnText(0);
+    const std::string kind = rows.ColumnText(1);
+    v1::Job job;
+    if (!job.ParseFromString(rows.ColumnBlob(2))) {
+      return absl::DataLossError(absl::StrCat("job ", id, ": stored protobuf does not parse"));
+    }
+    if (!job.has_legacy_result()) continue;
+    if (!convert) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job ", id, " keeps a schema-5 result and this program cannot convert it; open the "
+          "data directory with tailor-coordinator first"));
+    }
+    absl::StatusOr<v1::JobOutput> output = convert(kind, job.legacy_result());
+    if (!output.ok()) {
+      return absl::Status(output.status().code(),
+                          absl::StrCat("job ", id, " (", kind, "): ", output.status().message()));
+    }
+    job.clear_legacy_result();
+    *job.mutable_output() = *std::move(output);
+    rewritten.emplace_back(id, job.SerializeAsString());
+  }
+  for (const auto& [id, proto] : rewritten) {
+    TAILOR_ASSIGN_OR_RETURN(Statement update,
+                            db.Prepare("UPDATE jobs SET proto = ?1 WHERE id = ?2"));
+    TAILOR_RETURN_IF_ERROR(update.BindBlob(1, proto).Bind(2, id).Run());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 // Times are INTEGER unix microseconds. Rows that the coordinator reads back as a whole keep
 // their protobuf in a BLOB; the columns beside it exist for indexes and for people running
 // sqlite3 on the file.
-const std::vector<Migration>& CoordinatorMigrations() {
-  static const auto* migrations = new std::vector<Migration>{
+std::vector<Migration> CoordinatorMigrations(LegacyResultConverter convert) {
+  return std::vector<Migration>{
       {1, R"sql(
 CREATE TABLE campaigns (
   id            TEXT PRIMARY KEY,
@@ -160,8 +204,10 @@ CREATE INDEX campaigns_by_team ON campaigns(team, id);
       {5, R"sql(
 ALTER TABLE artifacts ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0;
 )sql"},
+      // Job results typed: Job.legacy_result (Struct) -> Job.output (JobOutput).
+      {6, "", /*rebuilds_referenced_table=*/false,
+       [convert](Database& db) { return MoveResultsIntoOutputs(db, convert); }},
   };
-  return *migrations;
 }
 
 }  // namespace tailor::storage

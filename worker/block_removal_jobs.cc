@@ -20,8 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/job_output.h"
 #include "common/status_macros.h"
-#include "common/struct_values.h"
 #include "compression/autocompress/uniform.h"
 #include "compression/blockremoval/budget.h"
 #include "compression/blockremoval/gates.h"
@@ -29,16 +29,17 @@
 #include "compression/costmodel/cost_model.h"
 #include "compression/model/hybrid_lm.h"
 #include "nlohmann/json.hpp"
+#include "methods/api/job_kinds.h"
+#include "methods/block_removal/block_removal_results.pb.h"
+#include "methods/block_removal/job_kinds.h"
+#include "tailor/v1/job_output.pb.h"
 #include "worker/job_io.h"
 #include "worker/worker_context.h"
-#include "methods/api/job_kinds.h"
-#include "methods/block_removal/job_kinds.h"
 
 namespace tailor::worker {
 namespace {
 
-using google::protobuf::Struct;
-using google::protobuf::Value;
+namespace results = v1::block_removal;  // the jobs' JobOutput.detail messages
 
 // Seed salts: calibration (gradients, Block Influence) and held-out evaluation streams.
 constexpr uint64_t kCalibrationSalt = 0x6361626f00000000ULL;  // "cbo"
@@ -48,37 +49,14 @@ constexpr uint64_t kHeldOutSalt = 0x686f6c646f757400ULL;      // "holdout"
 constexpr int64_t kHeldOutSamples = 96;
 constexpr char kFisherFormat[] = "tailor-block-fisher-v1";
 
-Value NumberList(const std::vector<double>& v) {
-  Value out;
-  for (double x : v) out.mutable_list_value()->add_values()->set_number_value(x);
-  return out;
-}
-Value IntList(const std::vector<int>& v) {
-  Value out;
-  for (int x : v) out.mutable_list_value()->add_values()->set_number_value(x);
-  return out;
+// Replaces the repeated field `*out` with `v`.
+template <typename T, typename Field>
+void Assign(const std::vector<T>& v, Field* out) {
+  out->Assign(v.begin(), v.end());
 }
 
-absl::StatusOr<const Struct*> Input(const WorkerContext& ctx, const std::string& dep) {
-  const auto& inputs = ctx.assignment.inputs();
-  auto it = inputs.find(dep);
-  if (it == inputs.end()) {
-    return absl::FailedPreconditionError(absl::StrCat("job input '", dep, "' is missing"));
-  }
-  return &it->second;
-}
-
-absl::StatusOr<std::vector<double>> NumbersOf(const Struct& s, const std::string& field) {
-  auto it = s.fields().find(field);
-  if (it == s.fields().end() || !it->second.has_list_value()) {
-    return absl::FailedPreconditionError(absl::StrCat("input has no list '", field, "'"));
-  }
-  std::vector<double> out;
-  for (const Value& v : it->second.list_value().values()) out.push_back(v.number_value());
-  return out;
-}
-
-std::vector<int> ToInts(const std::vector<double>& v) {
+template <typename Field>
+std::vector<int> ToInts(const Field& v) {
   return std::vector<int>(v.begin(), v.end());
 }
 
@@ -144,7 +122,7 @@ absl::StatusOr<at::Tensor> GatheredGateGradients(WorkerContext& ctx, model::Hybr
   return a;
 }
 
-absl::StatusOr<Struct> RunGateGradients(WorkerContext& ctx) {
+absl::StatusOr<v1::JobOutput> RunGateGradients(WorkerContext& ctx) {
   const v1::DeploymentContract& c = ctx.contract();
   if (c.parent().path().empty()) {
     return absl::InvalidArgumentError(
@@ -170,14 +148,17 @@ absl::StatusOr<Struct> RunGateGradients(WorkerContext& ctx) {
   std::vector<double> influence;
   for (int l : layers) influence.push_back(bi_t[l].item<double>() / std::max(1.0, tokens));
 
-  Struct result;
-  auto& f = *result.mutable_fields();
-  f["calibration_samples"].set_number_value(static_cast<double>(total));
-  f["world_size"].set_number_value(world);
-  f["blocks"].set_number_value(static_cast<double>(layers.size()));
-  f["layers"] = IntList(layers);
-  f["block_influence"] = NumberList(influence);
-  if (!ctx.is_rank0()) return result;
+  v1::JobOutput output;
+  output.set_world_size(world);
+  results::GateGradientsResult result;
+  result.set_calibration_samples(total);
+  result.set_blocks(static_cast<int>(layers.size()));
+  Assign(layers, result.mutable_layers());
+  Assign(influence, result.mutable_block_influence());
+  if (!ctx.is_rank0()) {
+    SetDetail(output, result);
+    return output;
+  }
 
   TAILOR_ASSIGN_OR_RETURN(blockremoval::Qubo q, blockremoval::FisherQubo(a));
   nlohmann::json j;
@@ -188,15 +169,14 @@ absl::StatusOr<Struct> RunGateGradients(WorkerContext& ctx) {
   j["h"] = q.h;
   TAILOR_ASSIGN_OR_RETURN(v1::Artifact fisher,
                           ctx.job->UploadArtifactBytes("block_fisher", "fisher.json", j.dump()));
-  f["fisher_digest"].set_string_value(fisher.digest());
-  std::vector<double> diag;
-  for (int i = 0; i < q.n; ++i) diag.push_back(q.at(i, i));
-  f["fisher_diagonal"] = NumberList(diag);
+  result.set_fisher_digest(fisher.digest());
+  for (int i = 0; i < q.n; ++i) result.add_fisher_diagonal(q.at(i, i));
   ctx.Progress(0.8, "uploading the parent (teacher of the removed-block student)");
   TAILOR_ASSIGN_OR_RETURN(v1::Artifact art, UploadModel(ctx, parent, "parent", "parent"));
-  f["teacher_digest"].set_string_value(art.digest());
+  output.set_teacher_digest(art.digest());
+  SetDetail(output, result);
   ctx.Progress(1.0, absl::StrFormat("H (%dx%d) from %d samples stored", q.n, q.n, total));
-  return result;
+  return output;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -248,38 +228,48 @@ blockremoval::BudgetLimits LimitsOf(const v1::Budget& b) {
   return l;
 }
 
-Value PredictedValue(const costmodel::Prediction& p) {
-  Value v;
-  auto& f = *v.mutable_struct_value()->mutable_fields();
-  f["latency_ms"].set_number_value(p.latency_ms);
-  f["throughput_tokens_per_s"].set_number_value(p.throughput_tokens_per_s);
-  f["memory_mib"].set_number_value(p.memory_mib);
-  return v;
+void SetPredicted(const costmodel::Prediction& p, v1::ModelCosts* out) {
+  out->set_latency_ms(p.latency_ms);
+  out->set_throughput_tokens_per_s(p.throughput_tokens_per_s);
+  out->set_memory_mib(p.memory_mib);
 }
 
-absl::StatusOr<Struct> RunSolve(WorkerContext& ctx) {
+absl::StatusOr<v1::JobOutput> RunSolve(WorkerContext& ctx) {
   const v1::DeploymentContract& c = ctx.contract();
   const v1::BlockRemovalParams& br = c.block_removal();
   std::optional<costmodel::CostModel> cost_model;
   if (ctx.assignment.inputs().contains(methods::jobs::kProfile)) {
-    TAILOR_ASSIGN_OR_RETURN(const std::string table_id,
-                            InputString(ctx, methods::jobs::kProfile, "cost_table_id"));
+    TAILOR_ASSIGN_OR_RETURN(const v1::JobOutput* profile, Input(ctx, methods::jobs::kProfile));
+    const std::optional<v1::ProfileResult> table_ref = DetailOf<v1::ProfileResult>(*profile);
+    TAILOR_ASSIGN_OR_RETURN(
+        const std::string table_id,
+        NonEmpty(methods::jobs::kProfile, "cost_table_id",
+                 table_ref ? table_ref->cost_table_id() : std::string()));
     TAILOR_ASSIGN_OR_RETURN(v1::CostTable table, FetchCostTable(ctx, table_id));  // collective
     absl::StatusOr<costmodel::CostModel> m = costmodel::CostModel::FromTable(table);
     if (!m.ok()) return absl::FailedPreconditionError(m.status().message());
     cost_model.emplace(*std::move(m));
   }
-  Struct result;
-  if (!ctx.is_rank0()) return result;  // solving takes milliseconds: rank 0 alone
+  v1::JobOutput output;
+  if (!ctx.is_rank0()) return output;  // solving takes milliseconds: rank 0 alone
 
-  TAILOR_ASSIGN_OR_RETURN(const Struct* grads, Input(ctx, "gate_gradients"));
+  TAILOR_ASSIGN_OR_RETURN(const v1::JobOutput* grads, Input(ctx, methods::jobs::kGateGradients));
+  const results::GateGradientsResult gradients =
+      DetailOf<results::GateGradientsResult>(*grads).value_or(results::GateGradientsResult());
   TAILOR_ASSIGN_OR_RETURN(const std::string fisher_digest,
-                          InputString(ctx, "gate_gradients", "fisher_digest"));
+                          NonEmpty(methods::jobs::kGateGradients, "fisher_digest",
+                                   gradients.fisher_digest()));
   TAILOR_ASSIGN_OR_RETURN(const std::string teacher_digest,
-                          InputString(ctx, "gate_gradients", "teacher_digest"));
+                          NonEmpty(methods::jobs::kGateGradients, "teacher_digest",
+                                   grads->teacher_digest()));
   std::vector<int> layers;
   TAILOR_ASSIGN_OR_RETURN(blockremoval::Qubo q, FetchFisher(ctx, fisher_digest, layers));
-  TAILOR_ASSIGN_OR_RETURN(std::vector<double> influence, NumbersOf(*grads, "block_influence"));
+  if (gradients.block_influence().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job input '", methods::jobs::kGateGradients, "' has no 'block_influence' in its output"));
+  }
+  const std::vector<double> influence(gradients.block_influence().begin(),
+                                      gradients.block_influence().end());
   TAILOR_ASSIGN_OR_RETURN(model::HybridConfig parent_config,
                           model::ReadHybridConfig(c.parent().path() + "/config.json"));
 
@@ -315,6 +305,7 @@ absl::StatusOr<Struct> RunSolve(WorkerContext& ctx) {
   const int stages = br.has_stages() ? std::max(1, br.stages()) : 1;
   int stage_m = 0;
   std::optional<blockremoval::State> ground;  // at M, kept or not (budget-driven may drop it)
+  results::SolveResult result;
   if (br.has_blocks_to_remove()) {
     m = br.blocks_to_remove();
     if (m >= q.n) {
@@ -346,53 +337,51 @@ absl::StatusOr<Struct> RunSolve(WorkerContext& ctx) {
     solve_seconds = b.solve_seconds;
     ground = b.ground;
     // Why this M: every smaller M and how close its best state came (the report shows it).
-    auto* trials = result.mutable_fields()->operator[]("m_search").mutable_list_value();
     for (const blockremoval::MTrial& t : b.trials) {
-      auto& tf = *trials->add_values()->mutable_struct_value()->mutable_fields();
-      tf["m"].set_number_value(t.m);
-      tf["states"].set_number_value(t.states);
-      tf["fitting"].set_number_value(t.fitting);
-      tf["min_latency_ms"].set_number_value(t.min_latency_ms);
-      tf["min_memory_mib"].set_number_value(t.min_memory_mib);
+      results::MTrial& trial = *result.add_m_search();
+      trial.set_m(t.m);
+      trial.set_states(t.states);
+      trial.set_fitting(t.fitting);
+      trial.set_min_latency_ms(t.min_latency_ms);
+      trial.set_min_memory_mib(t.min_memory_mib);
     }
   }
 
-  auto& f = *result.mutable_fields();
-  f["blocks_to_remove"].set_number_value(m);
-  f["blocks"].set_number_value(q.n);
-  f["stages"].set_number_value(stages);
-  f["stage_blocks"].set_number_value(stage_m);  // what the spectrum's states remove
-  f["solver"].set_string_value(solver_name);
-  f["solve_seconds"].set_number_value(solve_seconds);
-  f["states_total"].set_number_value(blockremoval::Binomial(q.n, stage_m));
-  f["budget_driven"].set_bool_value(!br.has_blocks_to_remove());
-  f["fisher_digest"].set_string_value(fisher_digest);
-  f["teacher_digest"].set_string_value(teacher_digest);
-  f["layers"] = IntList(layers);
-  f["block_influence"] = NumberList(influence);
-  auto* spectrum = f["spectrum"].mutable_list_value();
+  result.set_blocks_to_remove(m);
+  result.set_blocks(q.n);
+  result.set_stages(stages);
+  result.set_stage_blocks(stage_m);  // what the spectrum's states remove
+  result.set_solver(solver_name);
+  result.set_solve_seconds(solve_seconds);
+  result.set_states_total(blockremoval::Binomial(q.n, stage_m));
+  result.set_budget_driven(!br.has_blocks_to_remove());
+  result.set_fisher_digest(fisher_digest);
+  output.set_teacher_digest(teacher_digest);
+  Assign(layers, result.mutable_layers());
+  Assign(influence, result.mutable_block_influence());
   for (size_t i = 0; i < states.size(); ++i) {
-    auto& s = *spectrum->add_values()->mutable_struct_value()->mutable_fields();
-    s["level"].set_number_value(static_cast<double>(i));  // 0 = lowest kept state
-    s["energy"].set_number_value(states[i].energy);
-    s["removed_layers"] = IntList(LayersOf(states[i].removed, layers));
-    if (predicted[i]) s["predicted"] = PredictedValue(*predicted[i]);
+    results::SpectrumState& s = *result.add_spectrum();
+    s.set_level(static_cast<int>(i));  // 0 = lowest kept state
+    s.set_energy(states[i].energy);
+    Assign(LayersOf(states[i].removed, layers), s.mutable_removed_layers());
+    if (predicted[i]) SetPredicted(*predicted[i], s.mutable_predicted());
   }
-  if (predicted[0]) f["predicted"] = PredictedValue(*predicted[0]);
+  if (predicted[0]) SetPredicted(*predicted[0], output.mutable_predicted());
   if (!ground) ground = states[0];
-  f["ground_energy"].set_number_value(ground->energy);
-  f["ground_removed_layers"] = IntList(LayersOf(ground->removed, layers));
+  result.set_ground_energy(ground->energy);
+  Assign(LayersOf(ground->removed, layers), result.mutable_ground_removed_layers());
   // The Block Influence choice at the same M, with its energy under the same H.
   const std::vector<int> bi_vars = blockremoval::LowestInfluence(influence, m);
-  auto& b = *f["baseline"].mutable_struct_value()->mutable_fields();
-  b["method"].set_string_value("block_influence");
-  b["removed_layers"] = IntList(LayersOf(bi_vars, layers));
-  b["energy"].set_number_value(blockremoval::Energy(q, bi_vars));
+  results::Baseline& baseline = *result.mutable_baseline();
+  baseline.set_method("block_influence");
+  Assign(LayersOf(bi_vars, layers), baseline.mutable_removed_layers());
+  baseline.set_energy(blockremoval::Energy(q, bi_vars));
+  SetDetail(output, result);
   ctx.Progress(1.0, absl::StrFormat("%s: M=%d (first stage %d of %d), %d states kept, ground "
                                     "energy %.4g",
                                     solver_name, m, stage_m, stages, states.size(),
                                     states[0].energy));
-  return result;
+  return output;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -405,7 +394,7 @@ absl::StatusOr<Struct> RunSolve(WorkerContext& ctx) {
 absl::Status RunLaterStages(WorkerContext& ctx, const model::HybridLM& parent,
                             const std::vector<tasks::Sample>& held_out, int m, int stages,
                             std::vector<int>* removed, double* loss,
-                            google::protobuf::ListValue* rows) {
+                            google::protobuf::RepeatedPtrField<results::StageRow>* rows) {
   const v1::BlockRemovalParams& br = ctx.contract().block_removal();
   const Calibration cal = CalibrationShare(ctx);
   const int world = ctx.env.world_size;
@@ -449,38 +438,40 @@ absl::Status RunLaterStages(WorkerContext& ctx, const model::HybridLM& parent,
     std::sort(added.begin(), added.end());
     *removed = sets[best];
     *loss = losses[best].item<double>();
-    auto& row = *rows->add_values()->mutable_struct_value()->mutable_fields();
-    row["stage"].set_number_value(stage + 1);
-    row["added_layers"] = IntList(added);
-    row["removed_layers"] = IntList(*removed);
-    row["energy"].set_number_value(states[best].energy);
-    row["candidates"].set_number_value(static_cast<double>(count));
-    row["loss"].set_number_value(*loss);
+    results::StageRow& row = *rows->Add();
+    row.set_stage(stage + 1);
+    Assign(added, row.mutable_added_layers());
+    Assign(*removed, row.mutable_removed_layers());
+    row.set_energy(states[best].energy);
+    row.set_candidates(static_cast<int>(count));
+    row.set_loss(*loss);
     ctx.Progress(to, absl::StrFormat("stage %d/%d: removed %s, loss %.4f", stage + 1, stages,
                                      absl::StrJoin(*removed, ","), *loss));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<Struct> RunEvaluateCandidates(WorkerContext& ctx) {
+absl::StatusOr<v1::JobOutput> RunEvaluateCandidates(WorkerContext& ctx) {
+  TAILOR_ASSIGN_OR_RETURN(const v1::JobOutput* solve_output, Input(ctx, methods::jobs::kSolve));
   TAILOR_ASSIGN_OR_RETURN(const std::string teacher_digest,
-                          InputString(ctx, methods::jobs::kSolve, "teacher_digest"));
-  TAILOR_ASSIGN_OR_RETURN(const Struct* solve, Input(ctx, methods::jobs::kSolve));
+                          NonEmpty(methods::jobs::kSolve, "teacher_digest",
+                                   solve_output->teacher_digest()));
   TAILOR_ASSIGN_OR_RETURN(model::HybridLM parent, FetchModel(ctx, teacher_digest, "parent"));
-  std::vector<std::vector<int>> removed;
-  std::vector<double> energies;
-  const auto spectrum = solve->fields().find("spectrum");
-  if (spectrum == solve->fields().end() || spectrum->second.list_value().values().empty()) {
+  const std::optional<results::SolveResult> solve = DetailOf<results::SolveResult>(*solve_output);
+  if (!solve || solve->spectrum().empty()) {
     return absl::FailedPreconditionError("job input 'solve' has no spectrum");
   }
-  for (const Value& v : spectrum->second.list_value().values()) {
-    TAILOR_ASSIGN_OR_RETURN(std::vector<double> r, NumbersOf(v.struct_value(), "removed_layers"));
-    removed.push_back(ToInts(r));
-    energies.push_back(v.struct_value().fields().at("energy").number_value());
+  if (!solve->has_baseline()) {
+    return absl::FailedPreconditionError("job input 'solve' has no baseline");
   }
-  const Struct& baseline = solve->fields().at("baseline").struct_value();
-  TAILOR_ASSIGN_OR_RETURN(std::vector<double> bi_removed, NumbersOf(baseline, "removed_layers"));
-  removed.push_back(ToInts(bi_removed));  // last: the Block Influence baseline
+  std::vector<std::vector<int>> removed;
+  std::vector<double> energies;
+  for (const results::SpectrumState& s : solve->spectrum()) {
+    removed.push_back(ToInts(s.removed_layers()));
+    energies.push_back(s.energy());
+  }
+  const results::Baseline& baseline = solve->baseline();
+  removed.push_back(ToInts(baseline.removed_layers()));  // last: the Block Influence baseline
 
   const auto held_out = blockremoval::CalibrationSamples(
       ctx.contract().seed() ^ kHeldOutSalt, kHeldOutSamples, tasks::Split::kEval);
@@ -507,67 +498,63 @@ absl::StatusOr<Struct> RunEvaluateCandidates(WorkerContext& ctx) {
     if (losses[i].item<double>() < losses[best].item<double>()) best = i;
   }
 
-  Struct result;
-  auto& f = *result.mutable_fields();
+  v1::JobOutput output;
+  results::EvaluateCandidatesResult result;
   // The removal this job delivers and its loss: the best first-stage state, extended by the
   // later stages when there are any.
   std::vector<int> final_removed = removed[best];
   double final_loss = losses[best].item<double>();
-  const int stages = static_cast<int>(struct_values::NumberAt(solve, "stages").value_or(1));
+  // An older solve without `stages` solved in one stage.
+  const int stages = solve->has_stages() ? solve->stages() : 1;
   if (stages > 1) {
-    const int m = static_cast<int>(struct_values::NumberAt(solve, "blocks_to_remove").value_or(0));
-    auto* list = f["stages"].mutable_list_value();
-    auto& first = *list->add_values()->mutable_struct_value()->mutable_fields();
-    first["stage"].set_number_value(1);
-    first["added_layers"] = IntList(final_removed);
-    first["removed_layers"] = IntList(final_removed);
-    first["energy"].set_number_value(energies[best]);
-    first["candidates"].set_number_value(static_cast<double>(count - 1));
-    first["loss"].set_number_value(final_loss);
+    const int m = solve->blocks_to_remove();
+    results::StageRow& first = *result.add_stages();
+    first.set_stage(1);
+    Assign(final_removed, first.mutable_added_layers());
+    Assign(final_removed, first.mutable_removed_layers());
+    first.set_energy(energies[best]);
+    first.set_candidates(static_cast<int>(count - 1));
+    first.set_loss(final_loss);
     TAILOR_RETURN_IF_ERROR(RunLaterStages(ctx, parent, held_out, m, stages, &final_removed,
-                                          &final_loss, list));
+                                          &final_loss, result.mutable_stages()));
   }
-  auto* cands = f["candidates"].mutable_list_value();
   for (int64_t i = 0; i + 1 < count; ++i) {
-    auto& s = *cands->add_values()->mutable_struct_value()->mutable_fields();
-    s["level"].set_number_value(static_cast<double>(i));
-    s["energy"].set_number_value(energies[i]);
-    s["loss"].set_number_value(losses[i].item<double>());
-    s["removed_layers"] = IntList(removed[i]);
+    results::Candidate& s = *result.add_candidates();
+    s.set_level(static_cast<int>(i));
+    s.set_energy(energies[i]);
+    s.set_loss(losses[i].item<double>());
+    Assign(removed[i], s.mutable_removed_layers());
   }
-  f["chosen_level"].set_number_value(static_cast<double>(best));
-  f["chosen_energy"].set_number_value(energies[best]);
-  f["loss"].set_number_value(final_loss);
-  f["ground_state_loss"].set_number_value(losses[0].item<double>());
-  f["parent_loss"].set_number_value(losses[count].item<double>());
-  f["removed_layers"] = IntList(final_removed);
-  f["held_out_samples"].set_number_value(static_cast<double>(kHeldOutSamples));
-  auto& b = *f["baseline"].mutable_struct_value()->mutable_fields();
-  b = baseline.fields();
-  b["loss"].set_number_value(losses[count - 1].item<double>());
-  f["beats_baseline"].set_bool_value(final_loss <= losses[count - 1].item<double>());
-  if (!ctx.is_rank0()) return result;
+  result.set_chosen_level(static_cast<int>(best));
+  result.set_chosen_energy(energies[best]);
+  result.set_loss(final_loss);
+  result.set_ground_state_loss(losses[0].item<double>());
+  result.set_parent_loss(losses[count].item<double>());
+  Assign(final_removed, result.mutable_removed_layers());
+  result.set_held_out_samples(kHeldOutSamples);
+  *result.mutable_baseline() = baseline;
+  result.mutable_baseline()->set_loss(losses[count - 1].item<double>());
+  result.set_beats_baseline(final_loss <= losses[count - 1].item<double>());
+  SetDetail(output, result);
+  if (!ctx.is_rank0()) return output;
 
   TAILOR_ASSIGN_OR_RETURN(model::HybridLM student,
                           blockremoval::WithoutBlocks(parent, final_removed));
   const model::HybridConfig& config = student->config();
-  f["architecture"].set_string_value(autocompress::DescribeArchitecture(config));
-  auto* layer_list = f["layers"].mutable_list_value();
-  for (const std::string& l : autocompress::DescribeLayers(config)) {
-    layer_list->add_values()->set_string_value(l);
-  }
-  f["parameters"].set_number_value(static_cast<double>(config.ParameterCount()));
+  output.set_architecture(autocompress::DescribeArchitecture(config));
+  for (const std::string& l : autocompress::DescribeLayers(config)) output.add_layers(l);
+  output.set_parameters(config.ParameterCount());
   TAILOR_ASSIGN_OR_RETURN(v1::Artifact art,
                           UploadModel(ctx, student, "student_initial", "student"));
-  f["student_digest"].set_string_value(art.digest());
-  f["model_digest"].set_string_value(art.digest());  // what verify reads without distill
-  f["teacher_digest"].set_string_value(teacher_digest);
+  output.set_student_digest(art.digest());
+  output.set_model_digest(art.digest());  // what verify reads without distill
+  output.set_teacher_digest(teacher_digest);
   ctx.Progress(1.0, absl::StrFormat("chose level %d%s (loss %.4f; Block Influence %.4f)", best,
                                     stages > 1 ? absl::StrCat(" then ", stages - 1,
                                                               " more stages")
                                                : "",
                                     final_loss, losses[count - 1].item<double>()));
-  return result;
+  return output;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/job_output.h"
 #include "common/status_macros.h"
 #include "compression/autocompress/distill.h"
 #include "compression/model/hybrid_lm.h"
@@ -24,8 +25,6 @@
 namespace tailor::worker {
 namespace {
 
-using google::protobuf::Struct;
-
 // Held-out evaluation batches (rank 0 only, before and after training).
 constexpr int64_t kEvalBatches = 8;
 // Progress fractions: fetching the models, training, evaluation and upload.
@@ -33,7 +32,7 @@ constexpr double kTrainBegin = 0.05;
 constexpr double kTrainEnd = 0.95;
 
 // The dependency that names the student: "search" (AutoCompress student) or
-// "baseline_uniform" (the uniform baseline). Any other single dependency with the same result
+// "baseline_uniform" (the uniform baseline). Any other single dependency with the same output
 // fields is accepted too, so other methods can plan a distill job after their own step.
 absl::StatusOr<std::string> SourceJob(const WorkerContext& ctx) {
   const auto& inputs = ctx.assignment.inputs();
@@ -47,30 +46,24 @@ absl::StatusOr<std::string> SourceJob(const WorkerContext& ctx) {
       inputs.size(), " inputs"));
 }
 
-absl::StatusOr<Struct> RunDistill(WorkerContext& ctx) {
+absl::StatusOr<v1::JobOutput> RunDistill(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(const std::string source, SourceJob(ctx));
+  TAILOR_ASSIGN_OR_RETURN(const v1::JobOutput* input, Input(ctx, source));
   // A comparison job that found no model (e.g. no uniform baseline meets the budget) passes
   // the reason on instead of failing the campaign.
-  const Struct& source_result = ctx.assignment.inputs().at(source);
-  if (auto it = source_result.fields().find("feasible");
-      it != source_result.fields().end() && it->second.has_bool_value() &&
-      !it->second.bool_value()) {
-    Struct skipped;
-    auto& f = *skipped.mutable_fields();
-    f["skipped"].set_bool_value(true);
-    const auto reason = source_result.fields().find("reason");
-    f["reason"].set_string_value(
-        absl::StrCat(source, " found no model",
-                     reason != source_result.fields().end()
-                         ? absl::StrCat(": ", reason->second.string_value())
-                         : ""));
-    ctx.Progress(1.0, f["reason"].string_value());
+  if (input->has_feasible() && !input->feasible()) {
+    v1::JobOutput skipped;
+    skipped.set_skipped(true);
+    skipped.set_reason(absl::StrCat(
+        source, " found no model",
+        input->reason().empty() ? "" : absl::StrCat(": ", input->reason())));
+    ctx.Progress(1.0, skipped.reason());
     return skipped;
   }
   TAILOR_ASSIGN_OR_RETURN(const std::string student_digest,
-                          InputString(ctx, source, "student_digest"));
+                          NonEmpty(source, "student_digest", input->student_digest()));
   TAILOR_ASSIGN_OR_RETURN(const std::string teacher_digest,
-                          InputString(ctx, source, "teacher_digest"));
+                          NonEmpty(source, "teacher_digest", input->teacher_digest()));
   ctx.Progress(0.0, absl::StrCat("fetching teacher and student (from '", source, "')"));
   TAILOR_ASSIGN_OR_RETURN(model::HybridLM teacher, FetchModel(ctx, teacher_digest, "teacher"));
   TAILOR_ASSIGN_OR_RETURN(model::HybridLM student,
@@ -148,32 +141,33 @@ absl::StatusOr<Struct> RunDistill(WorkerContext& ctx) {
         absl::StrCat("distill cancelled after step ", r.steps_done, " of ", r.steps));
   }
 
-  Struct result;
-  auto& f = *result.mutable_fields();
-  f["recovery_tokens"].set_number_value(static_cast<double>(r.tokens_trained));
-  f["steps"].set_number_value(static_cast<double>(r.steps));
-  f["world_size"].set_number_value(world);
-  f["resumed_from_step"].set_number_value(static_cast<double>(r.resumed_from_step));
-  if (!ctx.is_rank0()) return result;
+  v1::JobOutput output;
+  v1::DistillResult result;
+  result.set_recovery_tokens(r.tokens_trained);
+  result.set_steps(r.steps);
+  output.set_world_size(world);
+  result.set_resumed_from_step(r.resumed_from_step);
+  if (!ctx.is_rank0()) {
+    SetDetail(output, result);
+    return output;
+  }
 
   ctx.Progress(kTrainEnd, "uploading the distilled student");
   TAILOR_ASSIGN_OR_RETURN(v1::Artifact art, UploadModel(ctx, student, "student", "student"));
-  f["model_digest"].set_string_value(art.digest());
-  // Rank 0 always evaluates, but a Struct cannot carry NaN: leave a value out rather than
-  // break the result.
-  if (std::isfinite(r.kd_loss_after)) f["kd_loss"].set_number_value(r.kd_loss_after);
-  if (std::isfinite(r.kd_loss_before)) f["kd_loss_before"].set_number_value(r.kd_loss_before);
-  f["parameters"].set_number_value(static_cast<double>(student->config().ParameterCount()));
-  f["sequence_length"].set_number_value(static_cast<double>(o.sequence_length));
-  f["teacher_digest"].set_string_value(teacher_digest);
-  f["student_digest"].set_string_value(student_digest);
-  const auto& input = ctx.assignment.inputs().at(source).fields();
-  if (const auto it = input.find("architecture"); it != input.end()) {
-    f["architecture"] = it->second;
-  }
+  output.set_model_digest(art.digest());
+  // Rank 0 always evaluates; a non-finite loss is no measurement, so it is left out (absent,
+  // as the Struct results had to) rather than shown as a number.
+  if (std::isfinite(r.kd_loss_after)) output.set_kd_loss(r.kd_loss_after);
+  if (std::isfinite(r.kd_loss_before)) result.set_kd_loss_before(r.kd_loss_before);
+  output.set_parameters(static_cast<int64_t>(student->config().ParameterCount()));
+  result.set_sequence_length(o.sequence_length);
+  output.set_teacher_digest(teacher_digest);
+  output.set_student_digest(student_digest);
+  output.set_architecture(input->architecture());
+  SetDetail(output, result);
   ctx.Progress(1.0, absl::StrFormat("distilled %d tokens: kd %.4f -> %.4f", r.tokens_trained,
                                     r.kd_loss_before, r.kd_loss_after));
-  return result;
+  return output;
 }
 
 }  // namespace

@@ -2,16 +2,18 @@
 // docs/entropy.md): reads the autotuner's per-tensor Pareto frontiers, picks one point per
 // tensor minimising the summed batch-1 GEMV latency with the package's resident bytes under
 // budget.weight_memory_mib_max (the exact selector; without a budget, the smallest point),
-// builds the package and uploads it as a model artifact. Returns {package_digest,
-// weight_format, source_model_digest | source_model_path, predicted {weight_memory_mib},
-// bits_per_weight, entropy_bits_per_weight, coded_tensors, dense_tensors, gemv_batch1_us,
-// dense_gemv_batch1_us, exact, budget_mib}. Rank 0 does the work; the job needs one rank.
+// builds the package and uploads it as a model artifact. Returns package_digest and
+// predicted.weight_memory_mib with a SelectResult detail
+// (methods/entropy_code/entropy_code_results.proto). Rank 0 does the work; the job needs one
+// rank.
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/job_output.h"
 #include "common/status_macros.h"
 #include "compression/engine/package_build.h"
 #include "compression/entropy/autotune.h"
@@ -19,17 +21,14 @@
 #include "common/model_fetch.h"
 #include "worker/job_io.h"
 #include "worker/worker_context.h"
+#include "methods/entropy_code/entropy_code_results.pb.h"
 #include "methods/entropy_code/job_kinds.h"
 
 namespace tailor::worker {
 namespace {
 
-using google::protobuf::Struct;
-
-std::string Field(const Struct& s, const std::string& key) {
-  const auto it = s.fields().find(key);
-  return it != s.fields().end() && it->second.has_string_value() ? it->second.string_value() : "";
-}
+using v1::entropy_code::AutotuneResult;
+using v1::entropy_code::SelectResult;
 
 absl::StatusOr<std::string> ReadText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -39,15 +38,20 @@ absl::StatusOr<std::string> ReadText(const std::string& path) {
   return ss.str();
 }
 
-absl::StatusOr<Struct> RunSelect(WorkerContext& ctx) {
-  if (!ctx.is_rank0()) return Struct();
-  const auto& inputs = ctx.assignment.inputs();
-  const std::string dep = inputs.contains("entropy_autotune") ? "entropy_autotune" : "autotune";
-  if (!inputs.contains(dep)) {
-    return absl::FailedPreconditionError("select: no autotune result among the job inputs");
+absl::StatusOr<v1::JobOutput> RunSelect(WorkerContext& ctx) {
+  if (!ctx.is_rank0()) return v1::JobOutput();
+  // The tail's autotune is keyed entropy_autotune, ENTROPY_CODE's autotune.
+  const std::string dep = ctx.assignment.inputs().contains(methods::jobs::kTailAutotune)
+                              ? methods::jobs::kTailAutotune
+                              : methods::jobs::kAutotune;
+  TAILOR_ASSIGN_OR_RETURN(const v1::JobOutput* input, Input(ctx, dep));
+  const std::optional<AutotuneResult> tuned = DetailOf<AutotuneResult>(*input);
+  if (!tuned.has_value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("select: job input '", dep, "' holds no autotune result"));
   }
-  const Struct& tuned = inputs.at(dep);
-  TAILOR_ASSIGN_OR_RETURN(std::string frontiers_digest, InputString(ctx, dep, "frontiers_digest"));
+  TAILOR_ASSIGN_OR_RETURN(std::string frontiers_digest,
+                          NonEmpty(dep, "frontiers_digest", tuned->frontiers_digest()));
   const std::string frontiers_path = ctx.work_dir + "/frontiers.json";
   TAILOR_RETURN_IF_ERROR(ctx.job->DownloadArtifact(frontiers_digest, frontiers_path));
   TAILOR_ASSIGN_OR_RETURN(std::string json, ReadText(frontiers_path));
@@ -56,8 +60,8 @@ absl::StatusOr<Struct> RunSelect(WorkerContext& ctx) {
                           entropy::FrontiersFromJson(json, &weight_format));
 
   // The source model the frontiers were tuned on.
-  const std::string source_digest = Field(tuned, "source_model_digest");
-  std::string source_dir = Field(tuned, "source_model_path");
+  const std::string source_digest = tuned->source_model_digest();
+  std::string source_dir = tuned->source_model_path();
   if (!source_digest.empty()) {
     TAILOR_ASSIGN_OR_RETURN(source_dir,
                             FetchModelArtifact(*ctx.job, source_digest, ctx.work_dir, "source"));
@@ -166,27 +170,27 @@ absl::StatusOr<Struct> RunSelect(WorkerContext& ctx) {
     weights += t.info.rows() * t.info.cols();
     entropy_bits += t.info.entropy_bits_per_weight * t.info.rows() * t.info.cols();
   }
-  Struct result;
-  auto& r = *result.mutable_fields();
-  r["package_digest"].set_string_value(artifact.digest());
-  r["weight_format"].set_string_value(weight_format);
-  if (!source_digest.empty()) r["source_model_digest"].set_string_value(source_digest);
-  if (source_digest.empty()) r["source_model_path"].set_string_value(source_dir);
+  v1::JobOutput output;
+  output.set_package_digest(artifact.digest());
   const double mib = static_cast<double>(package.resident_bytes()) / (1 << 20);
-  (*r["predicted"].mutable_struct_value()->mutable_fields())["weight_memory_mib"]
-      .set_number_value(mib);
-  r["resident_bytes"].set_number_value(static_cast<double>(package.resident_bytes()));
-  r["dense_bytes"].set_number_value(static_cast<double>(package.dense_bytes()));
-  r["bits_per_weight"].set_number_value(weights ? 8.0 * package.resident_bytes() / weights : 0);
-  r["entropy_bits_per_weight"].set_number_value(weights ? entropy_bits / weights : 0);
-  r["coded_tensors"].set_number_value(coded);
-  r["dense_tensors"].set_number_value(static_cast<double>(package.tensors.size() - coded));
-  r["gemv_batch1_us"].set_number_value(sel.total_latency);
-  r["dense_gemv_batch1_us"].set_number_value(dense_latency);
-  r["exact"].set_bool_value(sel.exact);
-  if (b.has_weight_memory_mib_max()) r["budget_mib"].set_number_value(b.weight_memory_mib_max());
+  output.mutable_predicted()->set_weight_memory_mib(mib);
+  SelectResult r;
+  r.set_weight_format(weight_format);
+  if (!source_digest.empty()) r.set_source_model_digest(source_digest);
+  if (source_digest.empty()) r.set_source_model_path(source_dir);
+  r.set_resident_bytes(package.resident_bytes());
+  r.set_dense_bytes(package.dense_bytes());
+  r.set_bits_per_weight(weights ? 8.0 * package.resident_bytes() / weights : 0);
+  r.set_entropy_bits_per_weight(weights ? entropy_bits / weights : 0);
+  r.set_coded_tensors(coded);
+  r.set_dense_tensors(static_cast<int64_t>(package.tensors.size()) - coded);
+  r.set_gemv_batch1_us(sel.total_latency);
+  r.set_dense_gemv_batch1_us(dense_latency);
+  r.set_exact(sel.exact);
+  if (b.has_weight_memory_mib_max()) r.set_budget_mib(b.weight_memory_mib_max());
+  SetDetail(output, r);
   ctx.Progress(1.0, absl::StrFormat("package %.3f MiB (%d coded tensors)", mib, coded));
-  return result;
+  return output;
 }
 
 }  // namespace

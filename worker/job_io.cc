@@ -46,21 +46,23 @@ absl::Status AgreeOnStatus(WorkerContext& ctx, const absl::Status& mine) {
 
 }  // namespace
 
-absl::StatusOr<std::string> InputString(const WorkerContext& ctx, const std::string& dep,
-                                        const std::string& field) {
+absl::StatusOr<const v1::JobOutput*> Input(const WorkerContext& ctx, const std::string& dep) {
   const auto& inputs = ctx.assignment.inputs();
   const auto it = inputs.find(dep);
   if (it == inputs.end()) {
     return absl::FailedPreconditionError(
         absl::StrCat("job input '", dep, "' is missing (the job graph lost a dependency)"));
   }
-  const auto f = it->second.fields().find(field);
-  if (f == it->second.fields().end() || !f->second.has_string_value() ||
-      f->second.string_value().empty()) {
+  return &it->second;
+}
+
+absl::StatusOr<std::string> NonEmpty(const std::string& dep, absl::string_view field,
+                                     const std::string& value) {
+  if (value.empty()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("job input '", dep, "' has no '", field, "' in its result"));
+        absl::StrCat("job input '", dep, "' has no '", field, "' in its output"));
   }
-  return f->second.string_value();
+  return value;
 }
 
 absl::StatusOr<model::HybridLM> FetchModel(WorkerContext& ctx, const std::string& digest,

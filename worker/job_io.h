@@ -11,15 +11,20 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "compression/model/hybrid_lm.h"
 #include "tailor/v1/campaign.pb.h"
 #include "worker/worker_context.h"
 
 namespace tailor::worker {
 
-// The string field `field` of dependency `dep`'s result (NOT_FOUND names both when absent).
-absl::StatusOr<std::string> InputString(const WorkerContext& ctx, const std::string& dep,
-                                        const std::string& field);
+// The output of dependency `dep` (job key); FAILED_PRECONDITION when the graph lost it.
+absl::StatusOr<const v1::JobOutput*> Input(const WorkerContext& ctx, const std::string& dep);
+
+// `value`, a field `field` of dependency `dep`'s output, when set; FAILED_PRECONDITION naming
+// both when empty (an upstream job that finished without the artifact this one needs).
+absl::StatusOr<std::string> NonEmpty(const std::string& dep, absl::string_view field,
+                                     const std::string& value);
 
 // Collective. Rank 0 downloads the model archive `digest` (model_archive.h), every rank
 // unpacks it below its work dir as `name` and loads it. A bad archive or model is

@@ -9,15 +9,15 @@
 #include "compression/autocompress/ranking.h"
 #include "compression/model/hybrid_lm.h"
 #include "compression/tasks/suites.h"
+#include "common/job_output.h"
 #include "compression/tasks/training.h"
 #include "worker/job_io.h"
 #include "worker/worker_context.h"
+#include "methods/autocompress/autocompress_results.pb.h"
 #include "methods/autocompress/job_kinds.h"
 
 namespace tailor::worker {
 namespace {
-
-using google::protobuf::Struct;
 
 // Scores that are sqrt(sum of squares) combine exactly across ranks by summing squares;
 // mean-type scores (expert norms, depth) are averaged, which is exact when ranks see equal
@@ -60,7 +60,7 @@ absl::Status Combine(Dist* dist, autocompress::Importance& imp) {
   return st;
 }
 
-absl::StatusOr<Struct> RunRank(WorkerContext& ctx) {
+absl::StatusOr<v1::JobOutput> RunRank(WorkerContext& ctx) {
   const v1::DeploymentContract& c = ctx.contract();
   if (c.parent().path().empty()) {
     return absl::InvalidArgumentError(
@@ -97,15 +97,18 @@ absl::StatusOr<Struct> RunRank(WorkerContext& ctx) {
   if (!st.ok()) return st;
   ctx.Progress(0.6, "importance combined across ranks; permuting the parent");
 
-  Struct result;
-  auto& f = *result.mutable_fields();
-  f["calibration_samples"].set_number_value(per_rank * ctx.env.world_size);
-  f["world_size"].set_number_value(ctx.env.world_size);
+  v1::JobOutput output;
+  v1::autocompress::RankResult result;
+  result.set_calibration_samples(per_rank * ctx.env.world_size);
+  output.set_world_size(ctx.env.world_size);
   // A fingerprint of the ranking (cheap to compare across runs and world sizes).
   double hidden_sum = 0;
   for (double h : importance->hidden) hidden_sum += h;
-  f["hidden_importance_sum"].set_number_value(hidden_sum);
-  if (!ctx.is_rank0()) return result;
+  result.set_hidden_importance_sum(hidden_sum);
+  if (!ctx.is_rank0()) {
+    SetDetail(output, result);
+    return output;
+  }
 
   st = autocompress::PermuteModel(*model, *importance);
   if (!st.ok()) return st;
@@ -113,9 +116,10 @@ absl::StatusOr<Struct> RunRank(WorkerContext& ctx) {
   // later job (search, baseline, distill).
   auto art = UploadModel(ctx, *model, "ranked_parent", "ranked-parent");
   if (!art.ok()) return art.status();
-  f["ranked_model_digest"].set_string_value(art->digest());
+  result.set_ranked_model_digest(art->digest());
+  SetDetail(output, result);
   ctx.Progress(1.0, "ranked parent uploaded");
-  return result;
+  return output;
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/job_output.h"
 #include "common/status_macros.h"
 #include "compression/autocompress/cost_predictor.h"
 #include "compression/autocompress/extract.h"
@@ -37,13 +38,13 @@
 #include "worker/job_io.h"
 #include "worker/worker_context.h"
 #include "methods/api/job_kinds.h"
+#include "methods/autocompress/autocompress_results.pb.h"
 #include "methods/autocompress/job_kinds.h"
 
 namespace tailor::worker {
 namespace {
 
-using google::protobuf::Struct;
-using google::protobuf::Value;
+namespace ac = v1::autocompress;
 
 // Search checkpoint interval; the contract's recovery.checkpoint_every_steps, when smaller,
 // tightens it (a contract that asks for frequent checkpoints gets them in the search too).
@@ -92,7 +93,7 @@ struct Inputs {
   model::HybridLM teacher{nullptr};
   autocompress::SearchSpace space;
   autocompress::Budgets budgets;  // the planning budgets (PlanBudgets), not the contract's
-  Struct planning;                // how they were derived, for the result
+  ac::Planning planning;          // how they were derived, for the result
   std::optional<costmodel::CostModel> cost_model;
 };
 
@@ -124,19 +125,23 @@ absl::Status PlanBudgets(Inputs& in, const costmodel::CostModel& cost_model, dou
   if (b.throughput) {
     b.slack_throughput = *b.throughput / parent.throughput_tokens_per_s >= 1.0 - delta;
   }
-  auto& f = *in.planning.mutable_fields();
-  f["latency_margin"].set_number_value(lat_margin);
-  f["memory_margin"].set_number_value(mem_margin);
-  auto& planned = *f["budgets"].mutable_struct_value()->mutable_fields();
-  auto* one_sided = f["ceiling_only"].mutable_list_value();
-  auto add = [&](const char* name, const std::optional<double>& v, bool slack) {
-    if (!v) return;
-    planned[name].set_number_value(*v);
-    if (!slack) one_sided->add_values()->set_string_value(name);
-  };
-  add("latency_ms", b.latency_ms, b.slack_latency);
-  add("memory_mib", b.memory_mib, b.slack_memory);
-  add("throughput_tokens_per_s", b.throughput, b.slack_throughput);
+  ac::Planning& planning = in.planning;
+  planning.set_latency_margin(lat_margin);
+  planning.set_memory_margin(mem_margin);
+  ac::PlannedBudgets& planned = *planning.mutable_budgets();
+  // ceiling_only names budgets as the contract and the report spell them.
+  if (b.latency_ms) {
+    planned.set_latency_ms(*b.latency_ms);
+    if (!b.slack_latency) planning.add_ceiling_only("latency_ms");
+  }
+  if (b.memory_mib) {
+    planned.set_memory_mib(*b.memory_mib);
+    if (!b.slack_memory) planning.add_ceiling_only("memory_mib");
+  }
+  if (b.throughput) {
+    planned.set_throughput_tokens_per_s(*b.throughput);
+    if (!b.slack_throughput) planning.add_ceiling_only("throughput_tokens_per_s");
+  }
   return absl::OkStatus();
 }
 
@@ -151,8 +156,18 @@ absl::StatusOr<costmodel::CostModel> ModelOf(const v1::CostTable& table) {
 
 absl::StatusOr<Inputs> LoadInputs(WorkerContext& ctx) {
   Inputs in;
-  TAILOR_ASSIGN_OR_RETURN(const std::string table_id, InputString(ctx, methods::jobs::kProfile, "cost_table_id"));
-  TAILOR_ASSIGN_OR_RETURN(in.teacher_digest, InputString(ctx, methods::jobs::kRank, "ranked_model_digest"));
+  TAILOR_ASSIGN_OR_RETURN(const v1::JobOutput* profile, Input(ctx, methods::jobs::kProfile));
+  TAILOR_ASSIGN_OR_RETURN(const v1::JobOutput* rank, Input(ctx, methods::jobs::kRank));
+  const std::optional<v1::ProfileResult> profiled = DetailOf<v1::ProfileResult>(*profile);
+  const std::optional<ac::RankResult> ranked = DetailOf<ac::RankResult>(*rank);
+  TAILOR_ASSIGN_OR_RETURN(
+      const std::string table_id,
+      NonEmpty(methods::jobs::kProfile, "cost_table_id",
+               profiled ? profiled->cost_table_id() : std::string()));
+  TAILOR_ASSIGN_OR_RETURN(
+      in.teacher_digest,
+      NonEmpty(methods::jobs::kRank, "ranked_model_digest",
+               ranked ? ranked->ranked_model_digest() : std::string()));
   ctx.Progress(0.0, absl::StrCat("fetching cost table ", table_id, " and the ranked parent"));
   TAILOR_ASSIGN_OR_RETURN(in.table, FetchCostTable(ctx, table_id));
   TAILOR_ASSIGN_OR_RETURN(in.teacher, FetchModel(ctx, in.teacher_digest, "teacher"));
@@ -171,21 +186,17 @@ absl::StatusOr<Inputs> LoadInputs(WorkerContext& ctx) {
 }
 
 
-void SetPredicted(Struct& result, const costmodel::Prediction& p) {
-  auto& f = *(*result.mutable_fields())["predicted"].mutable_struct_value()->mutable_fields();
-  f["latency_ms"].set_number_value(p.latency_ms);
-  f["throughput_tokens_per_s"].set_number_value(p.throughput_tokens_per_s);
-  f["memory_mib"].set_number_value(p.memory_mib);
+void SetPredicted(v1::JobOutput& output, const costmodel::Prediction& p) {
+  v1::ModelCosts& predicted = *output.mutable_predicted();
+  predicted.set_latency_ms(p.latency_ms);
+  predicted.set_throughput_tokens_per_s(p.throughput_tokens_per_s);
+  predicted.set_memory_mib(p.memory_mib);
 }
 
-void SetArchitecture(Struct& result, const model::HybridConfig& config) {
-  auto& f = *result.mutable_fields();
-  f["architecture"].set_string_value(autocompress::DescribeArchitecture(config));
-  auto* layers = f["layers"].mutable_list_value();
-  for (const std::string& l : autocompress::DescribeLayers(config)) {
-    layers->add_values()->set_string_value(l);
-  }
-  f["parameters"].set_number_value(static_cast<double>(config.ParameterCount()));
+void SetArchitecture(v1::JobOutput& output, const model::HybridConfig& config) {
+  output.set_architecture(autocompress::DescribeArchitecture(config));
+  for (const std::string& l : autocompress::DescribeLayers(config)) output.add_layers(l);
+  output.set_parameters(static_cast<int64_t>(config.ParameterCount()));
 }
 
 std::string Clip(std::string s) {
@@ -201,7 +212,7 @@ T OrDefault(bool has, T value, U fallback) {
 
 // ----------------------------------------------------------------------------------------
 
-absl::StatusOr<Struct> RunSearchJob(WorkerContext& ctx) {
+absl::StatusOr<v1::JobOutput> RunSearchJob(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(Inputs in, LoadInputs(ctx));
   const costmodel::CostModel& cost_model = *in.cost_model;
   const model::HybridConfig& config = in.teacher->config();
@@ -359,17 +370,20 @@ absl::StatusOr<Struct> RunSearchJob(WorkerContext& ctx) {
     return absl::CancelledError(absl::StrCat("search cancelled after step ", sr.steps_run));
   }
 
-  Struct result;
-  auto& f = *result.mutable_fields();
-  f["world_size"].set_number_value(world);
-  f["steps_run"].set_number_value(static_cast<double>(sr.steps_run));
-  f["resumed_from_step"].set_number_value(static_cast<double>(sr.resumed_from));
-  f["search_tokens"].set_number_value(static_cast<double>(sr.steps_run * global_batch * length));
-  f["converged"].set_bool_value(sr.decision.converged);
-  f["min_top"].set_number_value(sr.decision.min_top);
-  f["kd_loss"].set_number_value(sr.kd_loss);
-  *f["planning"].mutable_struct_value() = in.planning;
-  if (!ctx.is_rank0()) return result;
+  v1::JobOutput output;
+  ac::SearchResult result;
+  output.set_world_size(world);
+  result.set_steps_run(sr.steps_run);
+  result.set_resumed_from_step(sr.resumed_from);
+  result.set_search_tokens(sr.steps_run * global_batch * length);
+  result.set_converged(sr.decision.converged);
+  result.set_min_top(sr.decision.min_top);
+  output.set_kd_loss(sr.kd_loss);
+  *result.mutable_planning() = in.planning;
+  if (!ctx.is_rank0()) {
+    SetDetail(output, result);
+    return output;
+  }
 
   // The argmax architecture, priced by the cost model itself (not the soft predictor).
   std::vector<int> indices = sr.decision.indices;
@@ -396,10 +410,9 @@ absl::StatusOr<Struct> RunSearchJob(WorkerContext& ctx) {
         repair, autocompress::RepairToBudgets(config, in.space, cost_model, in.budgets, indices,
                                               &importance));
   }
-  f["repaired"].set_bool_value(repair.repaired);
+  result.set_repaired(repair.repaired);
   if (repair.repaired) {
-    auto* changes = f["repair_changes"].mutable_list_value();
-    for (const std::string& c : repair.changes) changes->add_values()->set_string_value(c);
+    for (const std::string& c : repair.changes) result.add_repair_changes(c);
   }
 
   TAILOR_ASSIGN_OR_RETURN(autocompress::Student student,
@@ -407,30 +420,34 @@ absl::StatusOr<Struct> RunSearchJob(WorkerContext& ctx) {
   ctx.Progress(0.95, "uploading the extracted student");
   TAILOR_ASSIGN_OR_RETURN(v1::Artifact art,
                           UploadModel(ctx, student.model, "student_initial", "student-initial"));
-  f["student_digest"].set_string_value(art.digest());
-  f["teacher_digest"].set_string_value(in.teacher_digest);
-  SetPredicted(result, repair.predicted);
-  SetArchitecture(result, student.config);
+  output.set_student_digest(art.digest());
+  output.set_teacher_digest(in.teacher_digest);
+  SetPredicted(output, repair.predicted);
+  SetArchitecture(output, student.config);
+  SetDetail(output, result);
   ctx.Progress(1.0, Clip(absl::StrCat("extracted after ", sr.steps_run, " steps",
                                       repair.repaired ? " (repaired)" : "", ": ",
                                       autocompress::DescribeArchitecture(student.config))));
-  return result;
+  return output;
 }
 
 // ----------------------------------------------------------------------------------------
 
-absl::StatusOr<Struct> RunBaselineUniform(WorkerContext& ctx) {
+absl::StatusOr<v1::JobOutput> RunBaselineUniform(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(Inputs in, LoadInputs(ctx));
   const costmodel::CostModel& cost_model = *in.cost_model;
   const model::HybridConfig& config = in.teacher->config();
 
-  Struct result;
-  auto& f = *result.mutable_fields();
-  f["world_size"].set_number_value(ctx.env.world_size);
-  *f["planning"].mutable_struct_value() = in.planning;
+  v1::JobOutput output;
+  ac::UniformBaselineResult result;
+  output.set_world_size(ctx.env.world_size);
+  *result.mutable_planning() = in.planning;
   // Pricing a grid and scoring a few candidates is rank 0's work alone; the other ranks
   // were only needed for the collective fetches above.
-  if (!ctx.is_rank0()) return result;
+  if (!ctx.is_rank0()) {
+    SetDetail(output, result);
+    return output;
+  }
 
   const v1::SearchParams& sp = ctx.contract().search();
   const int64_t rows = OrDefault(sp.has_batch_sequences(), sp.batch_sequences(), 64);
@@ -452,46 +469,47 @@ absl::StatusOr<Struct> RunBaselineUniform(WorkerContext& ctx) {
     // The baseline is a comparison, not the product: a budget no uniform model meets (it
     // cannot remove layers, AutoCompress can) is a finding for the report, not a failed
     // campaign. Its distill and verify jobs see `feasible: false` and skip.
-    f["feasible"].set_bool_value(false);
-    f["reason"].set_string_value(std::string(selected.status().message()));
+    output.set_feasible(false);
+    output.set_reason(std::string(selected.status().message()));
+    SetDetail(output, result);
     ctx.Progress(1.0, Clip(absl::StrCat("no uniform baseline: ", selected.status().message())));
-    return result;
+    return output;
   }
   TAILOR_ASSIGN_OR_RETURN(autocompress::UniformResult u, std::move(selected));
-  f["feasible"].set_bool_value(true);
+  output.set_feasible(true);
 
   TAILOR_ASSIGN_OR_RETURN(autocompress::Student student,
                           autocompress::ExtractStudent(in.teacher, in.space, u.best.indices));
   ctx.Progress(0.9, "uploading the uniform student");
   TAILOR_ASSIGN_OR_RETURN(v1::Artifact art,
                           UploadModel(ctx, student.model, "student_initial", "baseline-initial"));
-  f["student_digest"].set_string_value(art.digest());
-  f["teacher_digest"].set_string_value(in.teacher_digest);
-  SetPredicted(result, u.best.predicted);
-  SetArchitecture(result, student.config);
-  f["search_tokens"].set_number_value(static_cast<double>(u.eval_tokens));
-  f["steps_run"].set_number_value(0);
-  f["converged"].set_bool_value(true);
-  f["min_top"].set_number_value(1.0);
-  f["repaired"].set_bool_value(false);
-  f["kd_loss"].set_number_value(u.best.kd_loss);
-  f["levels"].set_string_value(u.best.levels);
-  f["grid_size"].set_number_value(static_cast<double>(u.grid_size));
-  f["fitting"].set_number_value(static_cast<double>(u.fitting));
-  auto* cands = f["candidates"].mutable_list_value();
+  output.set_student_digest(art.digest());
+  output.set_teacher_digest(in.teacher_digest);
+  SetPredicted(output, u.best.predicted);
+  SetArchitecture(output, student.config);
+  result.set_search_tokens(u.eval_tokens);
+  result.set_steps_run(0);
+  result.set_converged(true);
+  result.set_min_top(1.0);
+  result.set_repaired(false);
+  output.set_kd_loss(u.best.kd_loss);
+  result.set_levels(u.best.levels);
+  result.set_grid_size(u.grid_size);
+  result.set_fitting(u.fitting);
   for (const autocompress::UniformCandidate& c : u.scored) {
-    auto& cf = *cands->add_values()->mutable_struct_value()->mutable_fields();
-    cf["levels"].set_string_value(c.levels);
-    cf["parameters"].set_number_value(static_cast<double>(c.parameters));
-    cf["kd_loss"].set_number_value(c.kd_loss);
-    cf["latency_ms"].set_number_value(c.predicted.latency_ms);
-    cf["memory_mib"].set_number_value(c.predicted.memory_mib);
-    cf["throughput_tokens_per_s"].set_number_value(c.predicted.throughput_tokens_per_s);
+    ac::UniformCandidate& cand = *result.add_candidates();
+    cand.set_levels(c.levels);
+    cand.set_parameters(c.parameters);
+    cand.set_kd_loss(c.kd_loss);
+    cand.set_latency_ms(c.predicted.latency_ms);
+    cand.set_memory_mib(c.predicted.memory_mib);
+    cand.set_throughput_tokens_per_s(c.predicted.throughput_tokens_per_s);
   }
+  SetDetail(output, result);
   ctx.Progress(1.0, Clip(absl::StrFormat("uniform baseline %s (kd %.4f, %d of %d fit): %s",
                                          u.best.levels, u.best.kd_loss, u.fitting, u.grid_size,
                                          autocompress::DescribeArchitecture(student.config))));
-  return result;
+  return output;
 }
 
 }  // namespace

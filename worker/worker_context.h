@@ -7,7 +7,7 @@
 #include "absl/status/statusor.h"
 #include "common/agent_runtime.h"
 #include "common/rank_env.h"
-#include "google/protobuf/struct.pb.h"
+#include "tailor/v1/job_output.pb.h"
 #include "tailor/v1/agent.pb.h"
 #include "worker/dist.h"
 
@@ -34,7 +34,7 @@ struct WorkerContext {
   bool Cancelled() const { return job != nullptr && job->Cancelled(); }
 };
 
-using WorkerHandler = std::function<absl::StatusOr<google::protobuf::Struct>(WorkerContext&)>;
+using WorkerHandler = std::function<absl::StatusOr<v1::JobOutput>(WorkerContext&)>;
 
 // Job kinds the worker runs (rank, search, distill, ...), registered by the ML libraries.
 void RegisterWorkerHandler(const std::string& kind, WorkerHandler handler);

@@ -74,7 +74,7 @@ int RefuseUnknownKind(const RankEnv& env, const v1::AcquireJobResponse& assignme
   spdlog::error("{}", why);
   if (env.rank == 0) {
     (void)runtime.RunAssigned(assignment,
-                              [&](JobContext&) -> absl::StatusOr<google::protobuf::Struct> {
+                              [&](JobContext&) -> absl::StatusOr<v1::JobOutput> {
                                 return absl::FailedPreconditionError(why);
                               });
   }
@@ -97,14 +97,14 @@ absl::Duration GiveUpAfter(const v1::Lease& lease) {
 // An earlier attempt of this job finished but its completion never reached the coordinator:
 // rank 0 reports the stored result; no rank runs the job again.
 int ReportStoredResult(const RankEnv& env, const v1::AcquireJobResponse& assignment,
-                       const google::protobuf::Struct& stored, AgentRuntime& runtime) {
+                       const v1::JobOutput& stored, AgentRuntime& runtime) {
   const std::string& job_id = assignment.job().id();
   spdlog::info("job {}: an earlier attempt finished but its completion never reached the "
                "coordinator; reporting its stored result (attempt {})",
                job_id, assignment.lease().attempt());
   if (env.rank != 0) return kExitOk;
   const absl::Status st = runtime.RunAssigned(
-      assignment, [&](JobContext&) -> absl::StatusOr<google::protobuf::Struct> { return stored; });
+      assignment, [&](JobContext&) -> absl::StatusOr<v1::JobOutput> { return stored; });
   if (!st.ok()) {
     spdlog::warn("job ended: {}", st.ToString());
     return kExitFailed;
@@ -129,7 +129,7 @@ int RunRank(const RankEnv& env, const v1::AcquireJobResponse& assignment,
     return kExitFailed;
   }
   absl::Status handler_status;
-  auto run = [&](JobContext* job) -> absl::StatusOr<google::protobuf::Struct> {
+  auto run = [&](JobContext* job) -> absl::StatusOr<v1::JobOutput> {
     WorkerContext ctx{env, assignment, dist->get(), job, env.work_dir};
     auto result = handler(ctx);
     handler_status = result.status();

@@ -69,7 +69,7 @@ json ModelRow(const json& campaign, const std::string& model, const std::string&
     row["error"] = "missing jobs";
     return row;
   }
-  const json& vr = (*v)["result"];
+  const json& vr = (*v)["output"];
   bool all_met = true;
   json budgets = json::array();
   for (const auto& b : vr["budgets"]) {
@@ -87,14 +87,18 @@ json ModelRow(const json& campaign, const std::string& model, const std::string&
   }
   row["budgets"] = budgets;
   row["all_met"] = all_met;
-  row["predicted"] = (*c)["result"]["predicted"];
-  row["kd_loss"] = Num((*d)["result"], "kd_loss");
-  row["kd_loss_before_recovery"] = Num((*d)["result"], "kd_loss_before");
+  // Job outputs in the protobuf JSON mapping: shared fields at the top, the kind's own
+  // (SearchResult, DistillResult) under "detail".
+  const json& co = (*c)["output"];
+  const json& dout = (*d)["output"];
+  row["predicted"] = co["predicted"];
+  row["kd_loss"] = Num(dout, "kd_loss");
+  row["kd_loss_before_recovery"] = Num(dout["detail"], "kd_loss_before");
   row["task_accuracy"] = Num(vr["quality"], "task_accuracy");
   row["parameters"] = Num(vr["quality"], "parameters");
-  row["search_tokens"] = Num((*c)["result"], "search_tokens", 0);
-  row["recovery_tokens"] = Num((*d)["result"], "recovery_tokens", 0);
-  row["architecture"] = (*c)["result"].value("architecture", json(""));
+  row["search_tokens"] = Num(co["detail"], "search_tokens", 0);
+  row["recovery_tokens"] = Num(dout["detail"], "recovery_tokens", 0);
+  row["architecture"] = co.value("architecture", json(""));
   if (model == "autocompress" && vr.contains("parent_quality")) {
     row["parent_task_accuracy"] = Num(vr["parent_quality"], "task_accuracy");
     row["parent_parameters"] = Num(vr["parent_quality"], "parameters");

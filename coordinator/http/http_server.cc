@@ -12,6 +12,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "coordinator/access_rules.h"
+#include "common/proto_json.h"
 #include "common/status_macros.h"
 #include "coordinator/http/pages.h"
 #include "google/protobuf/util/json_util.h"
@@ -31,12 +32,7 @@ constexpr char kIdPattern[] = "([A-Za-z0-9._:-]{1,128})";
 
 // The same JSON as `tailor ... --json` prints, so scripts can use either.
 std::string ToJson(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
-  return json;
+  return ProtoJson(message, /*add_whitespace=*/false);
 }
 
 int HttpCode(const absl::Status& s) {

@@ -5,11 +5,13 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "google/protobuf/descriptor.h"
 #include "cli/render_options.h"
 #include "methods/api/contract_checker.h"
 #include "methods/api/graph_builder.h"
 #include "tailor/v1/campaign.pb.h"
 #include "tailor/v1/contract.pb.h"
+#include "tailor/v1/job_output.pb.h"
 
 namespace tailor::methods {
 
@@ -29,6 +31,14 @@ struct MethodTraits {
 struct ParamsSection {
   int field_number;  // the section's field number in DeploymentContract
   void (*check)(const v1::DeploymentContract& contract, ContractChecker& checker);
+};
+
+// A job kind a method plans and the message its JobOutput.detail holds (null: none). The
+// storage migration that typed the schema-5 Struct results reads these to convert a stored
+// result of that kind (methods/legacy_results.h).
+struct JobKindResult {
+  const char* kind;
+  const google::protobuf::Descriptor* detail;
 };
 
 // The torch-free half of a compression method: its contract rules and defaults, its job
@@ -56,9 +66,17 @@ class Method {
   // Appends the method's jobs for a validated, defaulted contract.
   virtual void Plan(const v1::DeploymentContract& contract, GraphBuilder& graph) const = 0;
 
+  // The job kinds the method plans that carry a detail message (shared kinds included when
+  // the method gives them its own detail, e.g. a verify of an entropy-coded package).
+  virtual std::vector<JobKindResult> JobResults() const { return {}; }
+
   // Key of the job whose result holds the chosen student's predicted costs ("predicted") and
   // architecture; empty when the method chooses none.
   virtual absl::string_view chooser_job() const { return ""; }
+
+  // Training tokens the chooser job (chooser_job()) spent choosing the student, as the
+  // report's search_tokens; 0 when the method spends none.
+  virtual int64_t SearchTokens(const v1::JobOutput& chooser) const { return 0; }
 
   // Adds the method's own report section (CampaignReport.details) after the shared rows.
   virtual void AddReport(const v1::Campaign& campaign, const std::vector<v1::Job>& jobs,

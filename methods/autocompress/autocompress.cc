@@ -3,7 +3,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/job_output.h"
 #include "methods/api/job_kinds.h"
+#include "methods/autocompress/autocompress_results.pb.h"
 #include "methods/autocompress/job_kinds.h"
 #include "methods/autocompress/report.h"
 #include "methods/entropy_code/entropy_code.h"
@@ -137,7 +139,19 @@ class AutocompressMethod : public Method {
 
   void Plan(const v1::DeploymentContract& c, GraphBuilder& g) const override;
 
+  // profile, distill and verify are the shared kinds with their shared results.
+  std::vector<JobKindResult> JobResults() const override {
+    return {{jobs::kRank, v1::autocompress::RankResult::descriptor()},
+            {jobs::kSearch, v1::autocompress::SearchResult::descriptor()},
+            {jobs::kBaselineUniform, v1::autocompress::UniformBaselineResult::descriptor()}};
+  }
+
   absl::string_view chooser_job() const override { return jobs::kSearch; }
+
+  int64_t SearchTokens(const v1::JobOutput& chooser) const override {
+    const auto search = DetailOf<v1::autocompress::SearchResult>(chooser);
+    return search ? search->search_tokens() : 0;
+  }
 
   void AddReport(const v1::Campaign& campaign, const std::vector<v1::Job>& jobs,
                  v1::CampaignReport& report) const override {

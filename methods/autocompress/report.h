@@ -11,7 +11,7 @@ namespace tailor::methods {
 // CampaignReport.baseline_budgets from
 // verify_baseline's judged budgets and baseline_uniform's prediction, or
 // baseline_unavailable when baseline_uniform found no uniform model that meets the budgets.
-// A no-op without those jobs' results.
+// A no-op without those jobs' outputs.
 void AddUniformBaselineReport(const v1::Campaign& campaign, const std::vector<v1::Job>& jobs,
                               v1::CampaignReport& report);
 

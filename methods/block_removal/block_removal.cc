@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "methods/api/job_kinds.h"
+#include "methods/block_removal/block_removal_results.pb.h"
 #include "methods/block_removal/job_kinds.h"
 #include "methods/block_removal/render.h"
 #include "methods/block_removal/report.h"
@@ -75,6 +76,16 @@ class BlockRemovalMethod : public Method {
   }
 
   void Plan(const v1::DeploymentContract& c, GraphBuilder& g) const override;
+
+  std::vector<JobKindResult> JobResults() const override {
+    std::vector<JobKindResult> kinds = {
+        {jobs::kGateGradients, v1::block_removal::GateGradientsResult::descriptor()},
+        {jobs::kSolve, v1::block_removal::SolveResult::descriptor()},
+        {jobs::kEvaluateCandidates, v1::block_removal::EvaluateCandidatesResult::descriptor()}};
+    // packageable: the entropy tail's jobs (package.entropy_code) carry their own details.
+    for (const JobKindResult& k : EntropyTailJobResults()) kinds.push_back(k);
+    return kinds;
+  }
 
   absl::string_view chooser_job() const override { return jobs::kSolve; }
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "methods/api/job_kinds.h"
+#include "methods/entropy_code/entropy_code_results.pb.h"
 #include "methods/entropy_code/job_kinds.h"
 #include "methods/entropy_code/render.h"
 #include "methods/entropy_code/report.h"
@@ -83,6 +84,8 @@ class EntropyCodeMethod : public Method {
     g.Agent(jobs::kVerify, jobs::kVerify, r.verify(), {jobs::kSelect});
   }
 
+  std::vector<JobKindResult> JobResults() const override { return EntropyTailJobResults(); }
+
   absl::string_view chooser_job() const override { return jobs::kSelect; }
 
   void AddReport(const v1::Campaign& campaign, const std::vector<v1::Job>& jobs,
@@ -99,6 +102,12 @@ class EntropyCodeMethod : public Method {
 }  // namespace
 
 std::unique_ptr<Method> MakeEntropyCodeMethod() { return std::make_unique<EntropyCodeMethod>(); }
+
+std::vector<JobKindResult> EntropyTailJobResults() {
+  return {{jobs::kAutotune, v1::entropy_code::AutotuneResult::descriptor()},
+          {jobs::kSelect, v1::entropy_code::SelectResult::descriptor()},
+          {jobs::kVerify, v1::entropy_code::PackageVerifyResult::descriptor()}};
+}
 
 void PlanEntropyTail(const v1::DeploymentContract& c, const std::string& after, GraphBuilder& g) {
   if (!c.package().entropy_code()) return;

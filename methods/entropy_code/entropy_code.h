@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "methods/api/method.h"
 
@@ -19,6 +20,11 @@ std::unique_ptr<Method> MakeEntropyCodeMethod();
 // package on the target. A no-op when the contract does not ask for it.
 void PlanEntropyTail(const v1::DeploymentContract& contract, const std::string& after,
                      GraphBuilder& graph);
+
+// The job kinds ENTROPY_CODE and the tail plan that carry a detail: autotune, select, and
+// verify, whose output holds a PackageVerifyResult when it verified a package (a verify of a
+// plain model carries none). A packageable method lists these among its JobResults().
+std::vector<JobKindResult> EntropyTailJobResults();
 
 }  // namespace tailor::methods
 

@@ -1,6 +1,7 @@
 #include "methods/probe/probe.h"
 
 #include "methods/probe/job_kinds.h"
+#include "methods/probe/probe_results.pb.h"
 
 namespace tailor::methods {
 namespace {
@@ -28,6 +29,10 @@ class ProbeMethod : public Method {
 
   void ApplyDefaults(v1::DeploymentContract& c) const override {
     if (!c.probe().has_duration_ms()) c.mutable_probe()->set_duration_ms(1000);
+  }
+
+  std::vector<JobKindResult> JobResults() const override {
+    return {{jobs::kProbe, v1::probe::ProbeResult::descriptor()}};
   }
 
   void Plan(const v1::DeploymentContract& c, GraphBuilder& g) const override {

@@ -53,16 +53,18 @@ TEST(AutocompressE2E, ShortCampaignMeetsBudgetsAndReusesCostTable) {
                           "distill_baseline", "verify_baseline"}) {
     EXPECT_EQ(JobOf(campaign, key)["state"], "JOB_SUCCEEDED") << key;
   }
-  const nlohmann::json search = JobOf(campaign, "search")["result"];
+  const nlohmann::json search = JobOf(campaign, "search")["output"];
   EXPECT_EQ(search["world_size"], 2);
-  EXPECT_EQ(search["search_tokens"].get<double>(), search["steps_run"].get<double>() * 8 * 32);
+  EXPECT_EQ(AsInt(search["detail"]["search_tokens"]),
+            AsInt(search["detail"]["steps_run"]) * 8 * 32);
   EXPECT_LE(search["predicted"]["memory_mib"].get<double>(), 3.0);
-  const nlohmann::json distill = JobOf(campaign, "distill")["result"];
-  EXPECT_EQ(distill["recovery_tokens"], 1536);
+  const nlohmann::json distill = JobOf(campaign, "distill")["output"];
+  EXPECT_EQ(AsInt(distill["detail"]["recovery_tokens"]), 1536);
   EXPECT_EQ(distill["world_size"], 2);
   EXPECT_EQ(distill["model_digest"].get<std::string>().size(), 64u);
   // The student and the baseline recover on the same number of tokens.
-  EXPECT_EQ(JobOf(campaign, "distill_baseline")["result"]["recovery_tokens"], 1536);
+  EXPECT_EQ(AsInt(JobOf(campaign, "distill_baseline")["output"]["detail"]["recovery_tokens"]),
+            1536);
 
   RunResult report = cluster.Cli({"report", id, "--json"});
   ASSERT_EQ(report.exit_code, 0) << report.err;
@@ -96,7 +98,7 @@ TEST(AutocompressE2E, ShortCampaignMeetsBudgetsAndReusesCostTable) {
   ASSERT_EQ(tables.size(), 1u) << costs.out;
   EXPECT_GT(tables[0]["latency_mape"].get<double>(), 0.0);
   EXPECT_GE(tables[0]["validated_architectures"].get<int>(), 8);
-  const std::string table_id = JobOf(campaign, "profile")["result"]["cost_table_id"];
+  const std::string table_id = JobOf(campaign, "profile")["output"]["detail"]["cost_table_id"];
   EXPECT_EQ(tables[0]["id"], table_id);
 
   // One rank with the same global batch: the same search (gradients averaged over two ranks
@@ -114,10 +116,10 @@ TEST(AutocompressE2E, ShortCampaignMeetsBudgetsAndReusesCostTable) {
       },
       absl::Minutes(5)));
   ASSERT_EQ(search1["state"], "JOB_SUCCEEDED") << search1.dump(2);
-  EXPECT_EQ(search1["result"]["world_size"], 1);
-  EXPECT_EQ(search1["result"]["steps_run"], search["steps_run"]);
-  EXPECT_EQ(search1["result"]["architecture"], search["architecture"]);
-  EXPECT_NEAR(search1["result"]["kd_loss"].get<double>(), search["kd_loss"].get<double>(),
+  EXPECT_EQ(search1["output"]["world_size"], 1);
+  EXPECT_EQ(AsInt(search1["output"]["detail"]["steps_run"]), AsInt(search["detail"]["steps_run"]));
+  EXPECT_EQ(search1["output"]["architecture"], search["architecture"]);
+  EXPECT_NEAR(search1["output"]["kd_loss"].get<double>(), search["kd_loss"].get<double>(),
               1e-4 * std::abs(search["kd_loss"].get<double>()) + 1e-9);
   cluster.Cli({"cancel", single});
 
@@ -129,7 +131,7 @@ TEST(AutocompressE2E, ShortCampaignMeetsBudgetsAndReusesCostTable) {
   const nlohmann::json profile = JobOf(second, "profile");
   EXPECT_EQ(profile["state"], "JOB_SKIPPED");
   EXPECT_THAT(profile["skipped_reason"].get<std::string>(), ::testing::HasSubstr(table_id));
-  EXPECT_EQ(profile["result"]["cost_table_id"], table_id);
+  EXPECT_EQ(profile["output"]["detail"]["cost_table_id"], table_id);
   cluster.Cli({"cancel", again});
 }
 
@@ -234,7 +236,7 @@ TEST(AutocompressE2E, RankKilledMidSearchRetriesFromCheckpoint) {
       << Diagnose(cluster, id, search_id);
   EXPECT_EQ(search["state"], "JOB_SUCCEEDED") << Diagnose(cluster, id, search_id);
   EXPECT_EQ(search["attempt"], 2) << search.dump(2);
-  EXPECT_GE(search["result"]["resumed_from_step"].get<int>(), 2) << search.dump(2);
+  EXPECT_GE(AsInt(search["output"]["detail"]["resumed_from_step"]), 2) << search.dump(2);
   cluster.Cli({"cancel", id});
 }
 

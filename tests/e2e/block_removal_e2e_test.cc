@@ -48,13 +48,14 @@ TEST(BlockRemovalE2E, ExactSolveEvaluateDistillVerify) {
   }
   EXPECT_TRUE(JobOf(campaign, "profile").is_null());  // fixed M needs no cost model
 
-  const nlohmann::json grads = JobOf(campaign, "gate_gradients")["result"];
-  EXPECT_EQ(grads["world_size"], 2);
-  EXPECT_EQ(grads["calibration_samples"], 16);
+  const nlohmann::json grads_out = JobOf(campaign, "gate_gradients")["output"];
+  const nlohmann::json& grads = grads_out["detail"];
+  EXPECT_EQ(grads_out["world_size"], 2);
+  EXPECT_EQ(AsInt(grads["calibration_samples"]), 16);
   EXPECT_EQ(grads["blocks"], 8);  // the demo parent's 8 blocks
   EXPECT_EQ(grads["fisher_digest"].get<std::string>().size(), 64u);
 
-  const nlohmann::json solve = JobOf(campaign, "solve")["result"];
+  const nlohmann::json solve = JobOf(campaign, "solve")["output"]["detail"];
   EXPECT_EQ(solve["solver"], "exact");
   EXPECT_EQ(solve["blocks_to_remove"], 2);
   EXPECT_EQ(solve["states_total"], 28);  // C(8, 2)
@@ -70,24 +71,25 @@ TEST(BlockRemovalE2E, ExactSolveEvaluateDistillVerify) {
   EXPECT_EQ(distinct.size(), 4u);
   EXPECT_EQ(solve["baseline"]["removed_layers"].size(), 2u);
 
-  const nlohmann::json eval = JobOf(campaign, "evaluate_candidates")["result"];
+  const nlohmann::json eval_out = JobOf(campaign, "evaluate_candidates")["output"];
+  const nlohmann::json& eval = eval_out["detail"];
   ASSERT_EQ(eval["candidates"].size(), 4u) << eval.dump(2);
   double best = 1e300;
   for (const auto& c : eval["candidates"]) best = std::min(best, c["loss"].get<double>());
   EXPECT_EQ(eval["loss"].get<double>(), best);
   EXPECT_TRUE(std::isfinite(eval["baseline"]["loss"].get<double>()));
-  EXPECT_EQ(eval["teacher_digest"], grads["teacher_digest"]);
-  EXPECT_EQ(eval["student_digest"], eval["model_digest"]);
-  EXPECT_THAT(eval["architecture"].get<std::string>(), ::testing::HasSubstr("removed"));
-  const nlohmann::json distill = JobOf(campaign, "distill")["result"];
-  EXPECT_EQ(distill["student_digest"], eval["student_digest"]);
+  EXPECT_EQ(eval_out["teacher_digest"], grads_out["teacher_digest"]);
+  EXPECT_EQ(eval_out["student_digest"], eval_out["model_digest"]);
+  EXPECT_THAT(eval_out["architecture"].get<std::string>(), ::testing::HasSubstr("removed"));
+  const nlohmann::json distill = JobOf(campaign, "distill")["output"];
+  EXPECT_EQ(distill["student_digest"], eval_out["student_digest"]);
   EXPECT_EQ(distill["model_digest"].get<std::string>().size(), 64u);
 
   RunResult report = cluster.Cli({"report", id, "--json"});
   ASSERT_EQ(report.exit_code, 0) << report.err;
   nlohmann::json r = nlohmann::json::parse(report.out);
-  EXPECT_EQ(r["details"]["solve"]["spectrum"].size(), 4u) << r.dump(2);
-  EXPECT_TRUE(r["details"]["evaluate_candidates"]["baseline"].contains("loss"));
+  EXPECT_EQ(r["outputs"]["solve"]["detail"]["spectrum"].size(), 4u) << r.dump(2);
+  EXPECT_TRUE(r["outputs"]["evaluate_candidates"]["detail"]["baseline"].contains("loss"));
   bool student = false;
   for (const auto& q : r["quality"]) student |= q["model"] == "student";
   EXPECT_TRUE(student) << r.dump(2);
@@ -161,12 +163,13 @@ TEST(BlockRemovalE2E, EntropyCodedPackageTail) {
   }
   EXPECT_TRUE(JobOf(campaign, "distill").is_null());
   // The package is built from the verified student, not from the parent.
-  const nlohmann::json eval = JobOf(campaign, "evaluate_candidates")["result"];
-  const nlohmann::json select = JobOf(campaign, "entropy_select")["result"];
+  const nlohmann::json eval = JobOf(campaign, "evaluate_candidates")["output"];
+  const nlohmann::json select_out = JobOf(campaign, "entropy_select")["output"];
+  const nlohmann::json& select = select_out["detail"];
   EXPECT_EQ(select["source_model_digest"], eval["model_digest"]) << select.dump(2);
-  EXPECT_GT(select["dense_bytes"].get<double>(), kTailBudgetMib * (1 << 20)) << select.dump(2);
-  EXPECT_GT(select["coded_tensors"].get<double>(), 0) << select.dump(2);
-  EXPECT_LE(select["resident_bytes"].get<double>(), kTailBudgetMib * (1 << 20));
+  EXPECT_GT(AsInt(select["dense_bytes"]), kTailBudgetMib * (1 << 20)) << select.dump(2);
+  EXPECT_GT(AsInt(select["coded_tensors"]), 0) << select.dump(2);
+  EXPECT_LE(AsInt(select["resident_bytes"]), kTailBudgetMib * (1 << 20));
   EXPECT_EQ(select["exact"], true);
 
   nlohmann::json r = cluster.Report(id);
@@ -183,7 +186,8 @@ TEST(BlockRemovalE2E, EntropyCodedPackageTail) {
   EXPECT_EQ(b["resource"], "weight_memory_mib (package)");
   EXPECT_EQ(b["met"], true) << b.dump();
   EXPECT_LE(b["measured"].get<double>(), kTailBudgetMib);
-  EXPECT_EQ(b["predicted"].get<double>(), select["predicted"]["weight_memory_mib"].get<double>());
+  EXPECT_EQ(b["predicted"].get<double>(),
+            select_out["predicted"]["weight_memory_mib"].get<double>());
 }
 
 // block_removal { stages: 2 }: solve chooses the first block among the k lowest states,
@@ -209,7 +213,7 @@ TEST(BlockRemovalE2E, StagedRemovalRecomputesGradientsBetweenStages) {
   nlohmann::json campaign = cluster.Status(id);
   ASSERT_TRUE(done) << campaign.dump(2);
 
-  const nlohmann::json solve = JobOf(campaign, "solve")["result"];
+  const nlohmann::json solve = JobOf(campaign, "solve")["output"]["detail"];
   EXPECT_EQ(solve["blocks_to_remove"], 2);
   EXPECT_EQ(solve["stages"], 2);
   EXPECT_EQ(solve["stage_blocks"], 1);
@@ -218,7 +222,8 @@ TEST(BlockRemovalE2E, StagedRemovalRecomputesGradientsBetweenStages) {
   for (const auto& st : solve["spectrum"]) EXPECT_EQ(st["removed_layers"].size(), 1u);
   EXPECT_EQ(solve["baseline"]["removed_layers"].size(), 2u);  // Block Influence at the full M
 
-  const nlohmann::json eval = JobOf(campaign, "evaluate_candidates")["result"];
+  const nlohmann::json eval_out = JobOf(campaign, "evaluate_candidates")["output"];
+  const nlohmann::json& eval = eval_out["detail"];
   ASSERT_EQ(eval["stages"].size(), 2u) << eval.dump(2);
   const nlohmann::json& s1 = eval["stages"][0];
   const nlohmann::json& s2 = eval["stages"][1];
@@ -234,7 +239,7 @@ TEST(BlockRemovalE2E, StagedRemovalRecomputesGradientsBetweenStages) {
   EXPECT_EQ(eval["loss"], s2["loss"]);
   EXPECT_EQ(eval["beats_baseline"],
             eval["loss"].get<double>() <= eval["baseline"]["loss"].get<double>());
-  EXPECT_THAT(eval["architecture"].get<std::string>(), ::testing::HasSubstr("removed"));
+  EXPECT_THAT(eval_out["architecture"].get<std::string>(), ::testing::HasSubstr("removed"));
 
   nlohmann::json r = cluster.Report(id);
   ASSERT_FALSE(r.is_null());

@@ -35,13 +35,13 @@ TEST(EntropyE2E, AutotuneSelectVerifyWithinBudget) {
   for (const char* key : {"autotune", "select", "verify"}) {
     EXPECT_EQ(JobOf(campaign, key)["state"], "JOB_SUCCEEDED") << key;
   }
-  const nlohmann::json tune = JobOf(campaign, "autotune")["result"];
+  const nlohmann::json tune = JobOf(campaign, "autotune")["output"]["detail"];
   EXPECT_EQ(tune["weight_format"], "keep");
   EXPECT_EQ(tune["frontiers_digest"].get<std::string>().size(), 64u);
-  const nlohmann::json select = JobOf(campaign, "select")["result"];
+  const nlohmann::json select = JobOf(campaign, "select")["output"];
   EXPECT_EQ(select["package_digest"].get<std::string>().size(), 64u);
-  EXPECT_GT(select["coded_tensors"].get<double>(), 0);  // the budget forces coding
-  EXPECT_EQ(select["exact"], true);
+  EXPECT_GT(AsInt(select["detail"]["coded_tensors"]), 0);  // the budget forces coding
+  EXPECT_EQ(select["detail"]["exact"], true);
 
   nlohmann::json r = cluster.Report(id);
   ASSERT_FALSE(r.is_null());

@@ -167,7 +167,7 @@ TEST_F(SlurmE2E, TwoRankJobThroughSbatchAndSrunMatchesTheLocalLauncher) {
   nlohmann::json job = WaitJob(slurm, cid, Done);
   ASSERT_FALSE(job.is_null()) << "rank job did not finish";
   ASSERT_EQ(job["state"], "JOB_SUCCEEDED") << job.dump();
-  EXPECT_EQ(job["result"]["world_size"], 2);
+  EXPECT_EQ(job["output"]["world_size"], 2);
   EXPECT_EQ(Int(job, "attempt"), 1);
   EXPECT_EQ(Str(job, "launcher"), "slurm");
   const std::string slurm_id = Str(job, "external_id");
@@ -198,10 +198,11 @@ TEST_F(SlurmE2E, TwoRankJobThroughSbatchAndSrunMatchesTheLocalLauncher) {
   nlohmann::json ljob = WaitJob(local, lid, Done);
   ASSERT_FALSE(ljob.is_null());
   ASSERT_EQ(ljob["state"], "JOB_SUCCEEDED") << ljob.dump();
-  const double a = job["result"]["hidden_importance_sum"];
-  const double b = ljob["result"]["hidden_importance_sum"];
+  const double a = job["output"]["detail"]["hidden_importance_sum"];
+  const double b = ljob["output"]["detail"]["hidden_importance_sum"];
   EXPECT_NEAR(a, b, 1e-9 * std::abs(b));
-  EXPECT_EQ(job["result"]["calibration_samples"], ljob["result"]["calibration_samples"]);
+  EXPECT_EQ(AsInt(job["output"]["detail"]["calibration_samples"]),
+            AsInt(ljob["output"]["detail"]["calibration_samples"]));
   slurm.Cli({"cancel", cid});
   local.Cli({"cancel", lid});
 }

@@ -89,7 +89,7 @@ TEST(SpineE2E, ProbeCampaignThroughCliAndAgent) {
   ASSERT_EQ(status["jobs"].size(), 1u);
   EXPECT_EQ(status["jobs"][0]["kind"], "probe");
   EXPECT_EQ(status["jobs"][0]["state"], "JOB_SUCCEEDED");
-  const auto& result = status["jobs"][0]["result"];
+  const auto& result = status["jobs"][0]["output"]["detail"];  // a tailor.v1.probe.ProbeResult
   EXPECT_GT(result["logical_cores"].get<double>(), 0);
   EXPECT_GT(result["memcpy_gbps"].get<double>(), 0);
   EXPECT_FALSE(result["cpu_model"].get<std::string>().empty());

@@ -7,6 +7,7 @@
 // entropy-coded tail, ENTROPY_CODE, PROBE) merged into one tailor.db, and beside it what that
 // release's `tailor report ID` and `tailor report ID --json` printed for each campaign.
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -40,6 +41,48 @@ std::vector<std::string> GoldenCampaigns() {
   return ids;
 }
 
+// A JSON value with proto3's defaults dropped (zero, false, "", empty lists and objects) and
+// int64 strings read as numbers: what a Struct result and its typed output share.
+nlohmann::json Normalized(const nlohmann::json& v) {
+  if (v.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [k, x] : v.items()) {
+      if (k == "@type") continue;
+      nlohmann::json n = Normalized(x);
+      if (!n.is_null()) out[k] = n;
+    }
+    return out.empty() ? nlohmann::json() : out;
+  }
+  if (v.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& x : v) out.push_back(Normalized(x));
+    return out.empty() ? nlohmann::json() : out;
+  }
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    if (s.empty()) return nullptr;
+    char* end = nullptr;
+    const double d = std::strtod(s.c_str(), &end);
+    if (end != s.c_str() && *end == '\0' && s.find_first_not_of("-0123456789") == s.npos) {
+      return d == 0 ? nlohmann::json() : nlohmann::json(d);
+    }
+    return v;
+  }
+  if (v.is_boolean()) return v.get<bool>() ? v : nlohmann::json();
+  if (v.is_number()) return v.get<double>() == 0 ? nlohmann::json() : nlohmann::json(v.get<double>());
+  return v;
+}
+
+// A typed job output as the schema-5 release's flat Struct had it: the detail's fields
+// beside the shared ones.
+nlohmann::json Flattened(nlohmann::json output) {
+  if (output.contains("detail")) {
+    for (const auto& [k, x] : output["detail"].items()) output[k] = x;
+    output.erase("detail");
+  }
+  return output;
+}
+
 TEST(UpgradeE2E, Schema5DataDirOpensAndReportsReadTheSame) {
   Cluster cluster("upgrade");
   fs::copy_file(FixtureDir() + "/tailor.db", cluster.db_path());
@@ -54,8 +97,27 @@ TEST(UpgradeE2E, Schema5DataDirOpensAndReportsReadTheSame) {
     EXPECT_EQ(text.out, ReadFile(absl::StrCat(FixtureDir(), "/", id, ".report.txt")));
     RunResult json = cluster.Cli({"report", id, "--json"});
     ASSERT_EQ(json.exit_code, 0) << json.err;
-    EXPECT_EQ(nlohmann::json::parse(json.out),
-              nlohmann::json::parse(ReadFile(absl::StrCat(FixtureDir(), "/", id, ".report.json"))));
+    nlohmann::json now = nlohmann::json::parse(json.out);
+    nlohmann::json then =
+        nlohmann::json::parse(ReadFile(absl::StrCat(FixtureDir(), "/", id, ".report.json")));
+    // The release kept each job's raw result in `details` under its job key; they are now
+    // typed in `outputs` and must carry every value the raw result did.
+    nlohmann::json outputs = now["outputs"];
+    now.erase("outputs");
+    std::vector<std::string> job_keys;
+    for (const auto& [key, result] : then["details"].items()) {
+      if (outputs.contains(key)) job_keys.push_back(key);  // else a method's own section
+    }
+    ASSERT_FALSE(job_keys.empty());
+    for (const std::string& key : job_keys) {
+      SCOPED_TRACE(key);
+      EXPECT_EQ(Normalized(Flattened(outputs[key])), Normalized(then["details"][key]));
+      then["details"].erase(key);
+    }
+    for (nlohmann::json* report : {&now, &then}) {
+      if (report->contains("details") && (*report)["details"].empty()) report->erase("details");
+    }
+    EXPECT_EQ(now, then);
   }
 }
 

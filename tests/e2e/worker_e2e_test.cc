@@ -48,9 +48,9 @@ TEST(WorkerE2E, TwoRankRankingMatchesOneRank) {
   nlohmann::json job2 = WaitJobDone(cluster, two, "rank");
   ASSERT_FALSE(job2.is_null());
   ASSERT_EQ(job2["state"], "JOB_SUCCEEDED") << job2.dump();
-  EXPECT_EQ(job2["result"]["world_size"], 2);
-  EXPECT_EQ(job2["result"]["calibration_samples"], 32);
-  EXPECT_EQ(job2["result"]["ranked_model_digest"].get<std::string>().size(), 64u);
+  EXPECT_EQ(job2["output"]["world_size"], 2);
+  EXPECT_EQ(AsInt(job2["output"]["detail"]["calibration_samples"]), 32);
+  EXPECT_EQ(job2["output"]["detail"]["ranked_model_digest"].get<std::string>().size(), 64u);
   // Rank 0 kept the result until the coordinator accepted it, then dropped it.
   const std::string checkpoints = absl::StrCat(cluster.dir(), "/data/work/",
                                                job2["id"].get<std::string>(), "/checkpoints");
@@ -61,10 +61,10 @@ TEST(WorkerE2E, TwoRankRankingMatchesOneRank) {
       cluster.WriteFile("one.textproto", Contract("rank1", parent, 1)), "rank-one");
   nlohmann::json job1 = WaitJobDone(cluster, one, "rank");
   ASSERT_EQ(job1["state"], "JOB_SUCCEEDED") << job1.dump();
-  EXPECT_EQ(job1["result"]["world_size"], 1);
+  EXPECT_EQ(job1["output"]["world_size"], 1);
   // The same calibration set split over two ranks gives the same importance.
-  const double a = job1["result"]["hidden_importance_sum"];
-  const double b = job2["result"]["hidden_importance_sum"];
+  const double a = job1["output"]["detail"]["hidden_importance_sum"];
+  const double b = job2["output"]["detail"]["hidden_importance_sum"];
   EXPECT_NEAR(a, b, 1e-6 * std::abs(a));
 
   RunResult arts = cluster.Cli({"artifacts", "list", two, "--json"});

@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/process.h"
+#include "tailor/v1/job_output.pb.h"
 #include "tests/unit/agent/fake_agent_service.h"
 
 namespace tailor::e2e {
@@ -36,8 +37,9 @@ class WorkerOutageTest : public ::testing::Test {
     assignment_.mutable_lease()->set_job_id("j-rank");
     assignment_.mutable_lease()->set_attempt(2);
     assignment_.mutable_contract()->mutable_parent()->set_path(dir_ + "/no-such-parent");
-    (*stored_.mutable_fields())["ranked_model_digest"].set_string_value(std::string(64, 'a'));
-    (*stored_.mutable_fields())["world_size"].set_number_value(1);
+    // What the worker reports is opaque to it; a model digest stands for the rank's output.
+    stored_.set_model_digest(std::string(64, 'a'));
+    stored_.set_world_size(1);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
@@ -59,7 +61,7 @@ class WorkerOutageTest : public ::testing::Test {
   std::string dir_;
   std::string checkpoints_;
   v1::AcquireJobResponse assignment_;
-  google::protobuf::Struct stored_;
+  v1::JobOutput stored_;
 };
 
 TEST_F(WorkerOutageTest, NextAttemptReportsTheStoredResultWithoutRunningTheJob) {
@@ -76,8 +78,7 @@ TEST_F(WorkerOutageTest, NextAttemptReportsTheStoredResultWithoutRunningTheJob) 
   EXPECT_TRUE(completes[0].accepted);
   EXPECT_TRUE(completes[0].request.success());
   EXPECT_EQ(completes[0].request.lease_id(), "lease-2");
-  EXPECT_EQ(completes[0].request.result().fields().at("ranked_model_digest").string_value(),
-            std::string(64, 'a'));
+  EXPECT_EQ(completes[0].request.output().model_digest(), std::string(64, 'a'));
   // Accepted: nothing is kept for a later attempt.
   EXPECT_EQ(LoadFinishedResult(checkpoints_, "j-rank").status().code(),
             absl::StatusCode::kNotFound);
@@ -99,7 +100,7 @@ TEST_F(WorkerOutageTest, RankZeroGivesUpOnAnUnansweringCoordinatorAndKeepsTheRes
   // Still there for the attempt after this one.
   auto kept = LoadFinishedResult(checkpoints_, "j-rank");
   ASSERT_TRUE(kept.ok()) << kept.status();
-  EXPECT_EQ(kept->fields().at("ranked_model_digest").string_value(), std::string(64, 'a'));
+  EXPECT_EQ(kept->model_digest(), std::string(64, 'a'));
 }
 
 }  // namespace

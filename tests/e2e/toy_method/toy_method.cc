@@ -1,11 +1,19 @@
 #include "tests/e2e/toy_method/toy_method.h"
 
-#include "common/struct_values.h"
+#include "common/job_output.h"
+#include "methods/api/report_parts.h"
 
 namespace tailor::toy {
 namespace {
 
 using google::protobuf::Struct;
+
+// The detail of the job keyed `key`, when it finished with one.
+template <typename T>
+std::optional<T> DetailOfJob(const std::vector<v1::Job>& jobs, const char* key) {
+  const v1::JobOutput* output = methods::OutputOfJob(jobs, key);
+  return output != nullptr ? DetailOf<T>(*output) : std::nullopt;
+}
 
 class ToyMethod : public methods::Method {
  public:
@@ -24,6 +32,11 @@ class ToyMethod : public methods::Method {
     if (!c.budget().has_latency_ms_max()) k.Add("budget", "latency_ms_max is required for TOY");
   }
 
+  std::vector<methods::JobKindResult> JobResults() const override {
+    return {{kToyMeasure, ToyMeasureResult::descriptor()},
+            {kToyTransform, ToyTransformResult::descriptor()}};
+  }
+
   void Plan(const v1::DeploymentContract& c, methods::GraphBuilder& g) const override {
     g.Agent(kToyMeasure, kToyMeasure, c.resources().profile(), {});
     g.Launcher(kToyTransform, kToyTransform, c.resources().search(), {kToyMeasure});
@@ -31,16 +44,12 @@ class ToyMethod : public methods::Method {
 
   void AddReport(const v1::Campaign& campaign, const std::vector<v1::Job>& jobs,
                  v1::CampaignReport& report) const override {
-    const Struct* measured = nullptr;
-    const Struct* transformed = nullptr;
-    for (const v1::Job& j : jobs) {
-      if (j.key() == kToyMeasure) measured = &j.result();
-      if (j.key() == kToyTransform) transformed = &j.result();
-    }
+    const auto measured = DetailOfJob<ToyMeasureResult>(jobs, kToyMeasure);
+    const auto transformed = DetailOfJob<ToyTransformResult>(jobs, kToyTransform);
     Struct toy;
     auto& f = *toy.mutable_fields();
-    f["measured"].set_number_value(struct_values::NumberAt(measured, "value").value_or(-1));
-    f["rank_sum"].set_number_value(struct_values::NumberAt(transformed, "rank_sum").value_or(-1));
+    f["measured"].set_number_value(measured ? measured->value() : -1);
+    f["rank_sum"].set_number_value(transformed ? transformed->rank_sum() : -1);
     *(*report.mutable_details()->mutable_fields())["toy"].mutable_struct_value() = std::move(toy);
   }
 

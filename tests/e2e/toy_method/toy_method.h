@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "methods/api/method.h"
+#include "toy_results.pb.h"
 
 namespace tailor::toy {
 

@@ -65,10 +65,11 @@ v1::AcquireJobResponse MakeJob(const std::string& kind, const std::string& lease
   return job;
 }
 
-google::protobuf::Struct OkResult() {
-  google::protobuf::Struct s;
-  (*s.mutable_fields())["ok"].set_bool_value(true);
-  return s;
+// A successful job's output; `feasible` is just a bool the tests can see come back.
+v1::JobOutput OkResult() {
+  v1::JobOutput output;
+  output.set_feasible(true);
+  return output;
 }
 
 // Runs AgentRuntime::Run() on a thread; Stop()s and joins on destruction.
@@ -94,7 +95,7 @@ class RunningAgent {
 
 // A handler that runs until the job is stopped, then returns success (which must not matter).
 JobHandler UntilStopped(std::atomic<bool>* returned) {
-  return [returned](JobContext& ctx) -> absl::StatusOr<google::protobuf::Struct> {
+  return [returned](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     while (ctx.SleepUnlessCancelled(absl::Milliseconds(10))) {
     }
     returned->store(true);
@@ -138,7 +139,7 @@ TEST(AgentRuntimeTest, RunsJobAndCompletesWithHandlerResult) {
   fake.service().AddJob(MakeJob("echo"));
   AgentRuntime runtime(TestOptions(fake.address(), TestWorkDir("echo")));
   std::string seen_work_dir;
-  runtime.RegisterHandler("echo", [&](JobContext& ctx) -> absl::StatusOr<google::protobuf::Struct> {
+  runtime.RegisterHandler("echo", [&](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     seen_work_dir = ctx.work_dir();
     EXPECT_TRUE(std::filesystem::is_directory(ctx.work_dir()));
     EXPECT_EQ(ctx.job().kind(), "echo");
@@ -151,7 +152,7 @@ TEST(AgentRuntimeTest, RunsJobAndCompletesWithHandlerResult) {
   ASSERT_EQ(completes.size(), 1u);
   EXPECT_TRUE(completes[0].request.success());
   EXPECT_EQ(completes[0].request.lease_id(), "lease-1");
-  EXPECT_TRUE(completes[0].request.result().fields().at("ok").bool_value());
+  EXPECT_TRUE(completes[0].request.output().feasible());
   const auto registers = fake.service().registers();
   ASSERT_GE(registers.size(), 1u);
   EXPECT_THAT(registers[0].info().job_kinds(), ElementsAre("echo"));
@@ -168,10 +169,10 @@ TEST(AgentRuntimeTest, HandlerErrorsMapToRetryable) {
   fake.service().AddJob(MakeJob("flaky", "lease-a"));
   fake.service().AddJob(MakeJob("bad", "lease-b"));
   AgentRuntime runtime(TestOptions(fake.address(), TestWorkDir("errors")));
-  runtime.RegisterHandler("flaky", [](JobContext&) -> absl::StatusOr<google::protobuf::Struct> {
+  runtime.RegisterHandler("flaky", [](JobContext&) -> absl::StatusOr<v1::JobOutput> {
     return absl::UnavailableError("device busy");
   });
-  runtime.RegisterHandler("bad", [](JobContext&) -> absl::StatusOr<google::protobuf::Struct> {
+  runtime.RegisterHandler("bad", [](JobContext&) -> absl::StatusOr<v1::JobOutput> {
     return absl::InvalidArgumentError("model has no layers");
   });
   RunningAgent agent(&runtime);
@@ -229,7 +230,7 @@ TEST(AgentRuntimeTest, ProgressResponseCancellationStopsTheJob) {
   });
   AgentRuntime runtime(TestOptions(fake.address(), TestWorkDir("progress_cancel")));
   absl::Status progress_status;
-  runtime.RegisterHandler("reporter", [&](JobContext& ctx) -> absl::StatusOr<google::protobuf::Struct> {
+  runtime.RegisterHandler("reporter", [&](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     progress_status = ctx.ReportProgress(0.5, "half");
     EXPECT_TRUE(ctx.Cancelled());
     return progress_status;
@@ -269,7 +270,7 @@ TEST(AgentRuntimeTest, ProgressLeaseLostIsAbandoned) {
   });
   AgentRuntime runtime(TestOptions(fake.address(), TestWorkDir("progress_lost")));
   std::atomic<bool> returned{false};
-  runtime.RegisterHandler("reporter", [&](JobContext& ctx) -> absl::StatusOr<google::protobuf::Struct> {
+  runtime.RegisterHandler("reporter", [&](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     absl::Status st = ctx.ReportProgress(0.1, "start");
     EXPECT_THAT(st, StatusIs(absl::StatusCode::kCancelled, HasSubstr("lease lost")));
     EXPECT_EQ(ctx.stop_reason(), JobStopReason::kLeaseLost);
@@ -292,7 +293,7 @@ TEST(AgentRuntimeTest, ConnectsOnceTheCoordinatorComesUp) {
   }
   ASSERT_GT(port, 0);
   AgentRuntime runtime(TestOptions(absl::StrCat("127.0.0.1:", port), TestWorkDir("down")));
-  runtime.RegisterHandler("echo", [](JobContext&) -> absl::StatusOr<google::protobuf::Struct> {
+  runtime.RegisterHandler("echo", [](JobContext&) -> absl::StatusOr<v1::JobOutput> {
     return OkResult();
   });
   RunningAgent agent(&runtime);
@@ -311,7 +312,7 @@ TEST(AgentRuntimeTest, CompleteJobIsRetriedWhileUnavailable) {
   fake.service().AddJob(MakeJob("echo"));
   fake.service().FailNextCompletes(2, grpc::StatusCode::UNAVAILABLE);
   AgentRuntime runtime(TestOptions(fake.address(), TestWorkDir("complete_retry")));
-  runtime.RegisterHandler("echo", [](JobContext&) -> absl::StatusOr<google::protobuf::Struct> {
+  runtime.RegisterHandler("echo", [](JobContext&) -> absl::StatusOr<v1::JobOutput> {
     return OkResult();
   });
   RunningAgent agent(&runtime);
@@ -335,7 +336,7 @@ TEST(AgentRuntimeTest, CompletionSurvivesACoordinatorRestart) {
   AgentRuntime runtime(TestOptions(first->address(), TestWorkDir("restart")));
   std::atomic<bool> started{false};
   std::atomic<bool> release{false};
-  runtime.RegisterHandler("gated", [&](JobContext& ctx) -> absl::StatusOr<google::protobuf::Struct> {
+  runtime.RegisterHandler("gated", [&](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     started = true;
     while (!release.load()) absl::SleepFor(absl::Milliseconds(5));
     return OkResult();
@@ -358,7 +359,7 @@ TEST(AgentRuntimeTest, CompleteJobGivesUpWhenTheLeaseIsGone) {
   fake.service().AddJob(MakeJob("echo"));
   fake.service().FailNextCompletes(1, grpc::StatusCode::FAILED_PRECONDITION);
   AgentRuntime runtime(TestOptions(fake.address(), TestWorkDir("complete_lost")));
-  runtime.RegisterHandler("echo", [](JobContext&) -> absl::StatusOr<google::protobuf::Struct> {
+  runtime.RegisterHandler("echo", [](JobContext&) -> absl::StatusOr<v1::JobOutput> {
     return OkResult();
   });
   RunningAgent agent(&runtime);
@@ -375,7 +376,7 @@ TEST(AgentRuntimeTest, RejectedResultIsReportedAsFailure) {
   fake.service().AddJob(MakeJob("echo"));
   fake.service().FailNextCompletes(1, grpc::StatusCode::INVALID_ARGUMENT);
   AgentRuntime runtime(TestOptions(fake.address(), TestWorkDir("rejected")));
-  runtime.RegisterHandler("echo", [](JobContext&) -> absl::StatusOr<google::protobuf::Struct> {
+  runtime.RegisterHandler("echo", [](JobContext&) -> absl::StatusOr<v1::JobOutput> {
     return OkResult();
   });
   RunningAgent agent(&runtime);
@@ -395,7 +396,7 @@ TEST(AgentRuntimeTest, HeartbeatNotFoundReRegisters) {
     return grpc::Status::OK;
   });
   AgentRuntime runtime(TestOptions(fake.address(), TestWorkDir("reregister")));
-  runtime.RegisterHandler("echo", [](JobContext&) -> absl::StatusOr<google::protobuf::Struct> {
+  runtime.RegisterHandler("echo", [](JobContext&) -> absl::StatusOr<v1::JobOutput> {
     return OkResult();
   });
   RunningAgent agent(&runtime);
@@ -412,7 +413,7 @@ TEST(AgentRuntimeTest, DrainStopsAcquiring) {
     return grpc::Status::OK;
   });
   AgentRuntime runtime(TestOptions(fake.address(), TestWorkDir("drain")));
-  runtime.RegisterHandler("echo", [](JobContext&) -> absl::StatusOr<google::protobuf::Struct> {
+  runtime.RegisterHandler("echo", [](JobContext&) -> absl::StatusOr<v1::JobOutput> {
     return OkResult();
   });
   RunningAgent agent(&runtime);
@@ -433,7 +434,7 @@ TEST(AgentRuntimeTest, StopCancelsTheLongPollPromptly) {
   AgentRuntimeOptions options = TestOptions(fake.address(), TestWorkDir("stop_poll"));
   options.poll_wait = absl::Seconds(10);
   AgentRuntime runtime(options);
-  runtime.RegisterHandler("echo", [](JobContext&) -> absl::StatusOr<google::protobuf::Struct> {
+  runtime.RegisterHandler("echo", [](JobContext&) -> absl::StatusOr<v1::JobOutput> {
     return OkResult();
   });
   RunningAgent agent(&runtime);
@@ -451,7 +452,7 @@ TEST(AgentRuntimeTest, StopLetsTheJobFinishWithinTheGracePeriod) {
   fake.service().AddJob(MakeJob("slow"));
   AgentRuntime runtime(TestOptions(fake.address(), TestWorkDir("grace_ok")));
   std::atomic<bool> started{false};
-  runtime.RegisterHandler("slow", [&](JobContext& ctx) -> absl::StatusOr<google::protobuf::Struct> {
+  runtime.RegisterHandler("slow", [&](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     started = true;
     if (!ctx.SleepUnlessCancelled(absl::Milliseconds(300))) return absl::CancelledError("x");
     return OkResult();
@@ -492,7 +493,7 @@ TEST(AgentRuntimeTest, UploadsAreChunkedAndHashed) {
   AgentRuntime runtime(TestOptions(fake.address(), dir));
   std::string bytes(2 * (1 << 20) + 12345, '\0');
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 31) % 251);
-  runtime.RegisterHandler("upload", [&](JobContext& ctx) -> absl::StatusOr<google::protobuf::Struct> {
+  runtime.RegisterHandler("upload", [&](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     absl::StatusOr<v1::Artifact> a = ctx.UploadArtifactBytes("checkpoint", "ckpt.bin", bytes);
     if (!a.ok()) return a.status();
     EXPECT_EQ(a->digest(), Sha256::Hex(bytes));
@@ -531,7 +532,7 @@ TEST(AgentRuntimeTest, DownloadsVerifyResumeAndRejectCorruption) {
   fake.service().FailNextDownloadsAfterFirstChunk(1);
   fake.service().AddJob(MakeJob("download"));
   AgentRuntime runtime(TestOptions(fake.address(), TestWorkDir("download")));
-  runtime.RegisterHandler("download", [&](JobContext& ctx) -> absl::StatusOr<google::protobuf::Struct> {
+  runtime.RegisterHandler("download", [&](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     const std::string path = ctx.work_dir() + "/sub/model.bin";
     EXPECT_THAT(ctx.DownloadArtifact(digest, path), ::tailor::testing::IsOk());
     std::ifstream in(path, std::ios::binary);
@@ -564,7 +565,7 @@ TEST(AgentRuntimeTest, PutCostTableCarriesTheLease) {
   FakeCoordinator fake;
   fake.service().AddJob(MakeJob("profile"));
   AgentRuntime runtime(TestOptions(fake.address(), TestWorkDir("costs")));
-  runtime.RegisterHandler("profile", [](JobContext& ctx) -> absl::StatusOr<google::protobuf::Struct> {
+  runtime.RegisterHandler("profile", [](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     v1::CostTable table;
     table.set_device_kind("cpu");
     absl::StatusOr<v1::CostTable> stored = ctx.PutCostTable(table);
@@ -584,7 +585,7 @@ TEST(AgentRuntimeTest, ProgressIsRateLimitedExceptFinal) {
   AgentRuntimeOptions options = TestOptions(fake.address(), TestWorkDir("ratelimit"));
   options.progress_min_interval = absl::Seconds(10);
   AgentRuntime runtime(options);
-  runtime.RegisterHandler("chatty", [](JobContext& ctx) -> absl::StatusOr<google::protobuf::Struct> {
+  runtime.RegisterHandler("chatty", [](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     for (int i = 0; i < 50; ++i) {
       absl::Status st = ctx.ReportProgress(i / 50.0, "step", i, 50, {{"loss", 1.0 / (i + 1)}});
       if (!st.ok()) return st;
@@ -611,7 +612,7 @@ TEST(AgentRuntimeTest, RunAssignedKeepsTheLeaseAliveAndCompletes) {
   fake.service().AddJob(assignment);  // registers the lease with the fake
   AgentRuntime runtime(TestOptions(fake.address(), TestWorkDir("assigned")));
   const absl::Status status = runtime.RunAssigned(
-      assignment, [](JobContext& ctx) -> absl::StatusOr<google::protobuf::Struct> {
+      assignment, [](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
         EXPECT_TRUE(ctx.ReportProgress(0.25, "started").ok());
         ctx.SleepUnlessCancelled(absl::Milliseconds(450));
         return OkResult();
@@ -697,7 +698,7 @@ TEST(AgentRuntimeTest, RunAssignedGivesUpOnACoordinatorThatNeverAnswers) {
   options.unreachable_give_up = absl::Milliseconds(500);
   AgentRuntime runtime(options);
   EXPECT_THAT(runtime.RunAssigned(assignment,
-                                  [](JobContext&) -> absl::StatusOr<google::protobuf::Struct> {
+                                  [](JobContext&) -> absl::StatusOr<v1::JobOutput> {
                                     return OkResult();
                                   }),
               StatusIs(absl::StatusCode::kAborted,
@@ -727,7 +728,7 @@ TEST(AgentRuntimeTest, RegistersWithTheSecretKeptInItsWorkDir) {
   FakeCoordinator fake;
   const std::string dir = TestWorkDir("registers_secret");
   AgentRuntime runtime(TestOptions(fake.address(), dir));
-  runtime.RegisterHandler("echo", [](JobContext&) -> absl::StatusOr<google::protobuf::Struct> {
+  runtime.RegisterHandler("echo", [](JobContext&) -> absl::StatusOr<v1::JobOutput> {
     return OkResult();
   });
   {
@@ -744,12 +745,12 @@ TEST(AgentRuntimeTest, RegistersWithTheSecretKeptInItsWorkDir) {
 TEST(FinishedResultTest, StoredUntilDroppedAndCheckedWhenRead) {
   const std::string dir = TestWorkDir("finished");
   EXPECT_THAT(LoadFinishedResult(dir, "j-1"), StatusIs(absl::StatusCode::kNotFound));
-  google::protobuf::Struct result;
-  (*result.mutable_fields())["model_digest"].set_string_value("abc");
+  v1::JobOutput result;
+  result.set_model_digest("abc");
   ASSERT_TRUE(StoreFinishedResult(dir, "j-1", result).ok());
-  absl::StatusOr<google::protobuf::Struct> loaded = LoadFinishedResult(dir, "j-1");
+  absl::StatusOr<v1::JobOutput> loaded = LoadFinishedResult(dir, "j-1");
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(loaded->fields().at("model_digest").string_value(), "abc");
+  EXPECT_EQ(loaded->model_digest(), "abc");
   EXPECT_THAT(LoadFinishedResult(dir, "j-2"), StatusIs(absl::StatusCode::kNotFound));
   DropFinishedResult(dir, "j-1");
   EXPECT_THAT(LoadFinishedResult(dir, "j-1"), StatusIs(absl::StatusCode::kNotFound));

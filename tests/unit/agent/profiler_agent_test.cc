@@ -3,15 +3,18 @@
 
 #include <atomic>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/agent_runtime.h"
+#include "common/job_output.h"
 #include "common/sha256.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "methods/probe/probe_results.pb.h"
 #include "profiler-agent/device.h"
 #include "profiler-agent/handlers.h"
 #include "tests/testing/status_matchers.h"
@@ -115,28 +118,29 @@ TEST(ProfilerAgentTest, ProbeJobReportsProgressUploadsAndCompletes) {
   EXPECT_EQ(uploads[0].header.name(), "probe.json");
   EXPECT_EQ(uploads[0].header.lease_id(), "lease-probe");
   EXPECT_EQ(uploads[0].header.sha256(), Sha256::Hex(uploads[0].data));
-  google::protobuf::Struct uploaded;
+  // Strict parsing: probe.json holds exactly ProbeResult's fields. Proto JSON leaves out an
+  // empty string, so a non-empty cpu_model is one the JSON contained.
+  v1::probe::ProbeResult uploaded;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(uploads[0].data, &uploaded).ok());
-  EXPECT_TRUE(uploaded.fields().contains("cpu_model"));
+  EXPECT_FALSE(uploaded.cpu_model().empty());
 
   // The result.
   const auto completes = fake.service().completes();
   ASSERT_EQ(completes.size(), 1u);
   const v1::CompleteJobRequest& done = completes[0].request;
   EXPECT_TRUE(done.success()) << done.error();
-  const auto& f = done.result().fields();
-  for (const char* key : {"cpu_model", "logical_cores", "memory_total_mib",
-                          "memory_available_mib", "hostname", "kernel", "device_kind",
-                          "memcpy_gbps", "gflops", "iterations"}) {
-    EXPECT_TRUE(f.contains(key)) << key;
-  }
-  EXPECT_EQ(f.at("device_kind").string_value(), "cpu");
-  EXPECT_GT(f.at("memcpy_gbps").number_value(), 0.0);
-  EXPECT_GT(f.at("gflops").number_value(), 0.0);
-  EXPECT_GE(f.at("iterations").number_value(), 1.0);
-  EXPECT_GE(f.at("logical_cores").number_value(), 1.0);
-  EXPECT_GT(f.at("memory_total_mib").number_value(), 0.0);
-  EXPECT_EQ(f.at("artifact_sha256").string_value(), uploads[0].header.sha256());
+  // Every field the probe reports is one of ProbeResult's, so the detail unpacking is what
+  // says they are all there.
+  const std::optional<v1::probe::ProbeResult> f =
+      DetailOf<v1::probe::ProbeResult>(done.output());
+  ASSERT_TRUE(f.has_value()) << done.output().DebugString();
+  EXPECT_EQ(f->device_kind(), "cpu");
+  EXPECT_GT(f->memcpy_gbps(), 0.0);
+  EXPECT_GT(f->gflops(), 0.0);
+  EXPECT_GE(f->iterations(), 1);
+  EXPECT_GE(f->logical_cores(), 1);
+  EXPECT_GT(f->memory_total_mib(), 0);
+  EXPECT_EQ(f->artifact_sha256(), uploads[0].header.sha256());
 }
 
 TEST(ProfilerAgentTest, CancelledProbeCompletesNotRetryableQuickly) {

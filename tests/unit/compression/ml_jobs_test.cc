@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "profiler-agent/ml_jobs.h"
+#include "tailor/v1/job_output.pb.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tailor::profiler {
@@ -91,30 +92,40 @@ TEST(MlJobsTest, EngineOptionsFromTheContract) {
 
 TEST(MlJobsTest, VerifyMeasuresEvaluatesAndChecksBudgets) {
   const std::string dir = SaveSmall("verify");
-  absl::StatusOr<google::protobuf::Struct> r = RunVerify(Contract(), dir, Fast(), nullptr);
+  absl::StatusOr<v1::JobOutput> r = RunVerify(Contract(), dir, Fast(), nullptr);
   ASSERT_TRUE(r.ok()) << r.status();
-  const auto& f = r->fields();
-  const auto& measured = f.at("measured").struct_value().fields();
-  for (const char* key : {"latency_ms", "throughput_tokens_per_s", "memory_mib",
-                          "weight_memory_mib", "prefill_ms", "decode_ms"}) {
-    ASSERT_TRUE(measured.contains(key)) << key;
-    EXPECT_GT(measured.at(key).number_value(), 0) << key;
+  const v1::ModelCosts& measured = r->measured();
+  struct Figure {
+    const char* name;
+    bool present;
+    double value;
+  };
+  for (const Figure& fig : {
+           Figure{"latency_ms", measured.has_latency_ms(), measured.latency_ms()},
+           Figure{"throughput_tokens_per_s", measured.has_throughput_tokens_per_s(),
+                  measured.throughput_tokens_per_s()},
+           Figure{"memory_mib", measured.has_memory_mib(), measured.memory_mib()},
+           Figure{"weight_memory_mib", measured.has_weight_memory_mib(),
+                  measured.weight_memory_mib()},
+           Figure{"prefill_ms", measured.has_prefill_ms(), measured.prefill_ms()},
+           Figure{"decode_ms", measured.has_decode_ms(), measured.decode_ms()}}) {
+    ASSERT_TRUE(fig.present) << fig.name;
+    EXPECT_GT(fig.value, 0) << fig.name;
   }
-  EXPECT_NEAR(measured.at("weight_memory_mib").number_value(),
-              Small().ParameterCount() * 4.0 / (1 << 20), 1e-12);
-  const auto& quality = f.at("quality").struct_value().fields();
-  EXPECT_EQ(quality.at("parameters").number_value(), Small().ParameterCount());
-  EXPECT_EQ(quality.at("per_task").struct_value().fields_size(), 8);
-  EXPECT_TRUE(quality.contains("task_accuracy"));
-  const auto& budgets = f.at("budgets").list_value();
-  ASSERT_EQ(budgets.values_size(), 2);
-  const auto& latency = budgets.values(0).struct_value().fields();
-  EXPECT_EQ(latency.at("resource").string_value(), "latency_ms");
-  EXPECT_TRUE(latency.at("met").bool_value());
-  const auto& memory = budgets.values(1).struct_value().fields();
-  EXPECT_EQ(memory.at("resource").string_value(), "memory_mib");
-  EXPECT_FALSE(memory.at("met").bool_value());
-  EXPECT_EQ(f.at("engine").struct_value().fields().at("precision").string_value(), "FP32");
+  EXPECT_NEAR(measured.weight_memory_mib(), Small().ParameterCount() * 4.0 / (1 << 20), 1e-12);
+  const v1::ModelQuality& quality = r->quality();
+  EXPECT_EQ(quality.parameters(), Small().ParameterCount());
+  EXPECT_EQ(quality.per_task_size(), 8);
+  EXPECT_TRUE(quality.has_task_accuracy());
+  const auto& budgets = r->budgets();
+  ASSERT_EQ(budgets.size(), 2);
+  const v1::BudgetCheck& latency = budgets.Get(0);
+  EXPECT_EQ(latency.resource(), "latency_ms");
+  EXPECT_TRUE(latency.met());
+  const v1::BudgetCheck& memory = budgets.Get(1);
+  EXPECT_EQ(memory.resource(), "memory_mib");
+  EXPECT_FALSE(memory.met());
+  EXPECT_EQ(r->engine().precision(), "FP32");
 }
 
 TEST(MlJobsTest, VerifyRejectsInvalidModels) {

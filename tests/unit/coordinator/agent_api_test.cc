@@ -125,7 +125,7 @@ class AgentApiTest : public ::testing::Test {
     req.set_lease_id(lease);
     req.set_agent_id(agent_id);
     req.set_success(true);
-    (*req.mutable_result()->mutable_fields())["forged"].set_bool_value(true);
+    req.mutable_output()->set_reason("forged");
     v1::CompleteJobResponse resp;
     return agents_->CompleteJob(Ctx(token).get(), req, &resp);
   }

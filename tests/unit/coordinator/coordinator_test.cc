@@ -252,9 +252,9 @@ TEST_F(CoordinatorTest, ListingsCarrySummariesWithinTheByteBound) {
   v1::CompleteJobRequest done;
   done.set_lease_id(a.lease().id());
   done.set_success(true);
-  (*done.mutable_result()->mutable_fields())["blob"].set_string_value(std::string(500000, 'r'));
+  done.mutable_output()->set_reason(std::string(500000, 'r'));
   ASSERT_THAT(core_->CompleteJob(done), IsOk());
-  ASSERT_EQ(Get(big.id()).jobs(0).result().fields().at("blob").string_value().size(), 500000u);
+  ASSERT_EQ(Get(big.id()).jobs(0).output().reason().size(), 500000u);
 
   auto listed = core_->ListCampaigns(v1::ListCampaignsRequest());
   ASSERT_THAT(listed, IsOk());
@@ -266,7 +266,7 @@ TEST_F(CoordinatorTest, ListingsCarrySummariesWithinTheByteBound) {
   EXPECT_TRUE(summary.contract().labels().empty());
   ASSERT_EQ(summary.jobs_size(), 1);
   EXPECT_EQ(summary.jobs(0).state(), v1::JOB_SUCCEEDED);
-  EXPECT_FALSE(summary.jobs(0).has_result());
+  EXPECT_FALSE(summary.jobs(0).has_output());
   EXPECT_LT(listed->ByteSizeLong(), 2000u);
 
   // A bound of one summary's size: every page holds one campaign, and the token walks them.
@@ -600,7 +600,6 @@ TEST_F(CoordinatorTest, AutocompressGraphRunsThroughLauncherAndAgents) {
   while (Get(c.id()).state() != v1::CAMPAIGN_SUCCEEDED && guard++ < 20) {
     v1::AcquireJobResponse a = TryAcquire(agent);
     if (a.assigned()) {
-      google::protobuf::Struct result;
       v1::CompleteJobRequest done;
       done.set_lease_id(a.lease().id());
       done.set_success(true);
@@ -615,7 +614,7 @@ TEST_F(CoordinatorTest, AutocompressGraphRunsThroughLauncherAndAgents) {
     v1::CompleteJobRequest done;
     done.set_lease_id(l.lease().id());
     done.set_success(true);
-    (*done.mutable_result()->mutable_fields())["search_tokens"].set_number_value(42);
+    done.mutable_output()->set_world_size(1);
     ASSERT_THAT(core_->CompleteJob(done), IsOk());
   }
   EXPECT_EQ(Get(c.id()).state(), v1::CAMPAIGN_SUCCEEDED);

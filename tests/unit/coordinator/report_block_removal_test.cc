@@ -5,21 +5,40 @@
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
+#include "common/job_output.h"
 #include "coordinator/report.h"
+#include "methods/block_removal/block_removal_results.pb.h"
 
 namespace tailor::coordinator {
 namespace {
 
 using google::protobuf::Struct;
 using google::protobuf::Value;
+using v1::block_removal::EvaluateCandidatesResult;
+using v1::block_removal::SolveResult;
 
-v1::Job JobWith(const std::string& key, const std::string& result_json) {
+// A finished job whose output holds `detail_json` as its T detail and the JobOutput fields
+// of `output_json`.
+template <typename T>
+v1::Job JobWith(const std::string& key, const std::string& detail_json,
+                const std::string& output_json = "{}") {
   v1::Job j;
   j.set_key(key);
   j.set_state(v1::JOB_SUCCEEDED);
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(result_json, j.mutable_result()).ok())
-      << result_json;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(output_json, j.mutable_output()).ok())
+      << output_json;
+  T detail;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(detail_json, &detail).ok())
+      << detail_json;
+  SetDetail(*j.mutable_output(), detail);
   return j;
+}
+
+v1::Job Solve(const std::string& detail_json) {
+  return JobWith<SolveResult>("solve", detail_json);
+}
+v1::Job Eval(const std::string& detail_json, const std::string& output_json = "{}") {
+  return JobWith<EvaluateCandidatesResult>("evaluate_candidates", detail_json, output_json);
 }
 
 v1::Campaign BlockCampaign() {
@@ -48,10 +67,13 @@ const char kEval[] = R"({
     {"level": 1, "energy": 1.5, "loss": 0.375, "removed_layers": [5, 7]},
     {"level": 2, "energy": 0.75, "loss": 0.625, "removed_layers": [5, 6]}],
   "chosen_level": 1, "loss": 0.375, "removed_layers": [5, 7], "parent_loss": 0.25,
-  "held_out_samples": 96, "architecture": "hidden=128 | L5 mlp removed",
-  "layers": ["attention", "mlp removed"], "parameters": 1000,
+  "held_out_samples": 96,
   "baseline": {"method": "block_influence", "removed_layers": [5, 7], "energy": 1.5,
                "loss": 0.375}})";
+// evaluate_candidates' JobOutput fields: the student it built.
+const char kEvalOutput[] = R"({
+  "architecture": "hidden=128 | L5 mlp removed",
+  "layers": ["attention", "mlp removed"], "parameters": 1000})";
 
 const Struct& Details(const v1::CampaignReport& r) {
   return r.details().fields().at("block_removal").struct_value();
@@ -69,8 +91,8 @@ std::vector<int> Blocks(const Struct& s) {
 }
 
 TEST(ReportBlockRemovalTest, SpectrumLossesChosenAndBaseline) {
-  v1::CampaignReport r = BuildReport(
-      BlockCampaign(), {JobWith("solve", kSolve), JobWith("evaluate_candidates", kEval)}, {});
+  v1::CampaignReport r =
+      BuildReport(BlockCampaign(), {Solve(kSolve), Eval(kEval, kEvalOutput)}, {});
   const Struct& d = Details(r);
   EXPECT_EQ(Num(d, "blocks"), 8);
   EXPECT_EQ(Num(d, "blocks_to_remove"), 2);
@@ -126,13 +148,13 @@ TEST(ReportBlockRemovalTest, SpectrumLossesChosenAndBaseline) {
   EXPECT_EQ(r.architecture().fields().at("description").string_value(),
             "hidden=128 | L5 mlp removed");
   EXPECT_EQ(r.architecture().fields().at("parameters").number_value(), 1000);
-  // The raw job results stay beside the summary.
-  EXPECT_TRUE(r.details().fields().contains("solve"));
-  EXPECT_TRUE(r.details().fields().contains("evaluate_candidates"));
+  // The jobs' outputs stay beside the summary.
+  EXPECT_TRUE(r.outputs().contains("solve"));
+  EXPECT_TRUE(r.outputs().contains("evaluate_candidates"));
 }
 
 TEST(ReportBlockRemovalTest, BeforeEvaluationOnlyEnergies) {
-  v1::CampaignReport r = BuildReport(BlockCampaign(), {JobWith("solve", kSolve)}, {});
+  v1::CampaignReport r = BuildReport(BlockCampaign(), {Solve(kSolve)}, {});
   const Struct& d = Details(r);
   ASSERT_EQ(d.fields().at("spectrum").list_value().values_size(), 3);
   EXPECT_FALSE(Row(d, 0).fields().contains("loss"));
@@ -161,7 +183,7 @@ TEST(ReportBlockRemovalTest, BudgetDrivenMAndAGroundStateOutsideTheBudget) {
     "baseline": {"method": "block_influence", "removed_layers": [1, 3], "energy": 2,
                  "loss": 2.5}})";
   v1::CampaignReport r =
-      BuildReport(c, {JobWith("solve", solve), JobWith("evaluate_candidates", eval)}, {});
+      BuildReport(c, {Solve(solve), Eval(eval)}, {});
   const Struct& d = Details(r);
   EXPECT_EQ(d.fields().at("m_source").string_value(), "budget");
   EXPECT_EQ(d.fields().at("m_search").list_value().values_size(), 2);
@@ -199,8 +221,7 @@ TEST(ReportBlockRemovalTest, StagedRemovalMarksTheFirstStagePickAndReportsTheFin
       {"stage": 2, "added_layers": [1, 3], "removed_layers": [1, 3, 6, 7], "loss": 0.875}],
     "baseline": {"method": "block_influence", "removed_layers": [2, 5, 6, 7], "energy": 3,
                  "loss": 1.0}})";
-  v1::CampaignReport r = BuildReport(
-      BlockCampaign(), {JobWith("solve", solve), JobWith("evaluate_candidates", eval)}, {});
+  v1::CampaignReport r = BuildReport(BlockCampaign(), {Solve(solve), Eval(eval)}, {});
   const Struct& d = Details(r);
   EXPECT_EQ(Num(d, "stages"), 2);
   EXPECT_EQ(Num(d, "stage_blocks"), 2);
@@ -224,7 +245,7 @@ TEST(ReportBlockRemovalTest, OtherMethodsAndNoSolveGetNoSummary) {
   v1::Campaign c = BlockCampaign();
   EXPECT_FALSE(BuildReport(c, {}, {}).details().fields().contains("block_removal"));
   c.mutable_contract()->set_method(v1::AUTOCOMPRESS);
-  EXPECT_FALSE(BuildReport(c, {JobWith("solve", kSolve)}, {})
+  EXPECT_FALSE(BuildReport(c, {Solve(kSolve)}, {})
                    .details()
                    .fields()
                    .contains("block_removal"));

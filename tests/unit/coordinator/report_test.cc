@@ -7,17 +7,31 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+
+#include "methods/legacy_results.h"
 
 namespace tailor::coordinator {
 namespace {
 
+// A finished job whose output is `result_json` written the schema-5 way (one flat object),
+// typed by the same conversion storage migration 6 applies.
 v1::Job JobWith(const std::string& key, const std::string& result_json) {
+  static const auto* kinds = new std::map<std::string, std::string>{
+      {"entropy_select", "select"},
+      {"entropy_verify", "verify"},
+      {"distill_baseline", "distill"},
+      {"verify_baseline", "verify"}};
   v1::Job j;
   j.set_key(key);
+  j.set_kind(kinds->count(key) ? kinds->at(key) : key);
   j.set_state(v1::JOB_SUCCEEDED);
-  EXPECT_TRUE(
-      google::protobuf::util::JsonStringToMessage(result_json, j.mutable_result()).ok())
+  google::protobuf::Struct result;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(result_json, &result).ok())
       << result_json;
+  absl::StatusOr<v1::JobOutput> output = methods::UpgradeLegacyResult(j.kind(), result);
+  EXPECT_TRUE(output.ok()) << output.status();
+  if (output.ok()) *j.mutable_output() = *output;
   return j;
 }
 
@@ -72,7 +86,7 @@ TEST(ReportTest, AutocompressBudgetsQualityAndArchitecture) {
   EXPECT_EQ(r.architecture().fields().at("layers").list_value().values_size(), 2);
   EXPECT_EQ(r.search_tokens(), 1024000);
   EXPECT_EQ(r.recovery_tokens(), 2000000);
-  EXPECT_TRUE(r.details().fields().contains("verify_baseline"));
+  EXPECT_TRUE(r.outputs().contains("verify_baseline"));
 }
 
 TEST(ReportTest, MissingMeasurementIsNotMet) {

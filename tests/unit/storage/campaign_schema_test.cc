@@ -50,8 +50,8 @@ TEST_F(CampaignSchemaTest, Version3DatabaseIsRebuiltWithTeamScopedRequestIds) {
   {
     auto db = Database::Open(path);
     ASSERT_THAT(db.status(), IsOk());
-    const std::vector<Migration> v3(CoordinatorMigrations().begin(),
-                                    CoordinatorMigrations().begin() + 3);
+    const std::vector<Migration> all = CoordinatorMigrations();
+    const std::vector<Migration> v3(all.begin(), all.begin() + 3);
     ASSERT_THAT((*db)->Migrate(v3), IsOk());
     ASSERT_THAT((*db)->Exec("INSERT INTO campaigns (id, request_id, contract_hash, name, team, "
                             "method, state, fingerprint, created_at, updated_at, contract) "

@@ -117,8 +117,8 @@ TEST_F(TokenStoreTest, SchemaVersion2UpgradesInPlaceKeepingTokens) {
   {
     auto db = Database::Open(path);
     ASSERT_TRUE(db.ok()) << db.status();
-    const std::vector<Migration> v2(CoordinatorMigrations().begin(),
-                                    CoordinatorMigrations().begin() + 2);
+    const std::vector<Migration> all = CoordinatorMigrations();
+    const std::vector<Migration> v2(all.begin(), all.begin() + 2);
     ASSERT_TRUE((*db)->Migrate(v2).ok());
     ASSERT_TRUE((*db)
                     ->Exec("INSERT INTO api_tokens (id, token_hash, team, role, description, "
