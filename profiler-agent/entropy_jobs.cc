@@ -155,22 +155,27 @@ JobHandler MakeAutotuneHandler(MlJobConfig config) {
   };
 }
 
-bool HasPackageInput(const JobContext& ctx) { return PackageInput(ctx) != nullptr; }
+namespace {
 
-absl::StatusOr<v1::JobOutput> RunPackageVerifyJob(JobContext& ctx, const MlJobConfig& config) {
-  const v1::JobOutput* input = PackageInput(ctx);
-  if (input == nullptr) return absl::FailedPreconditionError("no job input names a package");
-  const std::string digest = input->package_digest();
+// Downloads the package artifact and unpacks it below the job's work dir; returns the dir.
+absl::StatusOr<std::string> UnpackPackageArtifact(JobContext& ctx, const std::string& digest) {
   TAILOR_ASSIGN_OR_RETURN(std::string tar, Download(ctx, digest, "package.tar"));
   const std::string dir = absl::StrCat(ctx.work_dir(), "/package");
   if (absl::Status st = entropy::UnpackPackage(tar, dir); !st.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("package artifact ", digest, " failed validation: ", st.message()));
   }
+  return dir;
+}
+
+// The standard verify (measured, quality, budgets) of the package as served: the first 60%
+// of the job's progress. The package-vs-twin figures need its latency, decode and weight
+// memory, so a verify that measured none of them is an internal error.
+absl::StatusOr<v1::JobOutput> VerifyAsServed(JobContext& ctx, const MlJobConfig& config,
+                                             const std::string& digest, const std::string& dir) {
   auto progress = [&ctx](double f, const std::string& m, const std::map<std::string, double>& x) {
     return ctx.ReportProgress(0.6 * f, m, 0, 0, x).ok() && !ctx.Cancelled();
   };
-  // The standard verify (measured, quality, budgets) of the package as served.
   TAILOR_ASSIGN_OR_RETURN(v1::JobOutput output, RunVerify(ctx.contract(), dir, config, progress));
   output.set_model_source(absl::StrCat("package_digest ", digest));
   const v1::ModelCosts& measured = output.measured();
@@ -179,55 +184,75 @@ absl::StatusOr<v1::JobOutput> RunPackageVerifyJob(JobContext& ctx, const MlJobCo
     return absl::InternalError(
         "verify measured no latency_ms, decode_ms or weight_memory_mib for the package");
   }
+  return output;
+}
 
-  TAILOR_ASSIGN_OR_RETURN(engine::EngineOptions options, EngineOptionsFor(ctx.contract(), config));
-  const engine::Workload w = costmodel::WorkloadFromProto(ctx.contract().workload());
-  absl::StatusOr<std::unique_ptr<engine::Engine>> pkg =
-      engine::Engine::Load(dir, options, w.cache_positions());
-  if (!pkg.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("package failed validation: ", pkg.status().message()));
-  }
-  const entropy::Package& package = *(*pkg)->package();
-
-  // The dense twin: the source quantised with the same scheme, never coded. Two servings of
-  // it: as an uncoded package (the package's own kernels, dense GEMV where the package runs
-  // the fused one: the exact reference for greedy outputs) and as a plain model
-  // (torch::linear everywhere: the dense baseline for latency and memory).
+// The source model the select job built the package from (its SelectResult detail).
+absl::StatusOr<Source> SelectSourceOf(const v1::JobOutput& input) {
   Source source;
-  if (std::optional<SelectResult> select = DetailOf<SelectResult>(*input)) {
+  if (std::optional<SelectResult> select = DetailOf<SelectResult>(input)) {
     source.digest = select->source_model_digest();
     source.path = select->source_model_path();
   }
   if (source.digest.empty() && source.path.empty()) {
     return absl::FailedPreconditionError("the select result names no source model");
   }
+  return source;
+}
+
+// The dense twin: the source quantised with the same scheme, never coded. Two servings of
+// it: as an uncoded package (the package's own kernels, dense GEMV where the package runs
+// the fused one: the exact reference for greedy outputs) and as a plain model
+// (torch::linear everywhere: the dense baseline for latency and memory).
+struct DenseTwins {
+  model::HybridConfig config;  // the package's, max_seq raised to the workload's positions
+  std::unique_ptr<engine::Engine> plain;
+  std::unique_ptr<engine::Engine> kernel;
+};
+
+absl::StatusOr<DenseTwins> LoadDenseTwins(JobContext& ctx, const v1::JobOutput& input,
+                                          const std::string& dir,
+                                          const engine::EngineOptions& options,
+                                          const engine::Workload& w) {
+  TAILOR_ASSIGN_OR_RETURN(Source source, SelectSourceOf(input));
   TAILOR_ASSIGN_OR_RETURN(std::string src_dir, SourceDir(ctx, source));
   TAILOR_ASSIGN_OR_RETURN(std::vector<engine::SourceTensor> tensors,
                           engine::ReadSourceTensors(src_dir));
-  TAILOR_ASSIGN_OR_RETURN(model::TensorMap twin_state,
-                          engine::DenseTwin(tensors, ctx.contract().entropy().weight_format()));
-  TAILOR_ASSIGN_OR_RETURN(model::HybridConfig hc, model::ReadHybridConfig(dir + "/config.json"));
-  hc.max_seq = std::max(hc.max_seq, w.cache_positions());
-  TAILOR_ASSIGN_OR_RETURN(model::HybridLM lm, model::CreateHybridLM(hc, 0));
+  const v1::WeightFormat format = ctx.contract().entropy().weight_format();
+  TAILOR_ASSIGN_OR_RETURN(model::TensorMap twin_state, engine::DenseTwin(tensors, format));
+  DenseTwins twins;
+  TAILOR_ASSIGN_OR_RETURN(twins.config, model::ReadHybridConfig(dir + "/config.json"));
+  twins.config.max_seq = std::max(twins.config.max_seq, w.cache_positions());
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM lm, model::CreateHybridLM(twins.config, 0));
   TAILOR_RETURN_IF_ERROR(lm->LoadStateDict(twin_state, src_dir));
   twin_state.clear();
-  TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> twin,
-                          engine::Engine::Create(std::move(lm), options));
-  TAILOR_ASSIGN_OR_RETURN(
-      entropy::Package twin_package,
-      engine::DenseTwinPackage(src_dir, tensors, ctx.contract().entropy().weight_format()));
+  TAILOR_ASSIGN_OR_RETURN(twins.plain, engine::Engine::Create(std::move(lm), options));
+  TAILOR_ASSIGN_OR_RETURN(entropy::Package twin_package,
+                          engine::DenseTwinPackage(src_dir, tensors, format));
   tensors.clear();
   TAILOR_ASSIGN_OR_RETURN(
-      std::unique_ptr<engine::Engine> kernel_twin,
+      twins.kernel,
       engine::Engine::FromPackage(std::make_shared<const entropy::Package>(std::move(twin_package)),
                                   options, w.cache_positions()));
+  return twins;
+}
 
-  // Greedy outputs on task prompts (eval split), one sequence at a time like decode.
+// How the package's greedy outputs compared with the dense twin's.
+struct GreedyComparison {
+  int64_t prompts = 0;
+  int64_t tokens = 0;
+  int64_t linear_mismatches = 0;  // prompts where the torch::linear twin decoded otherwise
+};
+
+// Greedy outputs on task prompts (eval split), one sequence at a time like decode. Any
+// difference from the kernel twin fails the job: decoding must be lossless.
+absl::StatusOr<GreedyComparison> CompareGreedyOutputs(JobContext& ctx, const MlJobConfig& config,
+                                                      engine::Engine& pkg, DenseTwins& twins) {
   ctx.ReportProgress(0.65, "comparing greedy outputs with the dense twin").IgnoreError();
-  const uint64_t seed = ctx.contract().has_seed() ? ctx.contract().seed() : 1;
+  const model::HybridConfig& hc = twins.config;
   const int per_suite = std::max(1, std::min(config.verify_task_samples, 8));
-  tasks::Rng rng(seed ^ 0x5eedULL);
-  int64_t prompts = 0, compared = 0, linear_mismatches = 0;
+  tasks::Rng rng(ctx.contract().seed() ^ 0x5eedULL);
+  GreedyComparison g;
   std::string mismatch;
   for (const auto& suite : tasks::AllSuites()) {
     for (int i = 0; i < per_suite && mismatch.empty(); ++i) {
@@ -239,15 +264,15 @@ absl::StatusOr<v1::JobOutput> RunPackageVerifyJob(JobContext& ctx, const MlJobCo
                                           hc.max_seq - static_cast<int64_t>(ids.size()));
       if (n < 1) continue;
       at::Tensor prompt = torch::tensor(ids, at::kLong).unsqueeze(0);
-      TAILOR_ASSIGN_OR_RETURN(at::Tensor a, (*pkg)->Generate(prompt, n));
-      TAILOR_ASSIGN_OR_RETURN(at::Tensor b, kernel_twin->Generate(prompt, n));
-      TAILOR_ASSIGN_OR_RETURN(at::Tensor c, twin->Generate(prompt, n));
-      ++prompts;
-      compared += n;
+      TAILOR_ASSIGN_OR_RETURN(at::Tensor a, pkg.Generate(prompt, n));
+      TAILOR_ASSIGN_OR_RETURN(at::Tensor b, twins.kernel->Generate(prompt, n));
+      TAILOR_ASSIGN_OR_RETURN(at::Tensor c, twins.plain->Generate(prompt, n));
+      ++g.prompts;
+      g.tokens += n;
       if (!a.equal(b)) mismatch = absl::StrCat(suite->name(), " prompt ", i);
       // torch::linear sums in another order than the GEMV kernels, so a near-tie could
       // legitimately flip; reported, not failed (docs/entropy.md "Exactness").
-      if (!a.equal(c)) ++linear_mismatches;
+      if (!a.equal(c)) ++g.linear_mismatches;
     }
   }
   if (!mismatch.empty()) {
@@ -255,114 +280,210 @@ absl::StatusOr<v1::JobOutput> RunPackageVerifyJob(JobContext& ctx, const MlJobCo
         "package greedy outputs differ from the dense twin on ", mismatch,
         ": decoding is not lossless"));
   }
+  return g;
+}
 
-  // End-to-end latency of the contract's request, package vs dense twin (same engine path).
+// End-to-end latency of the package against the plain dense twin (same engine path).
+struct TwinLatency {
+  engine::Measurement dense;       // the contract's request
+  engine::Measurement package_b1;  // the contract's lengths at batch 1
+  engine::Measurement dense_b1;
+  int64_t fused_calls = 0;     // fused decode-GEMV calls in the package's batch-1 run
+  bool fused_forward = false;  // the package's projections run the fused kernels
+  double batch1_steps = 1;     // decode steps per batch-1 request
+};
+
+absl::StatusOr<TwinLatency> MeasureAgainstTwin(JobContext& ctx, const MlJobConfig& config,
+                                               const engine::Workload& w, engine::Engine& pkg,
+                                               engine::Engine& twin) {
   ctx.ReportProgress(0.75, "measuring the dense twin").IgnoreError();
   engine::MeasureOptions mo;
   mo.repetitions = config.verify_repetitions;
-  mo.seed = seed;
-  TAILOR_ASSIGN_OR_RETURN(engine::Measurement dense_m, twin->Measure(w, mo));
+  mo.seed = ctx.contract().seed();
+  TwinLatency l;
+  TAILOR_ASSIGN_OR_RETURN(l.dense, twin.Measure(w, mo));
   // Batch-1 decode, where the fused decode-GEMV runs: the contract's lengths at batch 1,
   // package (fused kernels from the coded streams) vs the plain dense twin.
   ctx.ReportProgress(0.8, "measuring batch-1 decode, package vs dense twin").IgnoreError();
   engine::Workload w1 = w;
   w1.batch_size = 1;
-  const engine::PackageLinear* linear = (*pkg)->package_linear();
+  const engine::PackageLinear* linear = pkg.package_linear();
   const int64_t fused_before = linear != nullptr ? linear->counters().fused_gemv : 0;
-  TAILOR_ASSIGN_OR_RETURN(engine::Measurement pkg_b1, (*pkg)->Measure(w1, mo));
-  const int64_t fused_calls = linear != nullptr ? linear->counters().fused_gemv - fused_before : 0;
-  TAILOR_ASSIGN_OR_RETURN(engine::Measurement dense_b1, twin->Measure(w1, mo));
+  TAILOR_ASSIGN_OR_RETURN(l.package_b1, pkg.Measure(w1, mo));
+  l.fused_calls = linear != nullptr ? linear->counters().fused_gemv - fused_before : 0;
+  TAILOR_ASSIGN_OR_RETURN(l.dense_b1, twin.Measure(w1, mo));
+  l.fused_forward = linear != nullptr;
+  l.batch1_steps = static_cast<double>(std::max<int64_t>(1, w1.output_tokens - 1));
+  return l;
+}
 
-  // Per tensor: fused decode-GEMV (coded) or dense GEMV (left dense) at batch 1, against
-  // the dense f32 GEMV the unpackaged model runs; fused must equal dense on the decoded form.
-  ctx.ReportProgress(0.85, "measuring batch-1 GEMV per tensor").IgnoreError();
-  PackageVerifyResult result;
-  PackageServing& e = *result.mutable_entropy();
-  double fused_total = 0, dense_total = 0, entropy_bits = 0;
-  int64_t weights = 0, coded = 0;
+// One tensor's batch-1 GEMV as served: fused decode-GEMV (coded) or dense GEMV (left dense).
+struct TensorGemv {
+  double package_us = 0;
+  double dense_us = 0;  // the dense f32 GEMV the unpackaged model runs
+  bool equal = true;    // coded: fused equals dense on the decoded form
+};
+
+absl::StatusOr<TensorGemv> MeasureTensorGemv(const entropy::LoadedTensor& t) {
+  const int64_t r = t.info.rows(), c = t.info.cols();
+  std::vector<float> x(c), y1(r), y2(r);
+  for (int64_t k = 0; k < c; ++k) x[k] = std::sin(0.1f * static_cast<float>(k));
+  TAILOR_ASSIGN_OR_RETURN(entropy::QuantizedTensor q, entropy::DecodeToQuantized(t));
+  TAILOR_ASSIGN_OR_RETURN(std::vector<float> wf, entropy::Dequantize(q));
+  const std::vector<uint8_t> f32(reinterpret_cast<const uint8_t*>(wf.data()),
+                                 reinterpret_cast<const uint8_t*>(wf.data() + wf.size()));
+  const entropy::TensorView dense_view{entropy::DType::kF32, r, c, f32};
+  TensorGemv g;
+  if (t.coded.has_value()) {
+    TAILOR_RETURN_IF_ERROR(entropy::DenseGemv(q.view(), x.data(), q.scale_data(), y1.data()));
+    TAILOR_RETURN_IF_ERROR(entropy::PackageGemv(t, x.data(), y2.data()));
+    g.equal = std::memcmp(y1.data(), y2.data(), r * sizeof(float)) == 0;
+  }
+  g.package_us = MedianUs(5, [&] { (void)entropy::PackageGemv(t, x.data(), y2.data()); });
+  g.dense_us =
+      MedianUs(5, [&] { (void)entropy::DenseGemv(dense_view, x.data(), nullptr, y1.data()); });
+  return g;
+}
+
+void FillTensorServing(const entropy::LoadedTensor& t, const TensorGemv& g, TensorServing& row) {
+  const int64_t r = t.info.rows(), c = t.info.cols();
+  row.set_name(t.info.name);
+  row.set_dtype(entropy::DTypeName(t.info.dtype));
+  row.set_storage(t.coded.has_value() ? "coded" : "dense");
+  row.set_bits_per_weight(8.0 * t.info.bytes / static_cast<double>(r * c));
+  row.set_entropy_bits_per_weight(t.info.entropy_bits_per_weight);
+  row.set_bytes(t.info.resident_bytes());
+  row.set_dense_bytes(t.info.dense_bytes);
+  if (t.coded.has_value()) {
+    row.set_config(absl::StrCat("k=", t.info.config.symbols_per_codeword, " L=",
+                                t.info.config.table_log, " chunk=",
+                                t.info.config.chunk_width));
+  } else {
+    row.set_config("dense");
+  }
+  row.set_frontier_points(static_cast<int64_t>(t.info.frontier.size()));
+  row.set_gemv_us(g.package_us);
+  row.set_dense_gemv_us(g.dense_us);
+  row.set_fused_equals_dense(g.equal);
+}
+
+// The per-tensor GEMV measurements summed over the package's matrices.
+struct GemvTotals {
+  double fused_us = 0;
+  double dense_us = 0;
+  double entropy_bits = 0;
+  int64_t weights = 0;
+  int64_t coded = 0;
   bool fused_equal = true;
+};
+
+// Per tensor (a row in `e`): batch-1 GEMV as served against the dense f32 GEMV; a fused
+// decode-GEMV that differs from the dense one on the decoded weights fails the job.
+absl::StatusOr<GemvTotals> MeasureGemvPerTensor(JobContext& ctx, const entropy::Package& package,
+                                                PackageServing& e) {
+  ctx.ReportProgress(0.85, "measuring batch-1 GEMV per tensor").IgnoreError();
+  GemvTotals s;
   for (const entropy::LoadedTensor& t : package.tensors) {
-    const int64_t r = t.info.rows(), c = t.info.cols();
     if (t.info.shape.size() < 2) continue;
-    std::vector<float> x(c), y1(r), y2(r);
-    for (int64_t k = 0; k < c; ++k) x[k] = std::sin(0.1f * static_cast<float>(k));
-    TAILOR_ASSIGN_OR_RETURN(entropy::QuantizedTensor q, entropy::DecodeToQuantized(t));
-    TAILOR_ASSIGN_OR_RETURN(std::vector<float> wf, entropy::Dequantize(q));
-    const std::vector<uint8_t> f32(reinterpret_cast<const uint8_t*>(wf.data()),
-                                   reinterpret_cast<const uint8_t*>(wf.data() + wf.size()));
-    const entropy::TensorView dense_view{entropy::DType::kF32, r, c, f32};
-    bool equal = true;
+    TAILOR_ASSIGN_OR_RETURN(TensorGemv g, MeasureTensorGemv(t));
     if (t.coded.has_value()) {
-      TAILOR_RETURN_IF_ERROR(entropy::DenseGemv(q.view(), x.data(), q.scale_data(), y1.data()));
-      TAILOR_RETURN_IF_ERROR(entropy::PackageGemv(t, x.data(), y2.data()));
-      equal = std::memcmp(y1.data(), y2.data(), r * sizeof(float)) == 0;
-      fused_equal &= equal;
-      ++coded;
+      s.fused_equal &= g.equal;
+      ++s.coded;
     }
-    const double pkg_us = MedianUs(5, [&] { (void)entropy::PackageGemv(t, x.data(), y2.data()); });
-    const double dense_us =
-        MedianUs(5, [&] { (void)entropy::DenseGemv(dense_view, x.data(), nullptr, y1.data()); });
-    fused_total += pkg_us;
-    dense_total += dense_us;
-    weights += r * c;
-    entropy_bits += t.info.entropy_bits_per_weight * static_cast<double>(r * c);
-    TensorServing& row = *e.add_tensors();
-    row.set_name(t.info.name);
-    row.set_dtype(entropy::DTypeName(t.info.dtype));
-    row.set_storage(t.coded.has_value() ? "coded" : "dense");
-    row.set_bits_per_weight(8.0 * t.info.bytes / static_cast<double>(r * c));
-    row.set_entropy_bits_per_weight(t.info.entropy_bits_per_weight);
-    row.set_bytes(t.info.resident_bytes());
-    row.set_dense_bytes(t.info.dense_bytes);
-    if (t.coded.has_value()) {
-      row.set_config(absl::StrCat("k=", t.info.config.symbols_per_codeword, " L=",
-                                  t.info.config.table_log, " chunk=",
-                                  t.info.config.chunk_width));
-    } else {
-      row.set_config("dense");
-    }
-    row.set_frontier_points(static_cast<int64_t>(t.info.frontier.size()));
-    row.set_gemv_us(pkg_us);
-    row.set_dense_gemv_us(dense_us);
-    row.set_fused_equals_dense(equal);
+    const int64_t weights = t.info.rows() * t.info.cols();
+    s.fused_us += g.package_us;
+    s.dense_us += g.dense_us;
+    s.weights += weights;
+    s.entropy_bits += t.info.entropy_bits_per_weight * static_cast<double>(weights);
+    FillTensorServing(t, g, *e.add_tensors());
   }
-  if (!fused_equal) {
-    return absl::DataLossError("the fused decode-GEMV differs from the dense GEMV on the decoded weights");
+  if (!s.fused_equal) {
+    return absl::DataLossError(
+        "the fused decode-GEMV differs from the dense GEMV on the decoded weights");
   }
+  return s;
+}
+
+// Everything PackageServing reports besides the per-tensor rows.
+struct ServingFigures {
+  const entropy::Package& package;
+  const v1::ModelCosts& measured;  // the standard verify's
+  const GreedyComparison& greedy;
+  const TwinLatency& latency;
+  const GemvTotals& gemv;
+};
+
+void FillPackageServing(const ServingFigures& f, PackageServing& e) {
+  const entropy::Package& package = f.package;
   const double resident_mib = static_cast<double>(package.resident_bytes()) / (1 << 20);
+  const int64_t weights = f.gemv.weights;
   e.set_outputs_identical(true);
-  e.set_outputs_identical_torch_linear(linear_mismatches == 0);
-  e.set_prompts_differing_torch_linear(linear_mismatches);
-  e.set_prompts_compared(prompts);
-  e.set_tokens_compared(compared);
-  e.set_fused_equals_dense(fused_equal);
-  e.set_coded_tensors(coded);
+  e.set_outputs_identical_torch_linear(f.greedy.linear_mismatches == 0);
+  e.set_prompts_differing_torch_linear(f.greedy.linear_mismatches);
+  e.set_prompts_compared(f.greedy.prompts);
+  e.set_tokens_compared(f.greedy.tokens);
+  e.set_fused_equals_dense(f.gemv.fused_equal);
+  e.set_coded_tensors(f.gemv.coded);
   e.set_weight_format(package.summary.weight_format);
   e.set_resident_bytes(package.resident_bytes());
   e.set_dense_bytes(package.dense_bytes());
   e.set_weights(weights);
   e.set_bits_per_weight(weights ? 8.0 * package.resident_bytes() / weights : 0.0);
-  e.set_entropy_bits_per_weight(weights ? entropy_bits / weights : 0.0);
-  e.set_gemv_batch1_us(fused_total);
-  e.set_dense_gemv_batch1_us(dense_total);
-  e.set_latency_ms(measured.latency_ms());
-  e.set_dense_latency_ms(dense_m.latency_ms);
-  e.set_decode_ms(measured.decode_ms());
-  e.set_dense_decode_ms(dense_m.decode_ms);
+  e.set_entropy_bits_per_weight(weights ? f.gemv.entropy_bits / weights : 0.0);
+  e.set_gemv_batch1_us(f.gemv.fused_us);
+  e.set_dense_gemv_batch1_us(f.gemv.dense_us);
+  e.set_latency_ms(f.measured.latency_ms());
+  e.set_dense_latency_ms(f.latency.dense.latency_ms);
+  e.set_decode_ms(f.measured.decode_ms());
+  e.set_dense_decode_ms(f.latency.dense.decode_ms);
   // The engine's own weight accounting: served projections at their coded size (measured
   // weight_memory_mib, which the standard verify already checked against the budget).
-  e.set_served_weight_memory_mib(measured.weight_memory_mib());
+  e.set_served_weight_memory_mib(f.measured.weight_memory_mib());
   e.set_resident_weight_memory_mib(resident_mib);
-  e.set_dense_weight_memory_mib(static_cast<double>(dense_m.weight_bytes) / (1 << 20));
-  e.set_fused_forward(linear != nullptr);
+  e.set_dense_weight_memory_mib(static_cast<double>(f.latency.dense.weight_bytes) / (1 << 20));
+  e.set_fused_forward(f.latency.fused_forward);
+  const engine::Measurement& pkg_b1 = f.latency.package_b1;
+  const engine::Measurement& dense_b1 = f.latency.dense_b1;
   e.set_batch1_latency_ms(pkg_b1.latency_ms);
   e.set_dense_batch1_latency_ms(dense_b1.latency_ms);
   e.set_batch1_decode_ms(pkg_b1.decode_ms);
   e.set_dense_batch1_decode_ms(dense_b1.decode_ms);
-  const double steps = static_cast<double>(std::max<int64_t>(1, w1.output_tokens - 1));
-  e.set_batch1_ms_per_token(pkg_b1.decode_ms / steps);
-  e.set_dense_batch1_ms_per_token(dense_b1.decode_ms / steps);
-  e.set_batch1_fused_gemv_calls(fused_calls);
+  e.set_batch1_ms_per_token(pkg_b1.decode_ms / f.latency.batch1_steps);
+  e.set_dense_batch1_ms_per_token(dense_b1.decode_ms / f.latency.batch1_steps);
+  e.set_batch1_fused_gemv_calls(f.latency.fused_calls);
+}
+
+}  // namespace
+
+bool HasPackageInput(const JobContext& ctx) { return PackageInput(ctx) != nullptr; }
+
+absl::StatusOr<v1::JobOutput> RunPackageVerifyJob(JobContext& ctx, const MlJobConfig& config) {
+  const v1::JobOutput* input = PackageInput(ctx);
+  if (input == nullptr) return absl::FailedPreconditionError("no job input names a package");
+  const std::string digest = input->package_digest();
+  TAILOR_ASSIGN_OR_RETURN(std::string dir, UnpackPackageArtifact(ctx, digest));
+  TAILOR_ASSIGN_OR_RETURN(v1::JobOutput output, VerifyAsServed(ctx, config, digest, dir));
+  const v1::ModelCosts& measured = output.measured();
+
+  TAILOR_ASSIGN_OR_RETURN(engine::EngineOptions options, EngineOptionsFor(ctx.contract(), config));
+  const engine::Workload w = costmodel::WorkloadFromProto(ctx.contract().workload());
+  absl::StatusOr<std::unique_ptr<engine::Engine>> pkg =
+      engine::Engine::Load(dir, options, w.cache_positions());
+  if (!pkg.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("package failed validation: ", pkg.status().message()));
+  }
+  const entropy::Package& package = *(*pkg)->package();
+  TAILOR_ASSIGN_OR_RETURN(DenseTwins twins, LoadDenseTwins(ctx, *input, dir, options, w));
+
+  TAILOR_ASSIGN_OR_RETURN(GreedyComparison greedy,
+                          CompareGreedyOutputs(ctx, config, **pkg, twins));
+  TAILOR_ASSIGN_OR_RETURN(TwinLatency latency,
+                          MeasureAgainstTwin(ctx, config, w, **pkg, *twins.plain));
+  PackageVerifyResult result;
+  PackageServing& e = *result.mutable_entropy();
+  TAILOR_ASSIGN_OR_RETURN(GemvTotals gemv, MeasureGemvPerTensor(ctx, package, e));
+  FillPackageServing({package, measured, greedy, latency, gemv}, e);
   SetDetail(output, result);
   const std::string json = ProtoJson(output);
   TAILOR_RETURN_IF_ERROR(ctx.UploadArtifactBytes("verify", "verify.json", json).status());

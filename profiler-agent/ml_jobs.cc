@@ -33,8 +33,6 @@ using ::tailor::struct_values::Json;
 using google::protobuf::Struct;
 using google::protobuf::Value;
 
-uint64_t SeedOf(const v1::DeploymentContract& c) { return c.has_seed() ? c.seed() : 1; }
-
 // Codes that mean "this model is unusable", not "try again".
 bool IsBadModel(absl::StatusCode code) {
   return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kDataLoss ||
@@ -157,7 +155,7 @@ absl::StatusOr<ProfileJobOutput> RunProfile(const v1::DeploymentContract& contra
   o.engine = engine_options;
   o.workload = costmodel::WorkloadFromProto(contract.workload());
   o.device_kind = config.device_kind;
-  o.seed = SeedOf(contract);
+  o.seed = contract.seed();
   if (config.profile_rounds > 0) o.rounds = config.profile_rounds;
   if (config.profile_validation_architectures > 0) {
     o.validation_architectures = config.profile_validation_architectures;
@@ -189,7 +187,7 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
   TAILOR_RETURN_IF_ERROR(report(0.1, "serving the contract's request batch"));
   engine::MeasureOptions mo;
   mo.repetitions = config.verify_repetitions;
-  mo.seed = SeedOf(contract);
+  mo.seed = contract.seed();
   TAILOR_ASSIGN_OR_RETURN(engine::Measurement m, eng.Measure(w, mo));
 
   v1::JobOutput result;
@@ -210,7 +208,7 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
   // Quality on the task suites, served at the contract's precision.
   TAILOR_RETURN_IF_ERROR(report(0.6, "evaluating the task suites"));
   TAILOR_ASSIGN_OR_RETURN(*result.mutable_quality(),
-                          TaskQuality(eng, SeedOf(contract), config.verify_task_samples));
+                          TaskQuality(eng, contract.seed(), config.verify_task_samples));
   const v1::Budget& b = contract.budget();
   auto add = [&](const char* resource, double budget, double value, bool floor) {
     v1::BudgetCheck* check = result.add_budgets();
@@ -315,7 +313,7 @@ JobHandler MakeVerifyHandler(MlJobConfig config) {
       ctx.ReportProgress(0.9, "evaluating the parent on the task suites").IgnoreError();
       TAILOR_ASSIGN_OR_RETURN(
           *result.mutable_parent_quality(),
-          TaskQuality(**parent, SeedOf(ctx.contract()), config.verify_task_samples));
+          TaskQuality(**parent, ctx.contract().seed(), config.verify_task_samples));
     }
     const std::string json = ProtoJson(result);
     TAILOR_RETURN_IF_ERROR(ctx.UploadArtifactBytes("verify", "verify.json", json).status());

@@ -196,8 +196,8 @@ JobHandler MakeProbeHandler(ProbeConfig config) {
   return [config](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     TAILOR_ASSIGN_OR_RETURN(HostInfo host, ReadHostInfo(config.proc_dir));
     const v1::ProbeParams& params = ctx.contract().probe();
-    const int64_t duration_ms =
-        std::clamp<int64_t>(params.has_duration_ms() ? params.duration_ms() : 1000, 0, 600000);
+    // The coordinator defaulted the duration (methods/probe); the clamp guards the range.
+    const int64_t duration_ms = std::clamp<int64_t>(params.duration_ms(), 0, 600000);
     const absl::Duration duration = absl::Milliseconds(duration_ms);
 
     // Touch every page before timing so the first sample does not measure page faults.

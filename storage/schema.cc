@@ -46,12 +46,8 @@ absl::Status MoveResultsIntoOutputs(Database& db, const LegacyResultConverter& c
 
 }  // namespace
 
-// Times are INTEGER unix microseconds. Rows that the coordinator reads back as a whole keep
-// their protobuf in a BLOB; the columns beside it exist for indexes and for people running
-// sqlite3 on the file.
-std::vector<Migration> CoordinatorMigrations(LegacyResultConverter convert) {
-  return std::vector<Migration>{
-      {1, R"sql(
+// Schema 1: the tables as the first release created them.
+constexpr char kInitialSchema[] = R"sql(
 CREATE TABLE campaigns (
   id            TEXT PRIMARY KEY,
   request_id    TEXT NOT NULL UNIQUE,
@@ -154,7 +150,14 @@ CREATE TABLE api_tokens (
   created_at  INTEGER NOT NULL,
   revoked_at  INTEGER
 );
-)sql"},
+)sql";
+
+// Times are INTEGER unix microseconds. Rows that the coordinator reads back as a whole keep
+// their protobuf in a BLOB; the columns beside it exist for indexes and for people running
+// sqlite3 on the file.
+std::vector<Migration> CoordinatorMigrations(LegacyResultConverter convert) {
+  return std::vector<Migration>{
+      {1, kInitialSchema},
       // Admin verbs and the token that used them (coordinator/token_auth.h).
       {2, R"sql(
 CREATE TABLE audit_events (

@@ -87,9 +87,7 @@ struct Calibration {
 Calibration CalibrationShare(const WorkerContext& ctx) {
   const v1::DeploymentContract& c = ctx.contract();
   Calibration cal;
-  cal.total = c.block_removal().has_calibration_samples()
-                  ? c.block_removal().calibration_samples()
-                  : 128;
+  cal.total = c.block_removal().calibration_samples();
   const int world = ctx.env.world_size, rank = ctx.env.rank;
   // Every rank draws the same stream and keeps rows [rank*m/W, (rank+1)*m/W).
   const auto all = blockremoval::CalibrationSamples(c.seed() ^ kCalibrationSalt, cal.total,
@@ -234,153 +232,208 @@ void SetPredicted(const costmodel::Prediction& p, v1::ModelCosts* out) {
   out->set_memory_mib(p.memory_mib);
 }
 
-absl::StatusOr<v1::JobOutput> RunSolve(WorkerContext& ctx) {
-  const v1::DeploymentContract& c = ctx.contract();
-  const v1::BlockRemovalParams& br = c.block_removal();
+// The profiled cost model when the plan has a profile job (a budget-driven M), else none.
+// Collective: every rank fetches the cost table, so every rank calls this.
+absl::StatusOr<std::optional<costmodel::CostModel>> ProfiledCostModel(WorkerContext& ctx) {
   std::optional<costmodel::CostModel> cost_model;
-  if (ctx.assignment.inputs().contains(methods::jobs::kProfile)) {
-    TAILOR_ASSIGN_OR_RETURN(const v1::JobOutput* profile, Input(ctx, methods::jobs::kProfile));
-    const std::optional<v1::ProfileResult> table_ref = DetailOf<v1::ProfileResult>(*profile);
-    TAILOR_ASSIGN_OR_RETURN(
-        const std::string table_id,
-        NonEmpty(methods::jobs::kProfile, "cost_table_id",
-                 table_ref ? table_ref->cost_table_id() : std::string()));
-    TAILOR_ASSIGN_OR_RETURN(v1::CostTable table, FetchCostTable(ctx, table_id));  // collective
-    absl::StatusOr<costmodel::CostModel> m = costmodel::CostModel::FromTable(table);
-    if (!m.ok()) return absl::FailedPreconditionError(m.status().message());
-    cost_model.emplace(*std::move(m));
-  }
-  v1::JobOutput output;
-  if (!ctx.is_rank0()) return output;  // solving takes milliseconds: rank 0 alone
+  if (!ctx.assignment.inputs().contains(methods::jobs::kProfile)) return cost_model;
+  TAILOR_ASSIGN_OR_RETURN(const v1::JobOutput* profile, Input(ctx, methods::jobs::kProfile));
+  const std::optional<v1::ProfileResult> table_ref = DetailOf<v1::ProfileResult>(*profile);
+  TAILOR_ASSIGN_OR_RETURN(
+      const std::string table_id,
+      NonEmpty(methods::jobs::kProfile, "cost_table_id",
+               table_ref ? table_ref->cost_table_id() : std::string()));
+  TAILOR_ASSIGN_OR_RETURN(v1::CostTable table, FetchCostTable(ctx, table_id));  // collective
+  absl::StatusOr<costmodel::CostModel> m = costmodel::CostModel::FromTable(table);
+  if (!m.ok()) return absl::FailedPreconditionError(m.status().message());
+  cost_model.emplace(*std::move(m));
+  return cost_model;
+}
 
+// What the solve job works on: the gate_gradients job's H and Block Influence scores, and
+// the parent's config (the cost model predicts children of it).
+struct SolveInputs {
+  std::string fisher_digest, teacher_digest;
+  blockremoval::Qubo q;
+  std::vector<int> layers;        // variable -> layer
+  std::vector<double> influence;  // per variable
+  model::HybridConfig parent_config;
+};
+
+absl::StatusOr<SolveInputs> ReadSolveInputs(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(const v1::JobOutput* grads, Input(ctx, methods::jobs::kGateGradients));
   const results::GateGradientsResult gradients =
       DetailOf<results::GateGradientsResult>(*grads).value_or(results::GateGradientsResult());
-  TAILOR_ASSIGN_OR_RETURN(const std::string fisher_digest,
+  SolveInputs in;
+  TAILOR_ASSIGN_OR_RETURN(in.fisher_digest,
                           NonEmpty(methods::jobs::kGateGradients, "fisher_digest",
                                    gradients.fisher_digest()));
-  TAILOR_ASSIGN_OR_RETURN(const std::string teacher_digest,
+  TAILOR_ASSIGN_OR_RETURN(in.teacher_digest,
                           NonEmpty(methods::jobs::kGateGradients, "teacher_digest",
                                    grads->teacher_digest()));
-  std::vector<int> layers;
-  TAILOR_ASSIGN_OR_RETURN(blockremoval::Qubo q, FetchFisher(ctx, fisher_digest, layers));
+  TAILOR_ASSIGN_OR_RETURN(in.q, FetchFisher(ctx, in.fisher_digest, in.layers));
   if (gradients.block_influence().empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job input '", methods::jobs::kGateGradients, "' has no 'block_influence' in its output"));
   }
-  const std::vector<double> influence(gradients.block_influence().begin(),
-                                      gradients.block_influence().end());
-  TAILOR_ASSIGN_OR_RETURN(model::HybridConfig parent_config,
-                          model::ReadHybridConfig(c.parent().path() + "/config.json"));
+  in.influence.assign(gradients.block_influence().begin(), gradients.block_influence().end());
+  TAILOR_ASSIGN_OR_RETURN(in.parent_config,
+                          model::ReadHybridConfig(ctx.contract().parent().path() + "/config.json"));
+  return in;
+}
 
-  blockremoval::SolveOptions o;
-  o.k = br.has_candidates() ? br.candidates() : 8;
-  o.seed = c.seed() + 1;
+// The solver's answer: the kept states (ascending energy) with their predicted costs when
+// there is a cost model, and the M they were solved for.
+struct Spectrum {
+  int m = 0;        // blocks removed in all
+  int stage_m = 0;  // blocks the states remove (the first stage's share of m)
   std::vector<blockremoval::State> states;
-  std::vector<std::optional<costmodel::Prediction>> predicted;
+  std::vector<std::optional<costmodel::Prediction>> predicted;  // per state
+  std::optional<blockremoval::State> ground;   // at M, kept or not (budget-driven may drop it)
+  std::vector<blockremoval::MTrial> m_search;  // budget-driven only
   std::string solver_name;
   double solve_seconds = 0;
-  auto solve = [&](int m) -> absl::Status {
-    o.m = m;
-    const auto solver = blockremoval::MakeSolver(KindOf(br.solver()), q, m);
-    solver_name = std::string(solver->name());
-    const auto t0 = std::chrono::steady_clock::now();
-    TAILOR_ASSIGN_OR_RETURN(states, solver->Solve(q, o));
-    solve_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    predicted.assign(states.size(), std::nullopt);
-    if (!cost_model) return absl::OkStatus();
-    for (size_t i = 0; i < states.size(); ++i) {
-      TAILOR_ASSIGN_OR_RETURN(model::HybridConfig child,
-                              blockremoval::RemoveBlocks(parent_config,
-                                                         LayersOf(states[i].removed, layers)));
-      TAILOR_ASSIGN_OR_RETURN(costmodel::Prediction p, cost_model->Predict(child));
-      predicted[i] = p;
-    }
-    return absl::OkStatus();
-  };
+};
 
-  int m = 0;
-  // Staged removal (stages > 1, fixed M only): this job solves the first stage's share;
-  // evaluate_candidates picks among its states and runs the later stages.
-  const int stages = br.has_stages() ? std::max(1, br.stages()) : 1;
-  int stage_m = 0;
-  std::optional<blockremoval::State> ground;  // at M, kept or not (budget-driven may drop it)
-  results::SolveResult result;
-  if (br.has_blocks_to_remove()) {
-    m = br.blocks_to_remove();
-    if (m >= q.n) {
-      return absl::InvalidArgumentError(absl::StrCat("block_removal.blocks_to_remove: ", m,
-                                                     " would remove every one of the ", q.n,
-                                                     " blocks"));
-    }
-    if (stages > m) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "block_removal.stages: at most block_removal.blocks_to_remove (", m, "), got ", stages));
-    }
-    stage_m = FirstStageBlocks(m, stages);
-    TAILOR_RETURN_IF_ERROR(solve(stage_m));
-  } else {
-    if (!cost_model) {
-      return absl::FailedPreconditionError("a budget-driven block removal needs the profile job");
-    }
-    // The smallest M for which one of the k lowest states meets every budget; only states
-    // that meet it are kept as candidates.
-    TAILOR_ASSIGN_OR_RETURN(
-        blockremoval::BudgetedSolve b,
-        blockremoval::SolveForBudget(q, layers, parent_config, *cost_model, LimitsOf(c.budget()),
-                                     KindOf(br.solver()), o));
-    m = b.m;
-    stage_m = m;
-    states = std::move(b.states);
-    predicted.assign(b.predicted.begin(), b.predicted.end());
-    solver_name = b.solver;
-    solve_seconds = b.solve_seconds;
-    ground = b.ground;
-    // Why this M: every smaller M and how close its best state came (the report shows it).
-    for (const blockremoval::MTrial& t : b.trials) {
-      results::MTrial& trial = *result.add_m_search();
-      trial.set_m(t.m);
-      trial.set_states(t.states);
-      trial.set_fitting(t.fitting);
-      trial.set_min_latency_ms(t.min_latency_ms);
-      trial.set_min_memory_mib(t.min_memory_mib);
-    }
+// Fixed M: the k lowest states removing the first stage's share of `m` blocks, each priced
+// by the cost model when there is one.
+absl::StatusOr<Spectrum> SolveFixedM(const SolveInputs& in,
+                                     const std::optional<costmodel::CostModel>& cost_model,
+                                     v1::QuboSolver solver_kind, blockremoval::SolveOptions o,
+                                     int m, int stages) {
+  const blockremoval::Qubo& q = in.q;
+  if (m >= q.n) {
+    return absl::InvalidArgumentError(absl::StrCat("block_removal.blocks_to_remove: ", m,
+                                                   " would remove every one of the ", q.n,
+                                                   " blocks"));
   }
+  if (stages > m) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block_removal.stages: at most block_removal.blocks_to_remove (", m, "), got ", stages));
+  }
+  Spectrum sp;
+  sp.m = m;
+  sp.stage_m = FirstStageBlocks(m, stages);
+  o.m = sp.stage_m;
+  const auto solver = blockremoval::MakeSolver(KindOf(solver_kind), q, o.m);
+  sp.solver_name = std::string(solver->name());
+  const auto t0 = std::chrono::steady_clock::now();
+  TAILOR_ASSIGN_OR_RETURN(sp.states, solver->Solve(q, o));
+  sp.solve_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  sp.predicted.assign(sp.states.size(), std::nullopt);
+  if (!cost_model) return sp;
+  for (size_t i = 0; i < sp.states.size(); ++i) {
+    TAILOR_ASSIGN_OR_RETURN(model::HybridConfig child,
+                            blockremoval::RemoveBlocks(in.parent_config,
+                                                       LayersOf(sp.states[i].removed, in.layers)));
+    TAILOR_ASSIGN_OR_RETURN(costmodel::Prediction p, cost_model->Predict(child));
+    sp.predicted[i] = p;
+  }
+  return sp;
+}
 
-  result.set_blocks_to_remove(m);
-  result.set_blocks(q.n);
+// Budget-driven M: the smallest M for which one of the k lowest states meets every budget;
+// only states that meet it are kept as candidates.
+absl::StatusOr<Spectrum> SolveBudgetDriven(const SolveInputs& in,
+                                           const std::optional<costmodel::CostModel>& cost_model,
+                                           const v1::DeploymentContract& c,
+                                           const blockremoval::SolveOptions& o) {
+  if (!cost_model) {
+    return absl::FailedPreconditionError("a budget-driven block removal needs the profile job");
+  }
+  TAILOR_ASSIGN_OR_RETURN(
+      blockremoval::BudgetedSolve b,
+      blockremoval::SolveForBudget(in.q, in.layers, in.parent_config, *cost_model,
+                                   LimitsOf(c.budget()), KindOf(c.block_removal().solver()), o));
+  Spectrum sp;
+  sp.m = b.m;
+  sp.stage_m = b.m;
+  sp.states = std::move(b.states);
+  sp.predicted.assign(b.predicted.begin(), b.predicted.end());
+  sp.solver_name = b.solver;
+  sp.solve_seconds = b.solve_seconds;
+  sp.ground = b.ground;
+  sp.m_search = std::move(b.trials);
+  return sp;
+}
+
+// The Block Influence choice at the same M, with its energy under the same H.
+results::Baseline BlockInfluenceBaseline(const SolveInputs& in, int m) {
+  const std::vector<int> bi_vars = blockremoval::LowestInfluence(in.influence, m);
+  results::Baseline baseline;
+  baseline.set_method("block_influence");
+  Assign(LayersOf(bi_vars, in.layers), baseline.mutable_removed_layers());
+  baseline.set_energy(blockremoval::Energy(in.q, bi_vars));
+  return baseline;
+}
+
+results::SolveResult SolveResultOf(const SolveInputs& in, const Spectrum& sp, int stages,
+                                   bool budget_driven) {
+  results::SolveResult result;
+  // Why this M: every smaller M and how close its best state came (the report shows it).
+  for (const blockremoval::MTrial& t : sp.m_search) {
+    results::MTrial& trial = *result.add_m_search();
+    trial.set_m(t.m);
+    trial.set_states(t.states);
+    trial.set_fitting(t.fitting);
+    trial.set_min_latency_ms(t.min_latency_ms);
+    trial.set_min_memory_mib(t.min_memory_mib);
+  }
+  result.set_blocks_to_remove(sp.m);
+  result.set_blocks(in.q.n);
   result.set_stages(stages);
-  result.set_stage_blocks(stage_m);  // what the spectrum's states remove
-  result.set_solver(solver_name);
-  result.set_solve_seconds(solve_seconds);
-  result.set_states_total(blockremoval::Binomial(q.n, stage_m));
-  result.set_budget_driven(!br.has_blocks_to_remove());
-  result.set_fisher_digest(fisher_digest);
-  output.set_teacher_digest(teacher_digest);
-  Assign(layers, result.mutable_layers());
-  Assign(influence, result.mutable_block_influence());
-  for (size_t i = 0; i < states.size(); ++i) {
+  result.set_stage_blocks(sp.stage_m);  // what the spectrum's states remove
+  result.set_solver(sp.solver_name);
+  result.set_solve_seconds(sp.solve_seconds);
+  result.set_states_total(blockremoval::Binomial(in.q.n, sp.stage_m));
+  result.set_budget_driven(budget_driven);
+  result.set_fisher_digest(in.fisher_digest);
+  Assign(in.layers, result.mutable_layers());
+  Assign(in.influence, result.mutable_block_influence());
+  for (size_t i = 0; i < sp.states.size(); ++i) {
     results::SpectrumState& s = *result.add_spectrum();
     s.set_level(static_cast<int>(i));  // 0 = lowest kept state
-    s.set_energy(states[i].energy);
-    Assign(LayersOf(states[i].removed, layers), s.mutable_removed_layers());
-    if (predicted[i]) SetPredicted(*predicted[i], s.mutable_predicted());
+    s.set_energy(sp.states[i].energy);
+    Assign(LayersOf(sp.states[i].removed, in.layers), s.mutable_removed_layers());
+    if (sp.predicted[i]) SetPredicted(*sp.predicted[i], s.mutable_predicted());
   }
-  if (predicted[0]) SetPredicted(*predicted[0], output.mutable_predicted());
-  if (!ground) ground = states[0];
-  result.set_ground_energy(ground->energy);
-  Assign(LayersOf(ground->removed, layers), result.mutable_ground_removed_layers());
-  // The Block Influence choice at the same M, with its energy under the same H.
-  const std::vector<int> bi_vars = blockremoval::LowestInfluence(influence, m);
-  results::Baseline& baseline = *result.mutable_baseline();
-  baseline.set_method("block_influence");
-  Assign(LayersOf(bi_vars, layers), baseline.mutable_removed_layers());
-  baseline.set_energy(blockremoval::Energy(q, bi_vars));
-  SetDetail(output, result);
+  const blockremoval::State& ground = sp.ground ? *sp.ground : sp.states[0];
+  result.set_ground_energy(ground.energy);
+  Assign(LayersOf(ground.removed, in.layers), result.mutable_ground_removed_layers());
+  *result.mutable_baseline() = BlockInfluenceBaseline(in, sp.m);
+  return result;
+}
+
+absl::StatusOr<v1::JobOutput> RunSolve(WorkerContext& ctx) {
+  const v1::DeploymentContract& c = ctx.contract();
+  const v1::BlockRemovalParams& br = c.block_removal();
+  TAILOR_ASSIGN_OR_RETURN(std::optional<costmodel::CostModel> cost_model,
+                          ProfiledCostModel(ctx));  // collective
+  v1::JobOutput output;
+  if (!ctx.is_rank0()) return output;  // solving takes milliseconds: rank 0 alone
+
+  TAILOR_ASSIGN_OR_RETURN(const SolveInputs in, ReadSolveInputs(ctx));
+  blockremoval::SolveOptions o;
+  o.k = br.candidates();
+  o.seed = c.seed() + 1;
+  // Staged removal (stages > 1, fixed M only): this job solves the first stage's share;
+  // evaluate_candidates picks among its states and runs the later stages.
+  const int stages = std::max(1, br.stages());
+  Spectrum sp;
+  if (br.has_blocks_to_remove()) {
+    TAILOR_ASSIGN_OR_RETURN(
+        sp, SolveFixedM(in, cost_model, br.solver(), o, br.blocks_to_remove(), stages));
+  } else {
+    TAILOR_ASSIGN_OR_RETURN(sp, SolveBudgetDriven(in, cost_model, c, o));
+  }
+
+  SetDetail(output, SolveResultOf(in, sp, stages, !br.has_blocks_to_remove()));
+  output.set_teacher_digest(in.teacher_digest);
+  if (sp.predicted[0]) SetPredicted(*sp.predicted[0], output.mutable_predicted());
   ctx.Progress(1.0, absl::StrFormat("%s: M=%d (first stage %d of %d), %d states kept, ground "
                                     "energy %.4g",
-                                    solver_name, m, stage_m, stages, states.size(),
-                                    states[0].energy));
+                                    sp.solver_name, sp.m, sp.stage_m, stages, sp.states.size(),
+                                    sp.states[0].energy));
   return output;
 }
 
@@ -409,7 +462,7 @@ absl::Status RunLaterStages(WorkerContext& ctx, const model::HybridLM& parent,
     TAILOR_ASSIGN_OR_RETURN(blockremoval::Qubo q, blockremoval::FisherQubo(a));
     blockremoval::SolveOptions o;
     o.m = step;
-    o.k = br.has_candidates() ? br.candidates() : 8;
+    o.k = br.candidates();
     o.seed = ctx.contract().seed() + 1 + stage;
     o.threads = 1;  // the same answer on every rank, and the ranks already share the cores
     TAILOR_ASSIGN_OR_RETURN(std::vector<blockremoval::State> states,
@@ -451,31 +504,41 @@ absl::Status RunLaterStages(WorkerContext& ctx, const model::HybridLM& parent,
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::JobOutput> RunEvaluateCandidates(WorkerContext& ctx) {
-  TAILOR_ASSIGN_OR_RETURN(const v1::JobOutput* solve_output, Input(ctx, methods::jobs::kSolve));
-  TAILOR_ASSIGN_OR_RETURN(const std::string teacher_digest,
-                          NonEmpty(methods::jobs::kSolve, "teacher_digest",
-                                   solve_output->teacher_digest()));
-  TAILOR_ASSIGN_OR_RETURN(model::HybridLM parent, FetchModel(ctx, teacher_digest, "parent"));
-  const std::optional<results::SolveResult> solve = DetailOf<results::SolveResult>(*solve_output);
+// What evaluate_candidates compares: the solve job's kept states (levels 0..k-1) and, last,
+// the Block Influence baseline at the same M.
+struct Candidates {
+  std::vector<std::vector<int>> removed;  // per level, then the baseline
+  std::vector<double> energies;           // per level
+  results::Baseline baseline;
+  int m = 0;       // blocks removed in all
+  int stages = 1;  // > 1: the later stages extend the best first-stage state
+};
+
+absl::StatusOr<Candidates> CandidatesOf(const std::optional<results::SolveResult>& solve) {
   if (!solve || solve->spectrum().empty()) {
     return absl::FailedPreconditionError("job input 'solve' has no spectrum");
   }
   if (!solve->has_baseline()) {
     return absl::FailedPreconditionError("job input 'solve' has no baseline");
   }
-  std::vector<std::vector<int>> removed;
-  std::vector<double> energies;
+  Candidates cands;
   for (const results::SpectrumState& s : solve->spectrum()) {
-    removed.push_back(ToInts(s.removed_layers()));
-    energies.push_back(s.energy());
+    cands.removed.push_back(ToInts(s.removed_layers()));
+    cands.energies.push_back(s.energy());
   }
-  const results::Baseline& baseline = solve->baseline();
-  removed.push_back(ToInts(baseline.removed_layers()));  // last: the Block Influence baseline
+  cands.baseline = solve->baseline();
+  cands.removed.push_back(ToInts(cands.baseline.removed_layers()));  // last: the baseline
+  cands.m = solve->blocks_to_remove();
+  // An older solve without `stages` solved in one stage.
+  cands.stages = solve->has_stages() ? solve->stages() : 1;
+  return cands;
+}
 
-  const auto held_out = blockremoval::CalibrationSamples(
-      ctx.contract().seed() ^ kHeldOutSalt, kHeldOutSamples, tasks::Split::kEval);
-  // Candidates round-robin over ranks; the loss vector is summed (each entry has one owner).
+// The held-out loss of every candidate and, last, of the parent. Collective: candidates go
+// round-robin over ranks and the loss vector is summed (each entry has one owner).
+absl::StatusOr<at::Tensor> HeldOutLosses(WorkerContext& ctx, model::HybridLM& parent,
+                                         const std::vector<std::vector<int>>& removed,
+                                         const std::vector<tasks::Sample>& held_out) {
   const int world = ctx.env.world_size;
   const int64_t count = static_cast<int64_t>(removed.size());
   at::Tensor losses = torch::zeros({count + 1}, torch::kFloat64);  // + the parent
@@ -493,53 +556,73 @@ absl::StatusOr<v1::JobOutput> RunEvaluateCandidates(WorkerContext& ctx) {
                  absl::StrCat("candidate ", i + 1, "/", count + 1, " loss ", loss));
   }
   if (world > 1) TAILOR_RETURN_IF_ERROR(ctx.dist->AllReduceSum(losses));
+  return losses;
+}
+
+// The kept state with the lowest held-out loss (the baseline, the last candidate, is not one).
+int64_t BestLevel(const at::Tensor& losses, int64_t count) {
   int64_t best = 0;
   for (int64_t i = 1; i + 1 < count; ++i) {
     if (losses[i].item<double>() < losses[best].item<double>()) best = i;
   }
+  return best;
+}
 
-  v1::JobOutput output;
-  results::EvaluateCandidatesResult result;
-  // The removal this job delivers and its loss: the best first-stage state, extended by the
-  // later stages when there are any.
-  std::vector<int> final_removed = removed[best];
-  double final_loss = losses[best].item<double>();
-  // An older solve without `stages` solved in one stage.
-  const int stages = solve->has_stages() ? solve->stages() : 1;
-  if (stages > 1) {
-    const int m = solve->blocks_to_remove();
-    results::StageRow& first = *result.add_stages();
-    first.set_stage(1);
-    Assign(final_removed, first.mutable_added_layers());
-    Assign(final_removed, first.mutable_removed_layers());
-    first.set_energy(energies[best]);
-    first.set_candidates(static_cast<int>(count - 1));
-    first.set_loss(final_loss);
-    TAILOR_RETURN_IF_ERROR(RunLaterStages(ctx, parent, held_out, m, stages, &final_removed,
-                                          &final_loss, result.mutable_stages()));
-  }
+// The removal this job delivers and its held-out loss.
+struct Removal {
+  std::vector<int> removed;
+  double loss = 0;
+};
+
+// The best first-stage state, extended by the later stages when there are any (then every
+// stage, the first included, gets a row in `result`). Collective when staged.
+absl::StatusOr<Removal> StagedRemoval(WorkerContext& ctx, const model::HybridLM& parent,
+                                      const std::vector<tasks::Sample>& held_out,
+                                      const Candidates& cands, int64_t best, double best_loss,
+                                      results::EvaluateCandidatesResult& result) {
+  Removal r{cands.removed[best], best_loss};
+  if (cands.stages <= 1) return r;
+  results::StageRow& first = *result.add_stages();
+  first.set_stage(1);
+  Assign(r.removed, first.mutable_added_layers());
+  Assign(r.removed, first.mutable_removed_layers());
+  first.set_energy(cands.energies[best]);
+  first.set_candidates(static_cast<int>(cands.removed.size() - 1));
+  first.set_loss(r.loss);
+  TAILOR_RETURN_IF_ERROR(RunLaterStages(ctx, parent, held_out, cands.m, cands.stages, &r.removed,
+                                        &r.loss, result.mutable_stages()));
+  return r;
+}
+
+// Every kept state's loss, the choice, and how it compares with the parent and the baseline.
+void SetCandidateLosses(const Candidates& cands, const at::Tensor& losses, int64_t best,
+                        const Removal& chosen, results::EvaluateCandidatesResult& result) {
+  const int64_t count = static_cast<int64_t>(cands.removed.size());
   for (int64_t i = 0; i + 1 < count; ++i) {
     results::Candidate& s = *result.add_candidates();
     s.set_level(static_cast<int>(i));
-    s.set_energy(energies[i]);
+    s.set_energy(cands.energies[i]);
     s.set_loss(losses[i].item<double>());
-    Assign(removed[i], s.mutable_removed_layers());
+    Assign(cands.removed[i], s.mutable_removed_layers());
   }
   result.set_chosen_level(static_cast<int>(best));
-  result.set_chosen_energy(energies[best]);
-  result.set_loss(final_loss);
+  result.set_chosen_energy(cands.energies[best]);
+  result.set_loss(chosen.loss);
   result.set_ground_state_loss(losses[0].item<double>());
   result.set_parent_loss(losses[count].item<double>());
-  Assign(final_removed, result.mutable_removed_layers());
+  Assign(chosen.removed, result.mutable_removed_layers());
   result.set_held_out_samples(kHeldOutSamples);
-  *result.mutable_baseline() = baseline;
+  *result.mutable_baseline() = cands.baseline;
   result.mutable_baseline()->set_loss(losses[count - 1].item<double>());
-  result.set_beats_baseline(final_loss <= losses[count - 1].item<double>());
-  SetDetail(output, result);
-  if (!ctx.is_rank0()) return output;
+  result.set_beats_baseline(chosen.loss <= losses[count - 1].item<double>());
+}
 
-  TAILOR_ASSIGN_OR_RETURN(model::HybridLM student,
-                          blockremoval::WithoutBlocks(parent, final_removed));
+// Rank 0: the parent with the chosen blocks made absent, uploaded as the student (and as the
+// model verify reads when there is no distillation).
+absl::Status UploadStudent(WorkerContext& ctx, const model::HybridLM& parent,
+                           const std::vector<int>& removed, const std::string& teacher_digest,
+                           v1::JobOutput& output) {
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM student, blockremoval::WithoutBlocks(parent, removed));
   const model::HybridConfig& config = student->config();
   output.set_architecture(autocompress::DescribeArchitecture(config));
   for (const std::string& l : autocompress::DescribeLayers(config)) output.add_layers(l);
@@ -549,11 +632,41 @@ absl::StatusOr<v1::JobOutput> RunEvaluateCandidates(WorkerContext& ctx) {
   output.set_student_digest(art.digest());
   output.set_model_digest(art.digest());  // what verify reads without distill
   output.set_teacher_digest(teacher_digest);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::JobOutput> RunEvaluateCandidates(WorkerContext& ctx) {
+  TAILOR_ASSIGN_OR_RETURN(const v1::JobOutput* solve_output, Input(ctx, methods::jobs::kSolve));
+  TAILOR_ASSIGN_OR_RETURN(const std::string teacher_digest,
+                          NonEmpty(methods::jobs::kSolve, "teacher_digest",
+                                   solve_output->teacher_digest()));
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM parent, FetchModel(ctx, teacher_digest, "parent"));
+  TAILOR_ASSIGN_OR_RETURN(const Candidates cands,
+                          CandidatesOf(DetailOf<results::SolveResult>(*solve_output)));
+
+  const auto held_out = blockremoval::CalibrationSamples(
+      ctx.contract().seed() ^ kHeldOutSalt, kHeldOutSamples, tasks::Split::kEval);
+  TAILOR_ASSIGN_OR_RETURN(const at::Tensor losses,
+                          HeldOutLosses(ctx, parent, cands.removed, held_out));
+  const int64_t count = static_cast<int64_t>(cands.removed.size());
+  const int64_t best = BestLevel(losses, count);
+
+  v1::JobOutput output;
+  results::EvaluateCandidatesResult result;
+  TAILOR_ASSIGN_OR_RETURN(const Removal chosen,
+                          StagedRemoval(ctx, parent, held_out, cands, best,
+                                        losses[best].item<double>(), result));
+  SetCandidateLosses(cands, losses, best, chosen, result);
+  SetDetail(output, result);
+  if (!ctx.is_rank0()) return output;
+
+  TAILOR_RETURN_IF_ERROR(UploadStudent(ctx, parent, chosen.removed, teacher_digest, output));
+  const int stages = cands.stages;
   ctx.Progress(1.0, absl::StrFormat("chose level %d%s (loss %.4f; Block Influence %.4f)", best,
                                     stages > 1 ? absl::StrCat(" then ", stages - 1,
                                                               " more stages")
                                                : "",
-                                    final_loss, losses[count - 1].item<double>()));
+                                    chosen.loss, losses[count - 1].item<double>()));
   return output;
 }
 

@@ -46,29 +46,23 @@ absl::StatusOr<std::string> SourceJob(const WorkerContext& ctx) {
       inputs.size(), " inputs"));
 }
 
-absl::StatusOr<v1::JobOutput> RunDistill(WorkerContext& ctx) {
-  TAILOR_ASSIGN_OR_RETURN(const std::string source, SourceJob(ctx));
-  TAILOR_ASSIGN_OR_RETURN(const v1::JobOutput* input, Input(ctx, source));
-  // A comparison job that found no model (e.g. no uniform baseline meets the budget) passes
-  // the reason on instead of failing the campaign.
-  if (input->has_feasible() && !input->feasible()) {
-    v1::JobOutput skipped;
-    skipped.set_skipped(true);
-    skipped.set_reason(absl::StrCat(
-        source, " found no model",
-        input->reason().empty() ? "" : absl::StrCat(": ", input->reason())));
-    ctx.Progress(1.0, skipped.reason());
-    return skipped;
-  }
-  TAILOR_ASSIGN_OR_RETURN(const std::string student_digest,
-                          NonEmpty(source, "student_digest", input->student_digest()));
-  TAILOR_ASSIGN_OR_RETURN(const std::string teacher_digest,
-                          NonEmpty(source, "teacher_digest", input->teacher_digest()));
-  ctx.Progress(0.0, absl::StrCat("fetching teacher and student (from '", source, "')"));
-  TAILOR_ASSIGN_OR_RETURN(model::HybridLM teacher, FetchModel(ctx, teacher_digest, "teacher"));
-  TAILOR_ASSIGN_OR_RETURN(model::HybridLM student,
-                          FetchModel(ctx, student_digest, "student-initial"));
+// A comparison job that found no model (e.g. no uniform baseline meets the budget): the
+// distill job passes the reason on instead of failing the campaign.
+v1::JobOutput SkippedOutput(WorkerContext& ctx, const std::string& source,
+                            const v1::JobOutput& input) {
+  v1::JobOutput skipped;
+  skipped.set_skipped(true);
+  skipped.set_reason(absl::StrCat(
+      source, " found no model",
+      input.reason().empty() ? "" : absl::StrCat(": ", input.reason())));
+  ctx.Progress(1.0, skipped.reason());
+  return skipped;
+}
 
+// Reads the recovery options from the stored contract (the coordinator filled its defaults)
+// and wires this rank into the job's data parallelism and checkpointing.
+autocompress::DistillOptions DistillOptionsOf(WorkerContext& ctx, const model::HybridLM& teacher,
+                                              const model::HybridLM& student) {
   const v1::RecoveryParams& rec = ctx.contract().recovery();
   const int world = ctx.env.world_size;
   autocompress::DistillOptions o;
@@ -94,48 +88,79 @@ absl::StatusOr<v1::JobOutput> RunDistill(WorkerContext& ctx) {
   o.checkpoint_dir = CheckpointDir(ctx) + "/distill";
   o.checkpoint_every_steps = rec.checkpoint_every_steps();
   o.write_checkpoints = ctx.is_rank0();
-  o.identity = absl::StrCat("teacher=", teacher_digest, ";student=", student_digest);
-  double fraction = kTrainBegin;
-  o.log = [&](const std::string& line) {
-    spdlog::info("distill: {}", line);
-    ctx.Progress(fraction, line);
-  };
-  const int64_t steps = autocompress::DistillSteps(o.tokens, o.batch_sequences, o.sequence_length);
-  ctx.Progress(fraction, absl::StrCat("distilling ", steps, " steps of ", o.batch_sequences, "x",
-                                      o.sequence_length, " tokens over ", world, " ranks",
-                                      o.sequence_length < rec.sequence_length()
-                                          ? absl::StrCat(" (sequence_length capped to max_seq ",
-                                                         o.sequence_length, ")")
-                                          : std::string()));
+  return o;
+}
 
-  // Every rank joins one small all-reduce per step: the global KD loss for the report and
-  // rank 0's cancellation flag, so all ranks stop after the same step.
-  absl::Status collective = absl::OkStatus();
+// Where the training stands, shared by the library's log lines and the step callback.
+struct TrainingState {
+  double fraction = kTrainBegin;  // of the job's progress bar
   bool first_step = true;
-  auto on_step = [&](const autocompress::DistillStep& s) {
+  absl::Status collective = absl::OkStatus();  // the per-step all-reduce's failure, if any
+};
+
+// Every rank joins one small all-reduce per step: the global KD loss for the report and
+// rank 0's cancellation flag, so all ranks stop after the same step.
+autocompress::DistillProgress StepCallback(WorkerContext& ctx,
+                                           const autocompress::DistillOptions& o,
+                                           TrainingState& state) {
+  return [&ctx, &o, &state](const autocompress::DistillStep& s) {
+    const int world = ctx.env.world_size;
     at::Tensor stats = torch::tensor({s.loss, ctx.Cancelled() ? 1.0 : 0.0}, torch::kFloat64);
     if (world > 1) {
-      collective = ctx.dist->AllReduceSum(stats);
-      if (!collective.ok()) return false;
+      state.collective = ctx.dist->AllReduceSum(stats);
+      if (!state.collective.ok()) return false;
     }
     const double kd = stats[0].item<double>() / world;
     const bool cancelled = stats[1].item<double>() > 0;
-    fraction = kTrainBegin + (kTrainEnd - kTrainBegin) * static_cast<double>(s.step) /
-                                 static_cast<double>(std::max<int64_t>(1, s.steps));
+    state.fraction = kTrainBegin + (kTrainEnd - kTrainBegin) * static_cast<double>(s.step) /
+                                       static_cast<double>(std::max<int64_t>(1, s.steps));
     std::string message = absl::StrFormat("step %d/%d kd=%.4f", s.step, s.steps, kd);
-    if (first_step && s.step > 1) {
+    if (state.first_step && s.step > 1) {
       absl::StrAppend(&message, " (resumed from step ", s.step - 1, ")");
     }
-    first_step = false;
-    ctx.Progress(fraction, message, s.step, s.steps,
+    state.first_step = false;
+    ctx.Progress(state.fraction, message, s.step, s.steps,
                  {{"kd_loss", kd},
                   {"tokens", static_cast<double>(s.step * o.batch_sequences * o.sequence_length)},
                   {"lr", s.lr}});
     return !cancelled;
   };
+}
+
+absl::StatusOr<v1::JobOutput> RunDistill(WorkerContext& ctx) {
+  TAILOR_ASSIGN_OR_RETURN(const std::string source, SourceJob(ctx));
+  TAILOR_ASSIGN_OR_RETURN(const v1::JobOutput* input, Input(ctx, source));
+  if (input->has_feasible() && !input->feasible()) return SkippedOutput(ctx, source, *input);
+  TAILOR_ASSIGN_OR_RETURN(const std::string student_digest,
+                          NonEmpty(source, "student_digest", input->student_digest()));
+  TAILOR_ASSIGN_OR_RETURN(const std::string teacher_digest,
+                          NonEmpty(source, "teacher_digest", input->teacher_digest()));
+  ctx.Progress(0.0, absl::StrCat("fetching teacher and student (from '", source, "')"));
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM teacher, FetchModel(ctx, teacher_digest, "teacher"));
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM student,
+                          FetchModel(ctx, student_digest, "student-initial"));
+
+  const int world = ctx.env.world_size;
+  autocompress::DistillOptions o = DistillOptionsOf(ctx, teacher, student);
+  o.identity = absl::StrCat("teacher=", teacher_digest, ";student=", student_digest);
+  TrainingState state;
+  o.log = [&](const std::string& line) {
+    spdlog::info("distill: {}", line);
+    ctx.Progress(state.fraction, line);
+  };
+  const int64_t steps = autocompress::DistillSteps(o.tokens, o.batch_sequences, o.sequence_length);
+  const int64_t asked_length = ctx.contract().recovery().sequence_length();
+  ctx.Progress(state.fraction,
+               absl::StrCat("distilling ", steps, " steps of ", o.batch_sequences, "x",
+                            o.sequence_length, " tokens over ", world, " ranks",
+                            o.sequence_length < asked_length
+                                ? absl::StrCat(" (sequence_length capped to max_seq ",
+                                               o.sequence_length, ")")
+                                : std::string()));
+
   TAILOR_ASSIGN_OR_RETURN(autocompress::DistillResult r,
-                          autocompress::Distill(teacher, student, o, on_step));
-  TAILOR_RETURN_IF_ERROR(collective);
+                          autocompress::Distill(teacher, student, o, StepCallback(ctx, o, state)));
+  TAILOR_RETURN_IF_ERROR(state.collective);
   if (r.stopped) {
     return absl::CancelledError(
         absl::StrCat("distill cancelled after step ", r.steps_done, " of ", r.steps));

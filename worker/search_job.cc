@@ -97,10 +97,6 @@ struct Inputs {
   std::optional<costmodel::CostModel> cost_model;
 };
 
-double DeadZone(const v1::DeploymentContract& c) {
-  return c.search().has_dead_zone() ? c.search().dead_zone() : 0.02;
-}
-
 // Largest planning margin: a table that validated worse than this is a poor table, and
 // planning further below the budget would only hide it (the error is in `costs list`).
 constexpr double kMaxPlanningMargin = 0.10;
@@ -181,7 +177,7 @@ absl::StatusOr<Inputs> LoadInputs(WorkerContext& ctx) {
   }
   TAILOR_ASSIGN_OR_RETURN(costmodel::CostModel cost_model, ModelOf(in.table));
   in.cost_model.emplace(std::move(cost_model));
-  TAILOR_RETURN_IF_ERROR(PlanBudgets(in, *in.cost_model, DeadZone(ctx.contract())));
+  TAILOR_RETURN_IF_ERROR(PlanBudgets(in, *in.cost_model, ctx.contract().search().dead_zone()));
   return in;
 }
 
@@ -204,13 +200,211 @@ std::string Clip(std::string s) {
   return s;
 }
 
-// The coordinator fills defaults; these fallbacks only guard a contract that skipped it.
-template <typename T, typename U>
-T OrDefault(bool has, T value, U fallback) {
-  return has ? value : static_cast<T>(fallback);
+// ----------------------------------------------------------------------------------------
+
+// The search as the contract asks for it: the library's options plus the batch shape the
+// job's data source and result need.
+struct SearchPlan {
+  autocompress::SearchOptions o;
+  int64_t global_batch = 0;  // rows per step over all ranks
+  int64_t local_batch = 0;   // this rank's rows
+  int64_t length = 0;        // tokens per row
+  uint64_t data_seed = 0;
+};
+
+// Reads the search options from the stored contract (the coordinator filled its defaults).
+SearchPlan PlanSearch(WorkerContext& ctx, const Inputs& in) {
+  const v1::SearchParams& sp = ctx.contract().search();
+  const model::HybridConfig& config = in.teacher->config();
+  const int world = ctx.env.world_size;
+  SearchPlan plan;
+  autocompress::SearchOptions& o = plan.o;
+  o.schedule.steps = sp.steps();
+  o.schedule.k_start = sp.logit_scale_start();
+  o.schedule.k_end = sp.logit_scale_end();
+  o.schedule.tau_start = sp.temperature_start();
+  o.schedule.tau_end = sp.temperature_end();
+  o.samples = sp.sampled_architectures();
+  o.alpha = sp.alpha();
+  o.delta = sp.dead_zone();
+  o.router.hidden = sp.router_hidden();
+  o.router.learning_rate = sp.router_lr();
+  o.router.seed = ctx.contract().seed();
+  o.supernet_lr = sp.supernet_lr();
+  o.extract_threshold = sp.extraction_threshold();
+  o.stop_when_converged = true;
+  o.accept_extraction = [&parent = config, &space = in.space, &cost_model = *in.cost_model,
+                         &budgets = in.budgets](const autocompress::ExtractionDecision& d) {
+    absl::StatusOr<model::HybridConfig> child = autocompress::ChildConfig(parent, space, d.indices);
+    if (!child.ok()) return false;
+    absl::StatusOr<costmodel::Prediction> p = cost_model.Predict(*child);
+    return p.ok() && autocompress::BudgetViolations(*p, budgets).empty();
+  };
+  o.seed = ctx.contract().seed() ^ kSearchSalt;
+  // Equal slices keep "mean of the ranks' KD means" equal to the global KD mean (and the
+  // averaged gradient equal to the global one), so the global batch is rounded up to a
+  // multiple of the world size.
+  const int64_t asked_batch = sp.batch_sequences();
+  plan.global_batch = (asked_batch + world - 1) / world * world;
+  plan.local_batch = plan.global_batch / world;
+  plan.length = std::min<int64_t>(sp.sequence_length(), config.max_seq);
+  o.global_batch = plan.global_batch;
+  o.row_offset = ctx.env.rank * plan.local_batch;
+  const v1::RecoveryParams& rec = ctx.contract().recovery();
+  o.checkpoint_every = rec.checkpoint_every_steps() > 0
+                           ? std::min<int64_t>(kCheckpointEvery, rec.checkpoint_every_steps())
+                           : kCheckpointEvery;
+  plan.data_seed = ctx.contract().seed();
+  o.checkpoint_dir = CheckpointDir(ctx) + "/search";
+  o.write_checkpoints = ctx.is_rank0();
+  return plan;
 }
 
-// ----------------------------------------------------------------------------------------
+// Rank 0 owns CheckpointDir/search; every other rank resumes from a copy of rank 0's
+// committed files (broadcast, so no shared disk is needed), so all ranks restart at the same
+// step. A collective when world > 1.
+absl::Status ShareRank0Checkpoint(WorkerContext& ctx, autocompress::SearchOptions& o) {
+  if (ctx.env.world_size <= 1) return absl::OkStatus();
+  std::string blob;
+  if (ctx.is_rank0()) {
+    absl::StatusOr<std::string> packed = autocompress::PackCheckpoint(o.checkpoint_dir);
+    if (packed.ok()) {
+      blob = *std::move(packed);
+    } else {
+      spdlog::warn("search: checkpoint unreadable, starting fresh: {}",
+                   packed.status().ToString());
+    }
+  }
+  TAILOR_RETURN_IF_ERROR(ctx.dist->BroadcastBytes(blob, 0));
+  if (!ctx.is_rank0()) {
+    o.checkpoint_dir = ctx.work_dir + "/search-resume";
+    std::error_code ec;
+    std::filesystem::remove_all(o.checkpoint_dir, ec);
+    std::filesystem::create_directories(o.checkpoint_dir, ec);
+    TAILOR_RETURN_IF_ERROR(autocompress::UnpackCheckpoint(blob, o.checkpoint_dir));
+  }
+  return absl::OkStatus();
+}
+
+// Gradient averaging and the KD-loss mean over the job's ranks (none with a single rank).
+autocompress::SearchHooks CollectiveHooks(WorkerContext& ctx) {
+  autocompress::SearchHooks hooks;
+  if (ctx.env.world_size > 1) {
+    hooks.after_backward = [&ctx](const std::vector<at::Tensor>& params) {
+      return ctx.dist->AverageGradients(params);
+    };
+    hooks.reduce_mean = [&ctx](at::Tensor& t) { return ctx.dist->AllReduceMean(t); };
+  }
+  return hooks;
+}
+
+// This rank's rows of each step's global batch (every rank builds the same global batch).
+autocompress::BatchSource RankBatches(const SearchPlan& plan) {
+  return [&plan](int64_t step) -> absl::StatusOr<at::Tensor> {
+    return PackedBatch(plan.data_seed, kSearchSalt, step, plan.global_batch, plan.length,
+                       tasks::Split::kTrain)
+        .slice(0, plan.o.row_offset, plan.o.row_offset + plan.local_batch);
+  };
+}
+
+// What the per-step cancellation check leaves for the job to act on after the search.
+struct StepSync {
+  absl::Status error = absl::OkStatus();
+  bool cancelled = false;
+};
+
+// Rank 0 alone knows about cancellation: every rank learns it here, so all stop after the
+// same step and no collective is left waiting. False when the broadcast itself failed.
+bool ShareCancellation(WorkerContext& ctx, StepSync& sync) {
+  if (ctx.env.world_size > 1) {
+    at::Tensor flag = torch::tensor({ctx.Cancelled() ? 1.0 : 0.0}, torch::kFloat64);
+    sync.error = ctx.dist->Broadcast(flag, 0);
+    if (!sync.error.ok()) return false;
+    sync.cancelled = flag.item<double>() > 0;
+  } else {
+    sync.cancelled = ctx.Cancelled();
+  }
+  return true;
+}
+
+// Rank 0's progress for one step: the current argmax architecture with its predicted costs
+// next to the planning budgets. `resumed_from` > 0 notes a resume (on the first step only).
+void ReportSearchStep(WorkerContext& ctx, const Inputs& in, int64_t steps, int64_t resumed_from,
+                      const autocompress::StepReport& r) {
+  std::map<std::string, double> metrics = {{"kd_loss", r.kd_loss},
+                                           {"penalty", r.penalty},
+                                           {"min_top", r.decision.min_top},
+                                           {"temperature", r.temperature},
+                                           {"logit_scale", r.logit_scale}};
+  std::string arch;
+  absl::StatusOr<model::HybridConfig> child =
+      autocompress::ChildConfig(in.teacher->config(), in.space, r.decision.indices);
+  if (child.ok()) {
+    arch = autocompress::DescribeArchitecture(*child);
+    absl::StatusOr<costmodel::Prediction> p = in.cost_model->Predict(*child);
+    if (p.ok()) {
+      metrics["predicted_latency_ms"] = p->latency_ms;
+      metrics["predicted_memory_mib"] = p->memory_mib;
+      metrics["predicted_throughput_tokens_per_s"] = p->throughput_tokens_per_s;
+    }
+  }
+  if (in.budgets.latency_ms) metrics["budget_latency_ms"] = *in.budgets.latency_ms;
+  if (in.budgets.memory_mib) metrics["budget_memory_mib"] = *in.budgets.memory_mib;
+  if (in.budgets.throughput) metrics["budget_throughput_tokens_per_s"] = *in.budgets.throughput;
+  std::string message = absl::StrFormat("step %d/%d kd=%.4f penalty=%.4f min_top=%.3f (%s)",
+                                        r.step + 1, steps, r.kd_loss, r.penalty,
+                                        r.decision.min_top, r.decision.weakest_axis);
+  if (resumed_from > 0) absl::StrAppend(&message, " resumed from step ", resumed_from);
+  absl::StrAppend(&message, ": ", arch);
+  ctx.Progress(0.05 + 0.85 * static_cast<double>(r.step + 1) / steps, Clip(message), r.step + 1,
+               steps, metrics);
+}
+
+// The argmax architecture, priced by the cost model itself (not the soft predictor); one
+// that violates a budget is repaired greedily, giving up the units that matter least.
+absl::StatusOr<autocompress::RepairResult> RepairArgmax(WorkerContext& ctx, Inputs& in,
+                                                        const SearchPlan& plan,
+                                                        const std::vector<int>& indices) {
+  const model::HybridConfig& config = in.teacher->config();
+  TAILOR_ASSIGN_OR_RETURN(model::HybridConfig argmax,
+                          autocompress::ChildConfig(config, in.space, indices));
+  TAILOR_ASSIGN_OR_RETURN(costmodel::Prediction predicted, in.cost_model->Predict(argmax));
+  const std::vector<std::string> violations = autocompress::BudgetViolations(predicted, in.budgets);
+  autocompress::RepairResult repair;
+  repair.indices = indices;
+  repair.predicted = predicted;
+  if (violations.empty()) return repair;
+  ctx.Progress(0.9, Clip(absl::StrCat("argmax architecture violates the budget (",
+                                      absl::StrJoin(violations, "; "), "); repairing")));
+  // Importance of the ranked parent's units on a few training batches: what the repair
+  // gives up per unit of cost it saves.
+  std::vector<at::Tensor> calib;
+  for (int64_t b = 0; b < kImportanceBatches; ++b) {
+    calib.push_back(PackedBatch(plan.data_seed, kRepairSalt, b, plan.local_batch, plan.length,
+                                tasks::Split::kTrain));
+  }
+  TAILOR_ASSIGN_OR_RETURN(autocompress::Importance importance,
+                          autocompress::RankImportance(in.teacher, calib));
+  return autocompress::RepairToBudgets(config, in.space, *in.cost_model, in.budgets, indices,
+                                       &importance);
+}
+
+// Slices the (repaired) architecture out of the ranked parent, uploads it as
+// "student_initial" and records it in `output`; returns the student's config.
+absl::StatusOr<model::HybridConfig> UploadStudent(WorkerContext& ctx, const Inputs& in,
+                                                  const autocompress::RepairResult& repair,
+                                                  v1::JobOutput& output) {
+  TAILOR_ASSIGN_OR_RETURN(autocompress::Student student,
+                          autocompress::ExtractStudent(in.teacher, in.space, repair.indices));
+  ctx.Progress(0.95, "uploading the extracted student");
+  TAILOR_ASSIGN_OR_RETURN(v1::Artifact art,
+                          UploadModel(ctx, student.model, "student_initial", "student-initial"));
+  output.set_student_digest(art.digest());
+  output.set_teacher_digest(in.teacher_digest);
+  SetPredicted(output, repair.predicted);
+  SetArchitecture(output, student.config);
+  return student.config;
+}
 
 absl::StatusOr<v1::JobOutput> RunSearchJob(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(Inputs in, LoadInputs(ctx));
@@ -226,147 +420,37 @@ absl::StatusOr<v1::JobOutput> RunSearchJob(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(model::HybridLM supernet, model::CreateHybridLM(config, 0));
   TAILOR_RETURN_IF_ERROR(supernet->LoadStateDict(in.teacher->StateDict(), "supernet copy"));
 
-  const v1::SearchParams& sp = ctx.contract().search();
   const int world = ctx.env.world_size;
-  const int rank = ctx.env.rank;
-  autocompress::SearchOptions o;
-  o.schedule.steps = OrDefault(sp.has_steps(), sp.steps(), 250);
-  o.schedule.k_start = OrDefault(sp.has_logit_scale_start(), sp.logit_scale_start(), 1.0);
-  o.schedule.k_end = OrDefault(sp.has_logit_scale_end(), sp.logit_scale_end(), 10.0);
-  o.schedule.tau_start = OrDefault(sp.has_temperature_start(), sp.temperature_start(), 1.0);
-  o.schedule.tau_end = OrDefault(sp.has_temperature_end(), sp.temperature_end(), 0.05);
-  o.samples = OrDefault(sp.has_sampled_architectures(), sp.sampled_architectures(), 32);
-  o.alpha = OrDefault(sp.has_alpha(), sp.alpha(), 1.0);
-  o.delta = OrDefault(sp.has_dead_zone(), sp.dead_zone(), 0.02);
-  o.router.hidden = OrDefault(sp.has_router_hidden(), sp.router_hidden(), 256);
-  o.router.learning_rate = OrDefault(sp.has_router_lr(), sp.router_lr(), 2e-3);
-  o.router.seed = ctx.contract().seed();
-  o.supernet_lr = OrDefault(sp.has_supernet_lr(), sp.supernet_lr(), 1e-4);
-  o.extract_threshold = OrDefault(sp.has_extraction_threshold(), sp.extraction_threshold(), 0.95);
-  o.stop_when_converged = true;
-  o.accept_extraction = [&](const autocompress::ExtractionDecision& d) {
-    absl::StatusOr<model::HybridConfig> child = autocompress::ChildConfig(config, in.space, d.indices);
-    if (!child.ok()) return false;
-    absl::StatusOr<costmodel::Prediction> p = cost_model.Predict(*child);
-    return p.ok() && autocompress::BudgetViolations(*p, in.budgets).empty();
-  };
-  o.seed = ctx.contract().seed() ^ kSearchSalt;
-  // Equal slices keep "mean of the ranks' KD means" equal to the global KD mean (and the
-  // averaged gradient equal to the global one), so the global batch is rounded up to a
-  // multiple of the world size.
-  const int64_t asked_batch = OrDefault(sp.has_batch_sequences(), sp.batch_sequences(), 64);
-  const int64_t global_batch = (asked_batch + world - 1) / world * world;
-  const int64_t local_batch = global_batch / world;
-  const int64_t length = std::min<int64_t>(
-      OrDefault(sp.has_sequence_length(), sp.sequence_length(), 64), config.max_seq);
-  o.global_batch = global_batch;
-  o.row_offset = rank * local_batch;
-  const v1::RecoveryParams& rec = ctx.contract().recovery();
-  o.checkpoint_every = rec.has_checkpoint_every_steps() && rec.checkpoint_every_steps() > 0
-                           ? std::min<int64_t>(kCheckpointEvery, rec.checkpoint_every_steps())
-                           : kCheckpointEvery;
-  const uint64_t data_seed = ctx.contract().seed();
-
-  // Checkpoints: rank 0 owns CheckpointDir/search; every other rank resumes from a copy of
-  // rank 0's committed files, so all ranks restart at the same step.
-  o.checkpoint_dir = CheckpointDir(ctx) + "/search";
-  o.write_checkpoints = ctx.is_rank0();
-  if (world > 1) {
-    std::string blob;
-    if (ctx.is_rank0()) {
-      absl::StatusOr<std::string> packed = autocompress::PackCheckpoint(o.checkpoint_dir);
-      if (packed.ok()) {
-        blob = *std::move(packed);
-      } else {
-        spdlog::warn("search: checkpoint unreadable, starting fresh: {}",
-                     packed.status().ToString());
-      }
-    }
-    TAILOR_RETURN_IF_ERROR(ctx.dist->BroadcastBytes(blob, 0));
-    if (!ctx.is_rank0()) {
-      o.checkpoint_dir = ctx.work_dir + "/search-resume";
-      std::error_code ec;
-      std::filesystem::remove_all(o.checkpoint_dir, ec);
-      std::filesystem::create_directories(o.checkpoint_dir, ec);
-      TAILOR_RETURN_IF_ERROR(autocompress::UnpackCheckpoint(blob, o.checkpoint_dir));
-    }
-  }
+  SearchPlan plan = PlanSearch(ctx, in);
+  autocompress::SearchOptions& o = plan.o;
+  TAILOR_RETURN_IF_ERROR(ShareRank0Checkpoint(ctx, o));
   const int64_t resume_step = autocompress::CheckpointStep(
       o.checkpoint_dir, autocompress::SearchDigest(config, in.space, in.budgets, o));
-
-  autocompress::SearchHooks hooks;
-  if (world > 1) {
-    hooks.after_backward = [&ctx](const std::vector<at::Tensor>& params) {
-      return ctx.dist->AverageGradients(params);
-    };
-    hooks.reduce_mean = [&ctx](at::Tensor& t) { return ctx.dist->AllReduceMean(t); };
-  }
-
-  autocompress::BatchSource batches = [&](int64_t step) -> absl::StatusOr<at::Tensor> {
-    return PackedBatch(data_seed, kSearchSalt, step, global_batch, length, tasks::Split::kTrain)
-        .slice(0, o.row_offset, o.row_offset + local_batch);
-  };
+  autocompress::SearchHooks hooks = CollectiveHooks(ctx);
+  autocompress::BatchSource batches = RankBatches(plan);
 
   ctx.Progress(0.02,
                absl::StrCat("searching ", in.space.axes.size(), " axes (", in.space.total_choices(),
-                            " choices) for ", o.schedule.steps, " steps of ", global_batch, "x",
-                            length, " tokens over ", world, " ranks",
+                            " choices) for ", o.schedule.steps, " steps of ", plan.global_batch,
+                            "x", plan.length, " tokens over ", world, " ranks",
                             resume_step > 0 ? absl::StrCat("; resumed from step ", resume_step)
                                             : std::string()));
 
-  absl::Status callback_error = absl::OkStatus();
-  bool cancelled = false;
+  StepSync sync;
   bool first = true;
   autocompress::ProgressCallback progress = [&](const autocompress::StepReport& r) {
-    // Rank 0 alone knows about cancellation: every rank learns it here, so all stop after
-    // the same step and no collective is left waiting.
-    if (world > 1) {
-      at::Tensor flag = torch::tensor({ctx.Cancelled() ? 1.0 : 0.0}, torch::kFloat64);
-      callback_error = ctx.dist->Broadcast(flag, 0);
-      if (!callback_error.ok()) return false;
-      cancelled = flag.item<double>() > 0;
-    } else {
-      cancelled = ctx.Cancelled();
-    }
-    if (ctx.is_rank0()) {
-      std::map<std::string, double> metrics = {{"kd_loss", r.kd_loss},
-                                               {"penalty", r.penalty},
-                                               {"min_top", r.decision.min_top},
-                                               {"temperature", r.temperature},
-                                               {"logit_scale", r.logit_scale}};
-      std::string arch;
-      absl::StatusOr<model::HybridConfig> child =
-          autocompress::ChildConfig(config, in.space, r.decision.indices);
-      if (child.ok()) {
-        arch = autocompress::DescribeArchitecture(*child);
-        absl::StatusOr<costmodel::Prediction> p = cost_model.Predict(*child);
-        if (p.ok()) {
-          metrics["predicted_latency_ms"] = p->latency_ms;
-          metrics["predicted_memory_mib"] = p->memory_mib;
-          metrics["predicted_throughput_tokens_per_s"] = p->throughput_tokens_per_s;
-        }
-      }
-      if (in.budgets.latency_ms) metrics["budget_latency_ms"] = *in.budgets.latency_ms;
-      if (in.budgets.memory_mib) metrics["budget_memory_mib"] = *in.budgets.memory_mib;
-      if (in.budgets.throughput) metrics["budget_throughput_tokens_per_s"] = *in.budgets.throughput;
-      std::string message = absl::StrFormat("step %d/%d kd=%.4f penalty=%.4f min_top=%.3f (%s)",
-                                            r.step + 1, o.schedule.steps, r.kd_loss, r.penalty,
-                                            r.decision.min_top, r.decision.weakest_axis);
-      if (first && resume_step > 0) absl::StrAppend(&message, " resumed from step ", resume_step);
-      absl::StrAppend(&message, ": ", arch);
-      ctx.Progress(0.05 + 0.85 * static_cast<double>(r.step + 1) / o.schedule.steps, Clip(message),
-                   r.step + 1, o.schedule.steps, metrics);
-    }
+    if (!ShareCancellation(ctx, sync)) return false;
+    if (ctx.is_rank0()) ReportSearchStep(ctx, in, o.schedule.steps, first ? resume_step : 0, r);
     first = false;
-    return !cancelled;
+    return !sync.cancelled;
   };
 
   autocompress::ArchRouter router(in.space, o.router);
   TAILOR_ASSIGN_OR_RETURN(autocompress::SearchResult sr,
                           autocompress::RunSearch(in.teacher, supernet, in.space, router, batches,
                                                   predictor, in.budgets, o, progress, hooks));
-  TAILOR_RETURN_IF_ERROR(callback_error);
-  if (cancelled) {
+  TAILOR_RETURN_IF_ERROR(sync.error);
+  if (sync.cancelled) {
     return absl::CancelledError(absl::StrCat("search cancelled after step ", sr.steps_run));
   }
 
@@ -375,7 +459,7 @@ absl::StatusOr<v1::JobOutput> RunSearchJob(WorkerContext& ctx) {
   output.set_world_size(world);
   result.set_steps_run(sr.steps_run);
   result.set_resumed_from_step(sr.resumed_from);
-  result.set_search_tokens(sr.steps_run * global_batch * length);
+  result.set_search_tokens(sr.steps_run * plan.global_batch * plan.length);
   result.set_converged(sr.decision.converged);
   result.set_min_top(sr.decision.min_top);
   output.set_kd_loss(sr.kd_loss);
@@ -385,49 +469,17 @@ absl::StatusOr<v1::JobOutput> RunSearchJob(WorkerContext& ctx) {
     return output;
   }
 
-  // The argmax architecture, priced by the cost model itself (not the soft predictor).
-  std::vector<int> indices = sr.decision.indices;
-  TAILOR_ASSIGN_OR_RETURN(model::HybridConfig argmax,
-                          autocompress::ChildConfig(config, in.space, indices));
-  TAILOR_ASSIGN_OR_RETURN(costmodel::Prediction predicted, cost_model.Predict(argmax));
-  const std::vector<std::string> violations = autocompress::BudgetViolations(predicted, in.budgets);
-  autocompress::RepairResult repair;
-  repair.indices = indices;
-  repair.predicted = predicted;
-  if (!violations.empty()) {
-    ctx.Progress(0.9, Clip(absl::StrCat("argmax architecture violates the budget (",
-                                        absl::StrJoin(violations, "; "), "); repairing")));
-    // Importance of the ranked parent's units on a few training batches: what the repair
-    // gives up per unit of cost it saves.
-    std::vector<at::Tensor> calib;
-    for (int64_t b = 0; b < kImportanceBatches; ++b) {
-      calib.push_back(
-          PackedBatch(data_seed, kRepairSalt, b, local_batch, length, tasks::Split::kTrain));
-    }
-    TAILOR_ASSIGN_OR_RETURN(autocompress::Importance importance,
-                            autocompress::RankImportance(in.teacher, calib));
-    TAILOR_ASSIGN_OR_RETURN(
-        repair, autocompress::RepairToBudgets(config, in.space, cost_model, in.budgets, indices,
-                                              &importance));
-  }
+  TAILOR_ASSIGN_OR_RETURN(autocompress::RepairResult repair,
+                          RepairArgmax(ctx, in, plan, sr.decision.indices));
   result.set_repaired(repair.repaired);
   if (repair.repaired) {
     for (const std::string& c : repair.changes) result.add_repair_changes(c);
   }
-
-  TAILOR_ASSIGN_OR_RETURN(autocompress::Student student,
-                          autocompress::ExtractStudent(in.teacher, in.space, repair.indices));
-  ctx.Progress(0.95, "uploading the extracted student");
-  TAILOR_ASSIGN_OR_RETURN(v1::Artifact art,
-                          UploadModel(ctx, student.model, "student_initial", "student-initial"));
-  output.set_student_digest(art.digest());
-  output.set_teacher_digest(in.teacher_digest);
-  SetPredicted(output, repair.predicted);
-  SetArchitecture(output, student.config);
+  TAILOR_ASSIGN_OR_RETURN(model::HybridConfig student, UploadStudent(ctx, in, repair, output));
   SetDetail(output, result);
   ctx.Progress(1.0, Clip(absl::StrCat("extracted after ", sr.steps_run, " steps",
                                       repair.repaired ? " (repaired)" : "", ": ",
-                                      autocompress::DescribeArchitecture(student.config))));
+                                      autocompress::DescribeArchitecture(student))));
   return output;
 }
 
@@ -450,9 +502,8 @@ absl::StatusOr<v1::JobOutput> RunBaselineUniform(WorkerContext& ctx) {
   }
 
   const v1::SearchParams& sp = ctx.contract().search();
-  const int64_t rows = OrDefault(sp.has_batch_sequences(), sp.batch_sequences(), 64);
-  const int64_t length = std::min<int64_t>(
-      OrDefault(sp.has_sequence_length(), sp.sequence_length(), 64), config.max_seq);
+  const int64_t rows = sp.batch_sequences();
+  const int64_t length = std::min<int64_t>(sp.sequence_length(), config.max_seq);
   std::vector<at::Tensor> eval;
   for (int64_t b = 0; b < kUniformEvalBatches; ++b) {
     eval.push_back(

@@ -372,109 +372,130 @@ int64_t PredictEncodedBytes(const TensorView& view, const CodecConfig& config) {
   return static_cast<int64_t>(std::ceil(total));
 }
 
-absl::StatusOr<std::vector<uint8_t>> Encode(const TensorView& view, const CodecConfig& config) {
-  TAILOR_RETURN_IF_ERROR(ValidateView(view));
-  TAILOR_RETURN_IF_ERROR(ValidateConfig(view.dtype, config));
+namespace {
+
+// The histogram over the chunk-aligned symbols (padding included) is what the coder sees.
+std::vector<uint64_t> ChunkAlignedHistogram(const TensorView& view, const CodecConfig& config,
+                                            const ChunkGeometry& g, int plane,
+                                            std::vector<uint32_t>* syms) {
   const int k = config.symbols_per_codeword;
-  const int tl = config.table_log;
-  const int bits = PlaneBits(view.dtype);
-  const ChunkGeometry g = ComputeGeometry(view.rows, view.cols, config.chunk_width);
-  const int64_t n = view.rows * view.cols;
-
-  std::vector<uint8_t> body;
-  std::vector<uint32_t> syms;
-  for (int plane = 0; plane < NumPlanes(view.dtype); ++plane) {
-    // The histogram over the chunk-aligned symbols (padding included) is what the coder sees.
-    std::vector<uint64_t> hist(size_t{1} << (k * bits), 0);
-    for (int64_t c = 0; c < g.num_chunks; ++c) {
-      int64_t start, count;
-      ChunkExtent(g, view.rows, view.cols, config.chunk_width, c, &start, &count);
-      ChunkSymbols(view, plane, k, start, count, &syms);
-      for (uint32_t s : syms) ++hist[s];
-    }
-    const double raw_bits = static_cast<double>(n) * bits;
-    const bool coded =
-        config.code_all_planes || (n > 0 && EntropyBits(hist) < config.raw_plane_threshold * raw_bits);
-    PutU8(&body, coded ? 1 : 0);
-    PutU8(&body, static_cast<uint8_t>(bits));
-    PutU16(&body, 0);
-    if (!coded) {
-      // Raw planes keep the weight order: one byte per value, or packed nibbles for int4.
-      if (view.dtype == DType::kInt4) {
-        PutU64(&body, view.data.size());
-        body.insert(body.end(), view.data.begin(), view.data.end());
-      } else {
-        PutU64(&body, n);
-        for (int64_t i = 0; i < n; ++i) body.push_back(PlaneValue(view, plane, i));
-      }
-      continue;
-    }
-    const FreqTable table = BuildFreqTable(hist, tl);
-    const size_t alphabet = hist.size();
-    std::vector<uint32_t> enc_freq(alphabet, 0), enc_start(alphabet, 0);
-    uint32_t cum = 0;
-    PutU32(&body, static_cast<uint32_t>(table.symbols.size()));
-    PutU32(&body, table.escape_freq);
-    for (size_t i = 0; i < table.symbols.size(); ++i) {
-      PutU16(&body, table.symbols[i]);
-      PutU16(&body, static_cast<uint16_t>(table.freqs[i] - 1));
-      enc_freq[table.symbols[i]] = table.freqs[i];
-      enc_start[table.symbols[i]] = cum;
-      cum += table.freqs[i];
-    }
-    const uint32_t esc_start = cum;  // the escape takes the last slots
-
-    // Encode every chunk; streams and escapes are concatenated after the chunk directory.
-    std::vector<std::vector<uint8_t>> streams(g.num_chunks);
-    std::vector<std::vector<uint16_t>> escapes(g.num_chunks);
-    std::vector<uint16_t> words;
-    for (int64_t c = 0; c < g.num_chunks; ++c) {
-      int64_t start, count;
-      ChunkExtent(g, view.rows, view.cols, config.chunk_width, c, &start, &count);
-      ChunkSymbols(view, plane, k, start, count, &syms);
-      uint32_t x[kLanes] = {kStateLow, kStateLow, kStateLow, kStateLow};
-      words.clear();
-      std::vector<uint16_t>& esc = escapes[c];
-      // rANS is LIFO: encode backwards so the decoder reads forwards.
-      for (int64_t i = static_cast<int64_t>(syms.size()) - 1; i >= 0; --i) {
-        uint32_t& s = x[i % kLanes];
-        uint32_t f = enc_freq[syms[i]];
-        uint32_t st = enc_start[syms[i]];
-        if (f == 0) {
-          esc.push_back(static_cast<uint16_t>(syms[i]));
-          f = table.escape_freq;
-          st = esc_start;
-        }
-        const uint64_t x_max = static_cast<uint64_t>(f) << (32 - tl);
-        if (s >= x_max) {
-          words.push_back(static_cast<uint16_t>(s & 0xFFFF));
-          s >>= 16;
-        }
-        s = ((s / f) << tl) + (s % f) + st;
-      }
-      std::reverse(esc.begin(), esc.end());
-      std::vector<uint8_t>& out = streams[c];
-      for (int j = 0; j < kLanes; ++j) PutU32(&out, x[j]);
-      for (auto it = words.rbegin(); it != words.rend(); ++it) PutU16(&out, *it);
-    }
-    PutU32(&body, static_cast<uint32_t>(g.num_chunks));
-    for (int64_t c = 0; c < g.num_chunks; ++c) {
-      PutU32(&body, static_cast<uint32_t>(streams[c].size()));
-      PutU32(&body, static_cast<uint32_t>(escapes[c].size()));
-    }
-    for (const auto& s : streams) body.insert(body.end(), s.begin(), s.end());
-    for (const auto& e : escapes) {
-      for (uint16_t v : e) PutU16(&body, v);
-    }
+  std::vector<uint64_t> hist(size_t{1} << (k * PlaneBits(view.dtype)), 0);
+  for (int64_t c = 0; c < g.num_chunks; ++c) {
+    int64_t start, count;
+    ChunkExtent(g, view.rows, view.cols, config.chunk_width, c, &start, &count);
+    ChunkSymbols(view, plane, k, start, count, syms);
+    for (uint32_t s : *syms) ++hist[s];
   }
+  return hist;
+}
 
+// Raw planes keep the weight order: one byte per value, or packed nibbles for int4.
+void AppendRawPlane(const TensorView& view, int plane, std::vector<uint8_t>* body) {
+  const int64_t n = view.rows * view.cols;
+  if (view.dtype == DType::kInt4) {
+    PutU64(body, view.data.size());
+    body->insert(body->end(), view.data.begin(), view.data.end());
+  } else {
+    PutU64(body, n);
+    for (int64_t i = 0; i < n; ++i) body->push_back(PlaneValue(view, plane, i));
+  }
+}
+
+// The encoder's view of a plane's table: per symbol its frequency (0 when it is escaped) and
+// cumulative start slot; the escape takes the last slots.
+struct EncodeTable {
+  std::vector<uint32_t> freq;
+  std::vector<uint32_t> start;
+  uint32_t escape_freq = 0;
+  uint32_t escape_start = 0;
+};
+
+// Writes the frequency table (symbol count, escape frequency, ascending symbol and
+// frequency-1 pairs) and returns the encoder's view of it.
+EncodeTable AppendFreqTable(const FreqTable& table, size_t alphabet, std::vector<uint8_t>* body) {
+  EncodeTable enc;
+  enc.freq.assign(alphabet, 0);
+  enc.start.assign(alphabet, 0);
+  uint32_t cum = 0;
+  PutU32(body, static_cast<uint32_t>(table.symbols.size()));
+  PutU32(body, table.escape_freq);
+  for (size_t i = 0; i < table.symbols.size(); ++i) {
+    PutU16(body, table.symbols[i]);
+    PutU16(body, static_cast<uint16_t>(table.freqs[i] - 1));
+    enc.freq[table.symbols[i]] = table.freqs[i];
+    enc.start[table.symbols[i]] = cum;
+    cum += table.freqs[i];
+  }
+  enc.escape_freq = table.escape_freq;
+  enc.escape_start = cum;
+  return enc;
+}
+
+// rANS-codes one chunk's symbols: `stream` gets the final lane states followed by the
+// renormalisation words, `esc` the escaped symbols, both in the order the decoder reads them.
+// `words` is scratch space reused across chunks.
+void EncodeChunk(const std::vector<uint32_t>& syms, const EncodeTable& enc, int tl,
+                 std::vector<uint16_t>* words, std::vector<uint8_t>* stream,
+                 std::vector<uint16_t>* esc) {
+  uint32_t x[kLanes] = {kStateLow, kStateLow, kStateLow, kStateLow};
+  words->clear();
+  // rANS is LIFO: encode backwards so the decoder reads forwards.
+  for (int64_t i = static_cast<int64_t>(syms.size()) - 1; i >= 0; --i) {
+    uint32_t& s = x[i % kLanes];
+    uint32_t f = enc.freq[syms[i]];
+    uint32_t st = enc.start[syms[i]];
+    if (f == 0) {
+      esc->push_back(static_cast<uint16_t>(syms[i]));
+      f = enc.escape_freq;
+      st = enc.escape_start;
+    }
+    const uint64_t x_max = static_cast<uint64_t>(f) << (32 - tl);
+    if (s >= x_max) {
+      words->push_back(static_cast<uint16_t>(s & 0xFFFF));
+      s >>= 16;
+    }
+    s = ((s / f) << tl) + (s % f) + st;
+  }
+  std::reverse(esc->begin(), esc->end());
+  for (int j = 0; j < kLanes; ++j) PutU32(stream, x[j]);
+  for (auto it = words->rbegin(); it != words->rend(); ++it) PutU16(stream, *it);
+}
+
+// Encodes every chunk of a coded plane, then writes the chunk directory (stream size and
+// escape count per chunk) followed by the concatenated streams and escapes.
+void AppendCodedChunks(const TensorView& view, const CodecConfig& config, const ChunkGeometry& g,
+                       int plane, const EncodeTable& enc, std::vector<uint32_t>* syms,
+                       std::vector<uint8_t>* body) {
+  std::vector<std::vector<uint8_t>> streams(g.num_chunks);
+  std::vector<std::vector<uint16_t>> escapes(g.num_chunks);
+  std::vector<uint16_t> words;
+  for (int64_t c = 0; c < g.num_chunks; ++c) {
+    int64_t start, count;
+    ChunkExtent(g, view.rows, view.cols, config.chunk_width, c, &start, &count);
+    ChunkSymbols(view, plane, config.symbols_per_codeword, start, count, syms);
+    EncodeChunk(*syms, enc, config.table_log, &words, &streams[c], &escapes[c]);
+  }
+  PutU32(body, static_cast<uint32_t>(g.num_chunks));
+  for (int64_t c = 0; c < g.num_chunks; ++c) {
+    PutU32(body, static_cast<uint32_t>(streams[c].size()));
+    PutU32(body, static_cast<uint32_t>(escapes[c].size()));
+  }
+  for (const auto& s : streams) body->insert(body->end(), s.begin(), s.end());
+  for (const auto& e : escapes) {
+    for (uint16_t v : e) PutU16(body, v);
+  }
+}
+
+// Prepends the fixed 48-byte header (format in docs/entropy.md) to the plane sections.
+std::vector<uint8_t> AssembleContainer(const TensorView& view, const CodecConfig& config,
+                                       const std::vector<uint8_t>& body) {
   std::vector<uint8_t> out;
   out.reserve(kHeaderSize + body.size());
   out.insert(out.end(), kMagic, kMagic + 4);
   PutU16(&out, kVersion);
   PutU8(&out, static_cast<uint8_t>(view.dtype));
-  PutU8(&out, static_cast<uint8_t>(k));
-  PutU8(&out, static_cast<uint8_t>(tl));
+  PutU8(&out, static_cast<uint8_t>(config.symbols_per_codeword));
+  PutU8(&out, static_cast<uint8_t>(config.table_log));
   PutU8(&out, static_cast<uint8_t>(NumPlanes(view.dtype)));
   PutU16(&out, 0);
   PutU32(&out, static_cast<uint32_t>(config.chunk_width));
@@ -487,11 +508,43 @@ absl::StatusOr<std::vector<uint8_t>> Encode(const TensorView& view, const CodecC
   return out;
 }
 
-absl::StatusOr<CodedTensor> Parse(std::vector<uint8_t> bytes, const ParseOptions& options) {
-  CodedTensor t;
-  t.bytes = std::move(bytes);
-  const uint8_t* d = t.bytes.data();
-  const int64_t size = static_cast<int64_t>(t.bytes.size());
+}  // namespace
+
+absl::StatusOr<std::vector<uint8_t>> Encode(const TensorView& view, const CodecConfig& config) {
+  TAILOR_RETURN_IF_ERROR(ValidateView(view));
+  TAILOR_RETURN_IF_ERROR(ValidateConfig(view.dtype, config));
+  const int bits = PlaneBits(view.dtype);
+  const ChunkGeometry g = ComputeGeometry(view.rows, view.cols, config.chunk_width);
+  const int64_t n = view.rows * view.cols;
+
+  std::vector<uint8_t> body;
+  std::vector<uint32_t> syms;
+  for (int plane = 0; plane < NumPlanes(view.dtype); ++plane) {
+    const std::vector<uint64_t> hist = ChunkAlignedHistogram(view, config, g, plane, &syms);
+    const double raw_bits = static_cast<double>(n) * bits;
+    const bool coded = config.code_all_planes ||
+                       (n > 0 && EntropyBits(hist) < config.raw_plane_threshold * raw_bits);
+    PutU8(&body, coded ? 1 : 0);
+    PutU8(&body, static_cast<uint8_t>(bits));
+    PutU16(&body, 0);
+    if (!coded) {
+      AppendRawPlane(view, plane, &body);
+      continue;
+    }
+    const FreqTable table = BuildFreqTable(hist, config.table_log);
+    const EncodeTable enc = AppendFreqTable(table, hist.size(), &body);
+    AppendCodedChunks(view, config, g, plane, enc, &syms, &body);
+  }
+  return AssembleContainer(view, config, body);
+}
+
+namespace {
+
+// Checks the fixed header (size, magic, checksums, version, dtype, config, shape, body size)
+// and fills t's dtype, config, shape and chunk geometry from it.
+absl::Status ParseHeader(const ParseOptions& options, CodedTensor* t) {
+  const uint8_t* d = t->bytes.data();
+  const int64_t size = static_cast<int64_t>(t->bytes.size());
   if (size < kHeaderSize) {
     return absl::DataLossError(
         absl::StrCat("entropy container truncated: ", size, " bytes, header needs ", kHeaderSize));
@@ -500,23 +553,27 @@ absl::StatusOr<CodedTensor> Parse(std::vector<uint8_t> bytes, const ParseOptions
   if (options.verify_checksums && Crc32(d, kHeaderSize - 4) != LoadU32(d + 44)) {
     return Corrupt("header checksum mismatch");
   }
-  if (LoadU16(d + 4) != kVersion) return Corrupt(absl::StrCat("unsupported version ", LoadU16(d + 4)));
+  if (LoadU16(d + 4) != kVersion) {
+    return Corrupt(absl::StrCat("unsupported version ", LoadU16(d + 4)));
+  }
   const uint8_t dtype = d[6];
   if (dtype < 1 || dtype > 5) return Corrupt(absl::StrCat("unknown dtype ", dtype));
-  t.dtype = static_cast<DType>(dtype);
-  t.config.symbols_per_codeword = d[7];
-  t.config.table_log = d[8];
-  if (d[9] != NumPlanes(t.dtype)) return Corrupt(absl::StrCat("plane count ", d[9]));
+  t->dtype = static_cast<DType>(dtype);
+  t->config.symbols_per_codeword = d[7];
+  t->config.table_log = d[8];
+  if (d[9] != NumPlanes(t->dtype)) return Corrupt(absl::StrCat("plane count ", d[9]));
   if (LoadU16(d + 10) != 0) return Corrupt("reserved header bits set");
-  t.config.chunk_width = static_cast<int>(std::min<uint32_t>(LoadU32(d + 12), 1u << 30));
-  if (absl::Status s = ValidateConfig(t.dtype, t.config); !s.ok()) return Corrupt(s.message().data());
+  t->config.chunk_width = static_cast<int>(std::min<uint32_t>(LoadU32(d + 12), 1u << 30));
+  if (absl::Status s = ValidateConfig(t->dtype, t->config); !s.ok()) {
+    return Corrupt(s.message().data());
+  }
   const uint64_t rows = LoadU64(d + 16), cols = LoadU64(d + 24), body_size = LoadU64(d + 32);
   if (rows > (uint64_t{1} << 40) || cols > (uint64_t{1} << 40) ||
       (cols != 0 && rows > (uint64_t{1} << 40) / cols)) {
     return Corrupt(absl::StrCat("shape ", rows, "x", cols));
   }
-  t.rows = static_cast<int64_t>(rows);
-  t.cols = static_cast<int64_t>(cols);
+  t->rows = static_cast<int64_t>(rows);
+  t->cols = static_cast<int64_t>(cols);
   if (body_size != static_cast<uint64_t>(size - kHeaderSize)) {
     return absl::DataLossError(absl::StrCat("entropy container body is ", size - kHeaderSize,
                                             " bytes, header says ", body_size));
@@ -524,107 +581,153 @@ absl::StatusOr<CodedTensor> Parse(std::vector<uint8_t> bytes, const ParseOptions
   if (options.verify_checksums && Crc32(d + kHeaderSize, body_size) != LoadU32(d + 40)) {
     return Corrupt("body checksum mismatch");
   }
-  t.geometry = ComputeGeometry(t.rows, t.cols, t.config.chunk_width);
-  const int64_t n = t.rows * t.cols;
-  const int k = t.config.symbols_per_codeword;
-  const int tl = t.config.table_log;
-  const uint32_t slots = 1u << tl;
-  const int bits = PlaneBits(t.dtype);
-  const uint64_t alphabet = uint64_t{1} << (k * bits);
+  t->geometry = ComputeGeometry(t->rows, t->cols, t->config.chunk_width);
+  return absl::OkStatus();
+}
 
-  Reader r(d, size, kHeaderSize);
+// Sizes every plane section is checked against, derived from the validated header.
+struct PlaneLimits {
+  int64_t n = 0;          // weights in the tensor
+  uint32_t slots = 0;     // decode table slots, 2^table_log
+  int bits = 0;           // bits per plane value
+  uint64_t alphabet = 0;  // distinct symbols of k plane values
+};
+
+absl::Status ParseRawPlane(const CodedTensor& t, int p, const PlaneLimits& lim, Reader* r,
+                           CodedPlane* plane) {
+  TAILOR_ASSIGN_OR_RETURN(uint64_t raw, r->U64("raw plane size"));
+  const int64_t want = t.dtype == DType::kInt4 ? (lim.n + 1) / 2 : lim.n;
+  if (raw != static_cast<uint64_t>(want)) {
+    return Corrupt(absl::StrCat("raw plane ", p, " size ", raw, ", expected ", want));
+  }
+  plane->raw_offset = r->pos();
+  plane->raw_size = want;
+  return r->Skip(want, "raw plane");
+}
+
+// Reads the frequency table and expands it into the decode table: each kept symbol fills a
+// run of slots as long as its frequency, the escape fills the remaining slots.
+absl::Status ParseFreqTable(int p, const PlaneLimits& lim, Reader* r, CodedPlane* plane) {
+  TAILOR_ASSIGN_OR_RETURN(uint32_t num_symbols, r->U32("symbol count"));
+  TAILOR_ASSIGN_OR_RETURN(uint32_t escape_freq, r->U32("escape frequency"));
+  if (num_symbols == 0 || num_symbols > lim.slots || num_symbols > lim.alphabet) {
+    return Corrupt(absl::StrCat("plane ", p, " has ", num_symbols, " symbols"));
+  }
+  if (escape_freq > lim.slots) return Corrupt("escape frequency above table size");
+  TAILOR_RETURN_IF_ERROR(r->Need(int64_t{4} * num_symbols, "frequency table"));
+  plane->table.resize(lim.slots);
+  plane->is_escape.assign(lim.slots, 0);
+  uint64_t cum = 0;
+  int64_t prev = -1;
+  for (uint32_t i = 0; i < num_symbols; ++i) {
+    TAILOR_ASSIGN_OR_RETURN(uint16_t sym, r->U16("symbol"));
+    TAILOR_ASSIGN_OR_RETURN(uint16_t fm1, r->U16("frequency"));
+    const uint32_t f = uint32_t{fm1} + 1;
+    if (sym <= prev || sym >= lim.alphabet) return Corrupt("symbols not ascending or out of range");
+    prev = sym;
+    if (cum + f > lim.slots) return Corrupt("frequencies exceed the table size");
+    for (uint32_t j = 0; j < f; ++j) {
+      plane->table[cum + j] = DecodeEntry{f, sym, static_cast<uint16_t>(j)};
+    }
+    cum += f;
+  }
+  if (cum + escape_freq != lim.slots) {
+    return Corrupt(absl::StrCat("frequencies sum to ", cum + escape_freq, ", not ", lim.slots));
+  }
+  plane->has_escape = escape_freq > 0;
+  for (uint32_t j = 0; j < escape_freq; ++j) {
+    plane->table[cum + j] = DecodeEntry{escape_freq | 0x80000000u, 0, static_cast<uint16_t>(j)};
+    plane->is_escape[cum + j] = 1;
+  }
+  plane->num_kept_symbols = num_symbols;
+  return absl::OkStatus();
+}
+
+// Reads the chunk directory (stream size and escape count per chunk), checks each entry
+// against the chunk's symbol count, then records where each chunk's stream and escapes start
+// in the concatenated sections that follow.
+absl::Status ParseChunkIndex(const CodedTensor& t, int p, Reader* r, CodedPlane* plane) {
+  const int k = t.config.symbols_per_codeword;
+  TAILOR_ASSIGN_OR_RETURN(uint32_t num_chunks, r->U32("chunk count"));
+  if (num_chunks != t.geometry.num_chunks) {
+    return Corrupt(absl::StrCat("chunk count ", num_chunks, ", geometry needs ",
+                                t.geometry.num_chunks));
+  }
+  TAILOR_RETURN_IF_ERROR(r->Need(int64_t{8} * num_chunks, "chunk directory"));
+  plane->stream_size.resize(num_chunks);
+  plane->escape_count.resize(num_chunks);
+  int64_t stream_total = 0, escape_total = 0;
+  for (uint32_t c = 0; c < num_chunks; ++c) {
+    TAILOR_ASSIGN_OR_RETURN(plane->stream_size[c], r->U32("stream size"));
+    TAILOR_ASSIGN_OR_RETURN(plane->escape_count[c], r->U32("escape count"));
+    int64_t start, count;
+    ChunkExtent(t.geometry, t.rows, t.cols, t.config.chunk_width, c, &start, &count);
+    const int64_t nsym = (count + k - 1) / k;
+    if (plane->stream_size[c] < kStateBytes || plane->stream_size[c] % 2 != 0 ||
+        plane->escape_count[c] > nsym || (!plane->has_escape && plane->escape_count[c] != 0)) {
+      return Corrupt(absl::StrCat("chunk ", c, " of plane ", p, " has stream ",
+                                  plane->stream_size[c], " bytes, ", plane->escape_count[c],
+                                  " escapes"));
+    }
+    stream_total += plane->stream_size[c];
+    escape_total += plane->escape_count[c];
+  }
+  int64_t off = r->pos();
+  TAILOR_RETURN_IF_ERROR(r->Skip(stream_total, "streams"));
+  plane->stream_offset.resize(num_chunks);
+  for (uint32_t c = 0; c < num_chunks; ++c) {
+    plane->stream_offset[c] = off;
+    off += plane->stream_size[c];
+  }
+  off = r->pos();
+  TAILOR_RETURN_IF_ERROR(r->Skip(2 * escape_total, "escape stream"));
+  plane->escape_offset.resize(num_chunks);
+  for (uint32_t c = 0; c < num_chunks; ++c) {
+    plane->escape_offset[c] = off;
+    off += 2 * int64_t{plane->escape_count[c]};
+  }
+  return absl::OkStatus();
+}
+
+// One plane section: mode, value bits and reserved bits, then a raw plane or a coded plane
+// (frequency table, chunk index, streams).
+absl::StatusOr<CodedPlane> ParsePlane(const CodedTensor& t, int p, const PlaneLimits& lim,
+                                      Reader* r) {
+  CodedPlane plane;
+  TAILOR_ASSIGN_OR_RETURN(uint8_t mode, r->U8("plane mode"));
+  TAILOR_ASSIGN_OR_RETURN(uint8_t vbits, r->U8("plane bits"));
+  TAILOR_ASSIGN_OR_RETURN(uint16_t reserved, r->U16("plane reserved"));
+  if (mode > 1) return Corrupt(absl::StrCat("plane ", p, " mode ", mode));
+  if (vbits != lim.bits) return Corrupt(absl::StrCat("plane ", p, " value bits ", vbits));
+  if (reserved != 0) return Corrupt("reserved plane bits set");
+  plane.coded = mode == 1;
+  plane.value_bits = vbits;
+  if (!plane.coded) {
+    TAILOR_RETURN_IF_ERROR(ParseRawPlane(t, p, lim, r, &plane));
+    return plane;
+  }
+  TAILOR_RETURN_IF_ERROR(ParseFreqTable(p, lim, r, &plane));
+  TAILOR_RETURN_IF_ERROR(ParseChunkIndex(t, p, r, &plane));
+  return plane;
+}
+
+}  // namespace
+
+absl::StatusOr<CodedTensor> Parse(std::vector<uint8_t> bytes, const ParseOptions& options) {
+  CodedTensor t;
+  t.bytes = std::move(bytes);
+  TAILOR_RETURN_IF_ERROR(ParseHeader(options, &t));
+  const int64_t size = static_cast<int64_t>(t.bytes.size());
+  const int k = t.config.symbols_per_codeword;
+  PlaneLimits lim;
+  lim.n = t.rows * t.cols;
+  lim.slots = 1u << t.config.table_log;
+  lim.bits = PlaneBits(t.dtype);
+  lim.alphabet = uint64_t{1} << (k * lim.bits);
+
+  Reader r(t.bytes.data(), size, kHeaderSize);
   for (int p = 0; p < NumPlanes(t.dtype); ++p) {
-    CodedPlane plane;
-    TAILOR_ASSIGN_OR_RETURN(uint8_t mode, r.U8("plane mode"));
-    TAILOR_ASSIGN_OR_RETURN(uint8_t vbits, r.U8("plane bits"));
-    TAILOR_ASSIGN_OR_RETURN(uint16_t reserved, r.U16("plane reserved"));
-    if (mode > 1) return Corrupt(absl::StrCat("plane ", p, " mode ", mode));
-    if (vbits != bits) return Corrupt(absl::StrCat("plane ", p, " value bits ", vbits));
-    if (reserved != 0) return Corrupt("reserved plane bits set");
-    plane.coded = mode == 1;
-    plane.value_bits = vbits;
-    if (!plane.coded) {
-      TAILOR_ASSIGN_OR_RETURN(uint64_t raw, r.U64("raw plane size"));
-      const int64_t want = t.dtype == DType::kInt4 ? (n + 1) / 2 : n;
-      if (raw != static_cast<uint64_t>(want)) {
-        return Corrupt(absl::StrCat("raw plane ", p, " size ", raw, ", expected ", want));
-      }
-      plane.raw_offset = r.pos();
-      plane.raw_size = want;
-      TAILOR_RETURN_IF_ERROR(r.Skip(want, "raw plane"));
-      t.planes.push_back(std::move(plane));
-      continue;
-    }
-    TAILOR_ASSIGN_OR_RETURN(uint32_t num_symbols, r.U32("symbol count"));
-    TAILOR_ASSIGN_OR_RETURN(uint32_t escape_freq, r.U32("escape frequency"));
-    if (num_symbols == 0 || num_symbols > slots || num_symbols > alphabet) {
-      return Corrupt(absl::StrCat("plane ", p, " has ", num_symbols, " symbols"));
-    }
-    if (escape_freq > slots) return Corrupt("escape frequency above table size");
-    TAILOR_RETURN_IF_ERROR(r.Need(int64_t{4} * num_symbols, "frequency table"));
-    plane.table.resize(slots);
-    plane.is_escape.assign(slots, 0);
-    uint64_t cum = 0;
-    int64_t prev = -1;
-    for (uint32_t i = 0; i < num_symbols; ++i) {
-      TAILOR_ASSIGN_OR_RETURN(uint16_t sym, r.U16("symbol"));
-      TAILOR_ASSIGN_OR_RETURN(uint16_t fm1, r.U16("frequency"));
-      const uint32_t f = uint32_t{fm1} + 1;
-      if (sym <= prev || sym >= alphabet) return Corrupt("symbols not ascending or out of range");
-      prev = sym;
-      if (cum + f > slots) return Corrupt("frequencies exceed the table size");
-      for (uint32_t j = 0; j < f; ++j) {
-        plane.table[cum + j] = DecodeEntry{f, sym, static_cast<uint16_t>(j)};
-      }
-      cum += f;
-    }
-    if (cum + escape_freq != slots) {
-      return Corrupt(absl::StrCat("frequencies sum to ", cum + escape_freq, ", not ", slots));
-    }
-    plane.has_escape = escape_freq > 0;
-    for (uint32_t j = 0; j < escape_freq; ++j) {
-      plane.table[cum + j] = DecodeEntry{escape_freq | 0x80000000u, 0, static_cast<uint16_t>(j)};
-      plane.is_escape[cum + j] = 1;
-    }
-    plane.num_kept_symbols = num_symbols;
-    TAILOR_ASSIGN_OR_RETURN(uint32_t num_chunks, r.U32("chunk count"));
-    if (num_chunks != t.geometry.num_chunks) {
-      return Corrupt(absl::StrCat("chunk count ", num_chunks, ", geometry needs ",
-                                  t.geometry.num_chunks));
-    }
-    TAILOR_RETURN_IF_ERROR(r.Need(int64_t{8} * num_chunks, "chunk directory"));
-    plane.stream_size.resize(num_chunks);
-    plane.escape_count.resize(num_chunks);
-    int64_t stream_total = 0, escape_total = 0;
-    for (uint32_t c = 0; c < num_chunks; ++c) {
-      TAILOR_ASSIGN_OR_RETURN(plane.stream_size[c], r.U32("stream size"));
-      TAILOR_ASSIGN_OR_RETURN(plane.escape_count[c], r.U32("escape count"));
-      int64_t start, count;
-      ChunkExtent(t.geometry, t.rows, t.cols, t.config.chunk_width, c, &start, &count);
-      const int64_t nsym = (count + k - 1) / k;
-      if (plane.stream_size[c] < kStateBytes || plane.stream_size[c] % 2 != 0 ||
-          plane.escape_count[c] > nsym || (!plane.has_escape && plane.escape_count[c] != 0)) {
-        return Corrupt(absl::StrCat("chunk ", c, " of plane ", p, " has stream ",
-                                    plane.stream_size[c], " bytes, ", plane.escape_count[c],
-                                    " escapes"));
-      }
-      stream_total += plane.stream_size[c];
-      escape_total += plane.escape_count[c];
-    }
-    int64_t off = r.pos();
-    TAILOR_RETURN_IF_ERROR(r.Skip(stream_total, "streams"));
-    plane.stream_offset.resize(num_chunks);
-    for (uint32_t c = 0; c < num_chunks; ++c) {
-      plane.stream_offset[c] = off;
-      off += plane.stream_size[c];
-    }
-    off = r.pos();
-    TAILOR_RETURN_IF_ERROR(r.Skip(2 * escape_total, "escape stream"));
-    plane.escape_offset.resize(num_chunks);
-    for (uint32_t c = 0; c < num_chunks; ++c) {
-      plane.escape_offset[c] = off;
-      off += 2 * int64_t{plane.escape_count[c]};
-    }
+    TAILOR_ASSIGN_OR_RETURN(CodedPlane plane, ParsePlane(t, p, lim, &r));
     t.planes.push_back(std::move(plane));
   }
   if (r.pos() != size) return Corrupt(absl::StrCat(size - r.pos(), " trailing bytes"));

@@ -87,24 +87,27 @@ absl::StatusOr<json> ParseJobsDocument(absl::string_view text, const char* what)
   return doc;
 }
 
-}  // namespace
+// A started command: its pid (also the id of its process group) and the read ends of the
+// pipes on its stdout and stderr.
+struct Child {
+  pid_t pid = -1;
+  int out_fd = -1;
+  int err_fd = -1;
+};
 
-CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration timeout) {
-  CommandResult result;
-  if (argv.empty()) {
-    result.err = "empty command";
-    return result;
-  }
+// Starts argv (PATH lookup) with stdin from /dev/null and stdout/stderr on close-on-exec
+// pipes. On failure returns false with the reason in *error and no descriptor left open.
+bool SpawnCaptured(const std::vector<std::string>& argv, Child* child, std::string* error) {
   int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0) {
-    result.err = absl::StrCat("pipe: ", strerror(errno));
-    return result;
+    *error = absl::StrCat("pipe: ", strerror(errno));
+    return false;
   }
   if (pipe2(err_pipe, O_CLOEXEC) != 0) {
-    result.err = absl::StrCat("pipe: ", strerror(errno));
+    *error = absl::StrCat("pipe: ", strerror(errno));
     close(out_pipe[0]);
     close(out_pipe[1]);
-    return result;
+    return false;
   }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -128,19 +131,29 @@ CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration ti
   if (rc != 0) {
     close(out_pipe[0]);
     close(err_pipe[0]);
-    result.err = absl::StrCat("cannot run ", argv[0], ": ", strerror(rc));
-    return result;
+    *error = absl::StrCat("cannot run ", argv[0], ": ", strerror(rc));
+    return false;
   }
+  child->pid = pid;
+  child->out_fd = out_pipe[0];
+  child->err_fd = err_pipe[0];
+  return true;
+}
+
+// Reads the child's stdout and stderr until both are closed, killing its process group once
+// `timeout` has passed. Closes both read ends; returns whether the child was killed.
+bool CollectOutput(const Child& child, absl::Duration timeout, std::string* out,
+                   std::string* err) {
   const absl::Time deadline = absl::Now() + timeout;
   bool killed = false;
-  struct pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  std::string* sinks[2] = {&result.out, &result.err};
+  struct pollfd fds[2] = {{child.out_fd, POLLIN, 0}, {child.err_fd, POLLIN, 0}};
+  std::string* sinks[2] = {out, err};
   int open_fds = 2;
   char buf[65536];
   while (open_fds > 0) {
     const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
     if (left_ms <= 0 && !killed) {
-      kill(-pid, SIGKILL);
+      kill(-child.pid, SIGKILL);
       killed = true;
     }
     const int n = poll(fds, 2, killed ? 1000 : static_cast<int>(std::min<int64_t>(left_ms, 1000)));
@@ -160,9 +173,29 @@ CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration ti
   for (auto& f : fds) {
     if (f.fd >= 0) close(f.fd);
   }
+  return killed;
+}
+
+// Reaps the child (retrying when a signal interrupts the wait); its wait status.
+int WaitForExit(pid_t pid) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  return status;
+}
+
+}  // namespace
+
+CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration timeout) {
+  CommandResult result;
+  if (argv.empty()) {
+    result.err = "empty command";
+    return result;
+  }
+  Child child;
+  if (!SpawnCaptured(argv, &child, &result.err)) return result;
+  const bool killed = CollectOutput(child, timeout, &result.out, &result.err);
+  const int status = WaitForExit(child.pid);
   if (killed) {
     result.exit_code = 128 + SIGKILL;
     absl::StrAppend(&result.err, "\n", argv[0], " did not finish within ",

@@ -85,6 +85,17 @@ std::string EndedMessage(const SlurmJobInfo& info) {
   return what;
 }
 
+// Ends an attempt whose submission sbatch did not take, with sbatch's message. An attempt
+// that already ended (FAILED_PRECONDITION or NOT_FOUND) is left as it is.
+void FailSubmission(SlurmAttemptSink* sink, const std::string& lease, const std::string& fail,
+                    bool retryable) {
+  spdlog::warn("lease={} sbatch: {}", lease, fail);
+  absl::Status st = sink->FailAttempt(lease, fail, retryable);
+  if (!st.ok() && !IsGone(st)) {
+    spdlog::error("lease={} failing the attempt: {}", lease, st.ToString());
+  }
+}
+
 }  // namespace
 
 // --- the coordinator side -----------------------------------------------------------------
@@ -350,87 +361,91 @@ void SlurmLauncher::RunOnce() {
 }
 
 void SlurmLauncher::SubmitQueued() {
-  std::vector<std::pair<std::string, std::string>> batch;  // lease, script
-  {
-    absl::MutexLock lock(&mu_);
-    while (!submit_queue_.empty()) {
-      const std::string lease = submit_queue_.front();
-      submit_queue_.pop_front();
-      auto it = tracked_.find(lease);
-      if (it == tracked_.end() || !it->second.awaiting_submit) continue;
-      it->second.submitting = true;
-      batch.emplace_back(lease, it->second.script_path);
-    }
-  }
+  const std::vector<std::pair<std::string, std::string>> batch = TakeSubmitBatch();
   for (const auto& [lease, script] : batch) {
     absl::StatusOr<std::string> id = client_->Submit(script);
     const absl::Time now = clock_->Now();
-    bool record = false;
-    std::string fail;
-    bool retryable = false;
+    SubmitFollowUp next;
     {
       absl::MutexLock lock(&mu_);
       ++stats_.sbatch;
-      auto it = tracked_.find(lease);
-      if (it == tracked_.end()) {
-        // The lease ended while sbatch ran: the new allocation belongs to no one.
-        if (id.ok()) cancel_queue_.push_back(*id);
-        continue;
-      }
-      Tracked& t = it->second;
-      t.submitting = false;
-      t.awaiting_submit = false;
-      if (id.ok()) {
-        t.slurm_id = *id;
-        t.state = "PENDING";
-        t.last_alive = now;
-        spdlog::info("job={} lease={} submitted as Slurm job {} ({})", t.job_id, lease, *id,
-                     t.name);
-        if (t.cancel_requested) {
-          cancel_queue_.push_back(*id);
-          tracked_.erase(it);
-        } else {
-          record = true;
-        }
-      } else if (id.status().code() == absl::StatusCode::kDeadlineExceeded) {
-        spdlog::warn("job={} lease={} {}; looking for Slurm job {} by name", t.job_id, lease,
-                     std::string(id.status().message()), t.name);
-        t.unknown = true;
-        t.unknown_since = now;
-        t.last_alive = now;
-      } else {
-        const bool cancelled = t.cancel_requested;
-        tracked_.erase(it);
-        if (cancelled) continue;
-        fail = std::string(id.status().message());
-        // Refused by Slurm (FAILED_PRECONDITION): the same script would be refused again.
-        retryable = id.status().code() != absl::StatusCode::kFailedPrecondition;
-      }
+      next = NoteSubmitAnswer(lease, id, now);
     }
-    if (record) {
-      absl::Status st = sink_->RecordLaunch(lease, *id, "PENDING", "");
-      absl::MutexLock lock(&mu_);
-      auto it = tracked_.find(lease);
-      if (st.ok()) {
-        if (it != tracked_.end()) it->second.recorded = true;
-      } else if (IsGone(st)) {
-        // Cancelled or expired while sbatch ran.
-        spdlog::info("lease={} ended before Slurm job {} was recorded; cancelling it", lease,
-                     *id);
-        cancel_queue_.push_back(*id);
-        if (it != tracked_.end()) tracked_.erase(it);
-      } else {
-        spdlog::warn("lease={} recording Slurm job {} failed ({}); retrying at the next poll",
-                     lease, *id, st.ToString());
-      }
+    if (next.record) RecordSubmission(lease, *id);
+    if (!next.fail.empty()) FailSubmission(sink_, lease, next.fail, next.retryable);
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> SlurmLauncher::TakeSubmitBatch() {
+  std::vector<std::pair<std::string, std::string>> batch;  // lease, script
+  absl::MutexLock lock(&mu_);
+  while (!submit_queue_.empty()) {
+    const std::string lease = submit_queue_.front();
+    submit_queue_.pop_front();
+    auto it = tracked_.find(lease);
+    if (it == tracked_.end() || !it->second.awaiting_submit) continue;
+    it->second.submitting = true;
+    batch.emplace_back(lease, it->second.script_path);
+  }
+  return batch;
+}
+
+SlurmLauncher::SubmitFollowUp SlurmLauncher::NoteSubmitAnswer(
+    const std::string& lease, const absl::StatusOr<std::string>& id, absl::Time now) {
+  SubmitFollowUp next;
+  auto it = tracked_.find(lease);
+  if (it == tracked_.end()) {
+    // The lease ended while sbatch ran: the new allocation belongs to no one.
+    if (id.ok()) cancel_queue_.push_back(*id);
+    return next;
+  }
+  Tracked& t = it->second;
+  t.submitting = false;
+  t.awaiting_submit = false;
+  if (id.ok()) {
+    t.slurm_id = *id;
+    t.state = "PENDING";
+    t.last_alive = now;
+    spdlog::info("job={} lease={} submitted as Slurm job {} ({})", t.job_id, lease, *id,
+                 t.name);
+    if (t.cancel_requested) {
+      cancel_queue_.push_back(*id);
+      tracked_.erase(it);
+    } else {
+      next.record = true;
     }
-    if (!fail.empty()) {
-      spdlog::warn("lease={} sbatch: {}", lease, fail);
-      absl::Status st = sink_->FailAttempt(lease, fail, retryable);
-      if (!st.ok() && !IsGone(st)) {
-        spdlog::error("lease={} failing the attempt: {}", lease, st.ToString());
-      }
-    }
+  } else if (id.status().code() == absl::StatusCode::kDeadlineExceeded) {
+    spdlog::warn("job={} lease={} {}; looking for Slurm job {} by name", t.job_id, lease,
+                 std::string(id.status().message()), t.name);
+    t.unknown = true;
+    t.unknown_since = now;
+    t.last_alive = now;
+  } else {
+    const bool cancelled = t.cancel_requested;
+    tracked_.erase(it);
+    if (cancelled) return next;
+    next.fail = std::string(id.status().message());
+    // Refused by Slurm (FAILED_PRECONDITION): the same script would be refused again.
+    next.retryable = id.status().code() != absl::StatusCode::kFailedPrecondition;
+  }
+  return next;
+}
+
+void SlurmLauncher::RecordSubmission(const std::string& lease, const std::string& slurm_id) {
+  absl::Status st = sink_->RecordLaunch(lease, slurm_id, "PENDING", "");
+  absl::MutexLock lock(&mu_);
+  auto it = tracked_.find(lease);
+  if (st.ok()) {
+    if (it != tracked_.end()) it->second.recorded = true;
+  } else if (IsGone(st)) {
+    // Cancelled or expired while sbatch ran.
+    spdlog::info("lease={} ended before Slurm job {} was recorded; cancelling it", lease,
+                 slurm_id);
+    cancel_queue_.push_back(slurm_id);
+    if (it != tracked_.end()) tracked_.erase(it);
+  } else {
+    spdlog::warn("lease={} recording Slurm job {} failed ({}); retrying at the next poll",
+                 lease, slurm_id, st.ToString());
   }
 }
 
@@ -497,117 +512,142 @@ void SlurmLauncher::Poll() {
                    queue.status().ToString(), absl::FormatDuration(options_.controller_grace));
       return;
     }
-    const absl::Time now = clock_->Now();
-    std::map<std::string, const SlurmJobInfo*> by_id;
-    std::map<std::string, std::vector<const SlurmJobInfo*>> by_name;
-    for (const SlurmJobInfo& j : *queue) {
-      by_id[j.job_id] = &j;
-      if (absl::StartsWith(j.name, "tailor.")) by_name[j.name].push_back(&j);
-    }
-    for (auto it = tracked_.begin(); it != tracked_.end();) {
-      Tracked& t = it->second;
-      if (t.awaiting_submit) {
-        ++it;
-        continue;
-      }
-      const SlurmJobInfo* info = nullptr;
-      if (t.slurm_id.empty()) {
-        auto named = by_name.find(t.name);
-        if (named == by_name.end()) {
-          if (now - t.unknown_since < options_.unknown_submit_window) {
-            t.last_alive = now;  // keep the lease while a late submission may still appear
-            ++it;
-            continue;
-          }
-          if (!t.cancel_requested) {
-            Outcome o;
-            o.lease_id = t.lease_id;
-            o.fail_error = absl::StrCat(
-                "no Slurm job named ", t.name,
-                " exists: the coordinator stopped (or sbatch timed out) before Slurm accepted "
-                "it");
-            outcomes.push_back(o);
-          }
-          it = tracked_.erase(it);
-          continue;
-        }
-        // Prefer a live one; any other live job of the same name is a duplicate to remove.
-        std::vector<const SlurmJobInfo*>& jobs = named->second;
-        std::stable_sort(jobs.begin(), jobs.end(), [](const auto* a, const auto* b) {
-          return SlurmStateIsAlive(a->state) > SlurmStateIsAlive(b->state);
-        });
-        info = jobs.front();
-        for (size_t i = 1; i < jobs.size(); ++i) {
-          if (SlurmStateIsAlive(jobs[i]->state)) cancel_queue_.push_back(jobs[i]->job_id);
-        }
-        spdlog::info("lease={} matched Slurm job {} by name {}", t.lease_id, info->job_id,
-                     t.name);
-        t.slurm_id = info->job_id;
-        t.unknown = false;
-        t.recorded = false;
-        if (t.cancel_requested) {
-          cancel_queue_.push_back(t.slurm_id);
-          it = tracked_.erase(it);
-          continue;
-        }
-      } else {
-        auto found = by_id.find(t.slurm_id);
-        if (found != by_id.end()) info = found->second;
-      }
-      if (info == nullptr) {
-        left.push_back(t.lease_id);
-        ++it;
-        continue;
-      }
-      const size_t before = outcomes.size();
-      Judge(t, info, now, outcomes);
-      const bool over = outcomes.size() > before && !outcomes.back().fail_error.empty();
-      it = over ? tracked_.erase(it) : std::next(it);
-    }
+    MatchQueue(*queue, outcomes, left);
   }
-  if (!left.empty()) {
-    std::vector<std::string> ids;
-    {
-      absl::MutexLock lock(&mu_);
-      for (const std::string& lease : left) {
-        auto it = tracked_.find(lease);
-        if (it != tracked_.end()) ids.push_back(it->second.slurm_id);
-      }
+  if (!left.empty()) CheckLeftJobs(left, outcomes);
+  Apply(outcomes);
+}
+
+void SlurmLauncher::MatchQueue(const std::vector<SlurmJobInfo>& queue,
+                               std::vector<Outcome>& outcomes, std::vector<std::string>& left) {
+  const absl::Time now = clock_->Now();
+  std::map<std::string, const SlurmJobInfo*> by_id;
+  std::map<std::string, std::vector<const SlurmJobInfo*>> by_name;
+  for (const SlurmJobInfo& j : queue) {
+    by_id[j.job_id] = &j;
+    if (absl::StartsWith(j.name, "tailor.")) by_name[j.name].push_back(&j);
+  }
+  for (auto it = tracked_.begin(); it != tracked_.end();) {
+    Tracked& t = it->second;
+    if (t.awaiting_submit) {
+      ++it;
+      continue;
     }
-    absl::StatusOr<std::vector<SlurmJobInfo>> acct = client_->Accounting(ids);
-    absl::MutexLock lock(&mu_);
-    ++stats_.sacct;
-    const absl::Time now = clock_->Now();
-    std::map<std::string, const SlurmJobInfo*> by_id;
-    if (acct.ok()) {
-      for (const SlurmJobInfo& j : *acct) by_id[j.job_id] = &j;
-    }
-    for (const std::string& lease : left) {
-      auto it = tracked_.find(lease);
-      if (it == tracked_.end()) continue;  // cancelled meanwhile
-      Tracked& t = it->second;
-      auto found = by_id.find(t.slurm_id);
-      if (found != by_id.end()) {
-        const size_t before = outcomes.size();
-        Judge(t, found->second, now, outcomes);
-        if (outcomes.size() > before && !outcomes.back().fail_error.empty()) tracked_.erase(it);
+    const SlurmJobInfo* info = nullptr;
+    if (t.slurm_id.empty()) {
+      auto named = by_name.find(t.name);
+      bool drop = false;
+      info = MatchByName(t, named == by_name.end() ? nullptr : &named->second, now, outcomes,
+                         &drop);
+      if (info == nullptr) {
+        it = drop ? tracked_.erase(it) : std::next(it);
         continue;
       }
-      // Without accounting the final state is unknown. The worker's CompleteJob is
-      // authoritative for success and always precedes the job's exit, so an attempt that is
-      // still active here ended without one: fail it and let the retry rules decide.
+    } else {
+      auto found = by_id.find(t.slurm_id);
+      if (found != by_id.end()) info = found->second;
+    }
+    if (info == nullptr) {
+      left.push_back(t.lease_id);
+      ++it;
+      continue;
+    }
+    const size_t before = outcomes.size();
+    Judge(t, info, now, outcomes);
+    const bool over = outcomes.size() > before && !outcomes.back().fail_error.empty();
+    it = over ? tracked_.erase(it) : std::next(it);
+  }
+}
+
+const SlurmJobInfo* SlurmLauncher::MatchByName(Tracked& t, std::vector<const SlurmJobInfo*>* jobs,
+                                               absl::Time now, std::vector<Outcome>& outcomes,
+                                               bool* drop) {
+  if (jobs == nullptr) {
+    if (now - t.unknown_since < options_.unknown_submit_window) {
+      t.last_alive = now;  // keep the lease while a late submission may still appear
+      return nullptr;
+    }
+    if (!t.cancel_requested) {
       Outcome o;
       o.lease_id = t.lease_id;
       o.fail_error = absl::StrCat(
-          "Slurm job ", t.slurm_id,
-          " left the queue without a completion report from rank 0 (final state unknown: ",
-          acct.ok() ? std::string("sacct has no record of it") : std::string(acct.status().message()),
-          ")");
+          "no Slurm job named ", t.name,
+          " exists: the coordinator stopped (or sbatch timed out) before Slurm accepted "
+          "it");
       outcomes.push_back(o);
-      tracked_.erase(it);
+    }
+    *drop = true;
+    return nullptr;
+  }
+  // Prefer a live one; any other live job of the same name is a duplicate to remove.
+  std::stable_sort(jobs->begin(), jobs->end(), [](const auto* a, const auto* b) {
+    return SlurmStateIsAlive(a->state) > SlurmStateIsAlive(b->state);
+  });
+  const SlurmJobInfo* info = jobs->front();
+  for (size_t i = 1; i < jobs->size(); ++i) {
+    if (SlurmStateIsAlive((*jobs)[i]->state)) cancel_queue_.push_back((*jobs)[i]->job_id);
+  }
+  spdlog::info("lease={} matched Slurm job {} by name {}", t.lease_id, info->job_id, t.name);
+  t.slurm_id = info->job_id;
+  t.unknown = false;
+  t.recorded = false;
+  if (t.cancel_requested) {
+    cancel_queue_.push_back(t.slurm_id);
+    *drop = true;
+    return nullptr;
+  }
+  return info;
+}
+
+void SlurmLauncher::CheckLeftJobs(const std::vector<std::string>& left,
+                                  std::vector<Outcome>& outcomes) {
+  std::vector<std::string> ids;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& lease : left) {
+      auto it = tracked_.find(lease);
+      if (it != tracked_.end()) ids.push_back(it->second.slurm_id);
     }
   }
-  Apply(outcomes);
+  absl::StatusOr<std::vector<SlurmJobInfo>> acct = client_->Accounting(ids);
+  absl::MutexLock lock(&mu_);
+  ++stats_.sacct;
+  JudgeAccounting(left, acct, outcomes);
+}
+
+void SlurmLauncher::JudgeAccounting(const std::vector<std::string>& left,
+                                    const absl::StatusOr<std::vector<SlurmJobInfo>>& acct,
+                                    std::vector<Outcome>& outcomes) {
+  const absl::Time now = clock_->Now();
+  std::map<std::string, const SlurmJobInfo*> by_id;
+  if (acct.ok()) {
+    for (const SlurmJobInfo& j : *acct) by_id[j.job_id] = &j;
+  }
+  for (const std::string& lease : left) {
+    auto it = tracked_.find(lease);
+    if (it == tracked_.end()) continue;  // cancelled meanwhile
+    Tracked& t = it->second;
+    auto found = by_id.find(t.slurm_id);
+    if (found != by_id.end()) {
+      const size_t before = outcomes.size();
+      Judge(t, found->second, now, outcomes);
+      if (outcomes.size() > before && !outcomes.back().fail_error.empty()) tracked_.erase(it);
+      continue;
+    }
+    // Without accounting the final state is unknown. The worker's CompleteJob is
+    // authoritative for success and always precedes the job's exit, so an attempt that is
+    // still active here ended without one: fail it and let the retry rules decide.
+    Outcome o;
+    o.lease_id = t.lease_id;
+    o.fail_error = absl::StrCat(
+        "Slurm job ", t.slurm_id,
+        " left the queue without a completion report from rank 0 (final state unknown: ",
+        acct.ok() ? std::string("sacct has no record of it")
+                  : std::string(acct.status().message()),
+        ")");
+    outcomes.push_back(o);
+    tracked_.erase(it);
+  }
 }
 
 void SlurmLauncher::Apply(const std::vector<Outcome>& outcomes) {

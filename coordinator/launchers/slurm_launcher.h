@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -146,11 +147,41 @@ class SlurmLauncher : public Launcher {
     bool record = false;
     std::string fail_error;  // non-empty: end the attempt as a retryable failure
   };
+  // What one sbatch answer leaves to do after the lock is released.
+  struct SubmitFollowUp {
+    bool record = false;     // tell the coordinator the new job id
+    std::string fail;        // non-empty: end the attempt with sbatch's message
+    bool retryable = false;  // ... as a retryable failure
+  };
 
   void Loop();
   void SubmitQueued();
+  // Takes every queued attempt still waiting for sbatch and marks it as submitting; the
+  // lease ids with their scripts.
+  std::vector<std::pair<std::string, std::string>> TakeSubmitBatch();
+  // Applies one sbatch answer to the attempt's tracking and says what is left to do.
+  SubmitFollowUp NoteSubmitAnswer(const std::string& lease, const absl::StatusOr<std::string>& id,
+                                  absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records a new job id with the coordinator; a lease that ended meanwhile gets its job
+  // cancelled.
+  void RecordSubmission(const std::string& lease, const std::string& slurm_id);
   void SendCancels();
   void Poll();
+  // Matches the tracked attempts against one squeue answer: judges those found, collects in
+  // `left` those whose job is no longer in the queue.
+  void MatchQueue(const std::vector<SlurmJobInfo>& queue, std::vector<Outcome>& outcomes,
+                  std::vector<std::string>& left) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An attempt without a job id, looked up by job name (`jobs`: the queued jobs of that name,
+  // null when there are none). Returns the job to judge, or null with *drop set when the
+  // attempt is no longer to be tracked.
+  const SlurmJobInfo* MatchByName(Tracked& t, std::vector<const SlurmJobInfo*>* jobs,
+                                  absl::Time now, std::vector<Outcome>& outcomes, bool* drop)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Asks sacct how the jobs of the `left` leases ended (one call) and judges them.
+  void CheckLeftJobs(const std::vector<std::string>& left, std::vector<Outcome>& outcomes);
+  void JudgeAccounting(const std::vector<std::string>& left,
+                       const absl::StatusOr<std::vector<SlurmJobInfo>>& acct,
+                       std::vector<Outcome>& outcomes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void KeepAlive();
   // What to do with an attempt given Slurm's view of its job (null: not in the queue).
   void Judge(Tracked& t, const SlurmJobInfo* info, absl::Time now,
