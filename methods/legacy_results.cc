@@ -8,7 +8,6 @@
 #include "common/status_macros.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/util/json_util.h"
-#include "methods/api/job_kinds.h"
 #include "methods/registry.h"
 
 namespace tailor::methods {
@@ -55,15 +54,15 @@ absl::StatusOr<v1::JobOutput> Convert(const Struct& result, const Descriptor* de
 
 std::vector<const Descriptor*> DetailTypesOf(const std::string& kind) {
   std::vector<const Descriptor*> types;
-  if (kind == jobs::kProfile) types.push_back(v1::ProfileResult::descriptor());
-  if (kind == jobs::kDistill) types.push_back(v1::DistillResult::descriptor());
-  for (const auto& method : BuiltinMethods().all()) {
-    for (const JobKindResult& r : method->JobResults()) {
-      if (r.kind == kind && r.detail != nullptr &&
-          std::find(types.begin(), types.end(), r.detail) == types.end()) {
-        types.push_back(r.detail);
-      }
+  auto add = [&](const JobKind& k) {
+    if (k.name == kind && k.detail != nullptr &&
+        std::find(types.begin(), types.end(), k.detail) == types.end()) {
+      types.push_back(k.detail);
     }
+  };
+  for (const JobKind& k : SharedJobKinds()) add(k);
+  for (const auto& method : BuiltinMethods().all()) {
+    for (const JobKind& k : method->JobKinds()) add(k);
   }
   return types;
 }

@@ -17,7 +17,7 @@
 namespace tailor::methods {
 
 // The detail messages a job of `kind` may carry: the shared kinds' (profile, distill) and
-// every built-in method's JobResults() for that kind, in registration order.
+// every built-in method's JobKinds() for that kind, in registration order.
 std::vector<const google::protobuf::Descriptor*> DetailTypesOf(const std::string& kind);
 
 // `result`, stored by the schema-5 release for a job of `kind`, as its JobOutput: without a

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "methods/api/job_kinds.h"
 #include "methods/autocompress/autocompress.h"
 #include "methods/block_removal/block_removal.h"
 #include "methods/entropy_code/entropy_code.h"
@@ -18,7 +19,40 @@ void MethodRegistry::Register(std::unique_ptr<Method> method) {
                  method == nullptr ? "(null)" : method->name().c_str());
     std::abort();
   }
+  // One kind, one placement: a kind two methods declare differently would run wherever the
+  // first declaration says, whichever method planned it.
+  for (const JobKind& kind : method->JobKinds()) {
+    const JobKind* known = FindJobKind(kind.name);
+    if (known != nullptr && known->placement != kind.placement) {
+      std::fprintf(stderr, "method registry: %s declares job kind %s with another placement\n",
+                   method->name().c_str(), kind.name);
+      std::abort();
+    }
+    kinds_.push_back(kind);
+  }
   methods_.push_back(std::move(method));
+}
+
+const JobKind* MethodRegistry::FindJobKind(const std::string& name) const {
+  for (const JobKind& kind : SharedJobKinds()) {
+    if (kind.name == name) return &kind;
+  }
+  for (const JobKind& kind : kinds_) {
+    if (kind.name == name) return &kind;
+  }
+  return nullptr;
+}
+
+const std::vector<JobKind>& SharedJobKinds() {
+  static const auto* kinds = new std::vector<JobKind>{
+      {jobs::kProfile, Placement::kAgent, v1::ProfileResult::descriptor()},
+      {jobs::kVerify, Placement::kAgent, nullptr},
+      {jobs::kDistill, Placement::kLauncher, v1::DistillResult::descriptor()}};
+  return *kinds;
+}
+
+const JobKind* FindJobKind(const std::string& name) {
+  return BuiltinMethods().FindJobKind(name);
 }
 
 const Method* MethodRegistry::Find(v1::Method id) const {

@@ -1,6 +1,7 @@
 #ifndef TAILOR_METHODS_REGISTRY_H_
 #define TAILOR_METHODS_REGISTRY_H_
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,9 +29,21 @@ class MethodRegistry {
   // The name() of each method whose traits pass `keep` (all by default), in order.
   std::vector<std::string> Names(bool (*keep)(const MethodTraits&) = nullptr) const;
 
+  // The declaration of job kind `name`: a shared kind's, else the first method's that
+  // declares it; nullptr when none does.
+  const JobKind* FindJobKind(const std::string& name) const;
+
  private:
   std::vector<std::unique_ptr<Method>> methods_;
+  std::deque<JobKind> kinds_;  // every method's JobKinds(), in order; stable addresses
 };
+
+// The kinds several methods plan (methods/api/job_kinds.h): profile and verify on the agent,
+// distill on the launcher.
+const std::vector<JobKind>& SharedJobKinds();
+
+// BuiltinMethods().FindJobKind(name).
+const JobKind* FindJobKind(const std::string& name);
 
 // AUTOCOMPRESS, BLOCK_REMOVAL, ENTROPY_CODE, PROBE (methods/registry.cc), plus any method
 // added with AddMethodBeforeStart. The registry the coordinator, the CLI, the worker and the

@@ -1,6 +1,8 @@
 #ifndef TAILOR_PROFILER_AGENT_HANDLERS_H_
 #define TAILOR_PROFILER_AGENT_HANDLERS_H_
 
+#include <string>
+
 #include "common/agent_runtime.h"
 #include "profiler-agent/device.h"
 
@@ -19,10 +21,15 @@ struct HandlerOptions {
   int verify_task_samples = 0;
 };
 
-// Registers every job kind the profiler agent runs. A new kind is one RegisterHandler line
+// Registers every job kind the profiler agent runs. A new kind is one RegisterAgentJob line
 // here; the runtime advertises the kinds in AgentInfo.job_kinds.
 void RegisterProfilerHandlers(AgentRuntime& runtime, const DeviceDescription& device,
                               const HandlerOptions& options = {});
+
+// Registers `handler` for job kind `kind`, which a method must declare as an agent job
+// (methods::JobKind); anything else is a programming error and aborts at startup, so a
+// handler can never wait for jobs the planner places elsewhere or never plans.
+void RegisterAgentJob(AgentRuntime& runtime, const std::string& kind, JobHandler handler);
 
 }  // namespace tailor::profiler
 

@@ -3,21 +3,25 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "methods/registry.h"
 
 namespace tailor::methods {
 
-void GraphBuilder::Agent(std::string key, std::string kind, const v1::ResourceRequest& block,
-                         std::vector<std::string> deps) {
-  v1::ResourceSpec spec = Spec(block, kPlacementAgent);
-  spec.set_device_kind(contract_.target().device_kind());
-  spec.set_nodes(1);
-  spec.set_ranks_per_node(1);
-  Push(std::move(key), std::move(kind), std::move(spec), std::move(deps));
-}
-
-void GraphBuilder::Launcher(std::string key, std::string kind, const v1::ResourceRequest& block,
-                            std::vector<std::string> deps) {
-  Push(std::move(key), std::move(kind), Spec(block, kPlacementLauncher), std::move(deps));
+void GraphBuilder::Add(std::string key, const std::string& kind,
+                       const v1::ResourceRequest& block, std::vector<std::string> deps) {
+  const JobKind* declared = FindJobKind(kind);
+  if (declared == nullptr) {
+    error_ = absl::InternalError(absl::StrCat("job ", key, ": no method declares kind ", kind));
+    return;
+  }
+  v1::ResourceSpec spec = Spec(block);
+  spec.set_placement(std::string(PlacementName(declared->placement)));
+  if (declared->placement == Placement::kAgent) {
+    spec.set_device_kind(contract_.target().device_kind());
+    spec.set_nodes(1);
+    spec.set_ranks_per_node(1);
+  }
+  Push(std::move(key), kind, std::move(spec), std::move(deps));
 }
 
 absl::StatusOr<std::vector<PlannedJob>> GraphBuilder::Finish() && {
@@ -25,7 +29,7 @@ absl::StatusOr<std::vector<PlannedJob>> GraphBuilder::Finish() && {
   return std::move(jobs_);
 }
 
-v1::ResourceSpec GraphBuilder::Spec(const v1::ResourceRequest& r, const char* placement) const {
+v1::ResourceSpec GraphBuilder::Spec(const v1::ResourceRequest& r) const {
   v1::ResourceSpec spec;
   spec.set_nodes(r.nodes());
   spec.set_ranks_per_node(r.ranks_per_node());
@@ -35,7 +39,6 @@ v1::ResourceSpec GraphBuilder::Spec(const v1::ResourceRequest& r, const char* pl
   spec.set_time_limit_s(r.time_limit_s());
   spec.set_max_attempts(r.max_attempts());
   spec.set_priority(contract_.priority());
-  spec.set_placement(placement);
   return spec;
 }
 

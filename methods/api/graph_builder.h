@@ -5,15 +5,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "tailor/v1/campaign.pb.h"
 #include "tailor/v1/contract.pb.h"
 
 namespace tailor::methods {
-
-// Where a job runs: pulled by the profiler agent of the target's device kind, or started by
-// the coordinator's launcher (local processes or Slurm).
-inline constexpr char kPlacementAgent[] = "agent";
-inline constexpr char kPlacementLauncher[] = "launcher";
 
 // One node of a campaign's job graph. `key` is unique within the campaign and is also the
 // job kind except where one kind appears twice (e.g. "verify" and "verify_baseline" are both
@@ -34,19 +30,17 @@ class GraphBuilder {
   // `contract` must outlive the builder and carry its defaults (priority, device kind).
   explicit GraphBuilder(const v1::DeploymentContract& contract) : contract_(contract) {}
 
-  // A job pulled by the profiler agent of the target's device kind. Agents are single
-  // processes, so nodes and ranks are 1 whatever the block says.
-  void Agent(std::string key, std::string kind, const v1::ResourceRequest& block,
-             std::vector<std::string> deps);
-
-  // A job the coordinator's launcher starts (local processes or Slurm); it needs no agent.
-  void Launcher(std::string key, std::string kind, const v1::ResourceRequest& block,
-                std::vector<std::string> deps);
+  // A job of `kind` under `key`, placed where the kind's declaration says (JobKind,
+  // methods/api/method.h): an agent job is pulled by the profiler agent of the target's
+  // device kind, one process (nodes and ranks 1 whatever the block says); a launcher job is
+  // started by the coordinator's launcher. A kind no method declares fails Finish().
+  void Add(std::string key, const std::string& kind, const v1::ResourceRequest& block,
+           std::vector<std::string> deps);
 
   absl::StatusOr<std::vector<PlannedJob>> Finish() &&;
 
  private:
-  v1::ResourceSpec Spec(const v1::ResourceRequest& r, const char* placement) const;
+  v1::ResourceSpec Spec(const v1::ResourceRequest& r) const;
   void Push(std::string key, std::string kind, v1::ResourceSpec spec,
             std::vector<std::string> deps);
 

@@ -9,6 +9,7 @@
 #include "cli/render_options.h"
 #include "methods/api/contract_checker.h"
 #include "methods/api/graph_builder.h"
+#include "methods/api/job_kind.h"
 #include "tailor/v1/campaign.pb.h"
 #include "tailor/v1/contract.pb.h"
 #include "tailor/v1/job_output.pb.h"
@@ -33,12 +34,15 @@ struct ParamsSection {
   void (*check)(const v1::DeploymentContract& contract, ContractChecker& checker);
 };
 
-// A job kind a method plans and the message its JobOutput.detail holds (null: none). The
-// storage migration that typed the schema-5 Struct results reads these to convert a stored
-// result of that kind (methods/legacy_results.h).
-struct JobKindResult {
-  const char* kind;
-  const google::protobuf::Descriptor* detail;
+// A job kind a method plans, declared once: its name (the constant its planner and its
+// handler share), where it runs, and the message its JobOutput.detail holds (null: none).
+// GraphBuilder takes the placement from here; the worker and the agent refuse to register a
+// handler for a kind that is not declared for them (methods/api/job_kind.h); the storage
+// migration that typed schema-5 results reads the detail types (methods/legacy_results.h).
+struct JobKind {
+  const char* name;
+  Placement placement;
+  const google::protobuf::Descriptor* detail = nullptr;
 };
 
 // The torch-free half of a compression method: its contract rules and defaults, its job
@@ -66,9 +70,10 @@ class Method {
   // Appends the method's jobs for a validated, defaulted contract.
   virtual void Plan(const v1::DeploymentContract& contract, GraphBuilder& graph) const = 0;
 
-  // The job kinds the method plans that carry a detail message (shared kinds included when
-  // the method gives them its own detail, e.g. a verify of an entropy-coded package).
-  virtual std::vector<JobKindResult> JobResults() const { return {}; }
+  // The job kinds the method plans beyond the shared ones (SharedJobKinds: profile, distill,
+  // verify), and any shared kind it gives a detail of its own (e.g. a verify of an
+  // entropy-coded package).
+  virtual std::vector<JobKind> JobKinds() const { return {}; }
 
   // Key of the job whose result holds the chosen student's predicted costs ("predicted") and
   // architecture; empty when the method chooses none.

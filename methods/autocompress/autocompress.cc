@@ -140,10 +140,14 @@ class AutocompressMethod : public Method {
   void Plan(const v1::DeploymentContract& c, GraphBuilder& g) const override;
 
   // profile, distill and verify are the shared kinds with their shared results.
-  std::vector<JobKindResult> JobResults() const override {
-    return {{jobs::kRank, v1::autocompress::RankResult::descriptor()},
-            {jobs::kSearch, v1::autocompress::SearchResult::descriptor()},
-            {jobs::kBaselineUniform, v1::autocompress::UniformBaselineResult::descriptor()}};
+  std::vector<JobKind> JobKinds() const override {
+    namespace ac = v1::autocompress;
+    std::vector<JobKind> kinds = {
+        {jobs::kRank, Placement::kLauncher, ac::RankResult::descriptor()},
+        {jobs::kSearch, Placement::kLauncher, ac::SearchResult::descriptor()},
+        {jobs::kBaselineUniform, Placement::kLauncher, ac::UniformBaselineResult::descriptor()}};
+    for (const JobKind& k : EntropyTailJobKinds()) kinds.push_back(k);  // packageable
+    return kinds;
   }
 
   absl::string_view chooser_job() const override { return jobs::kSearch; }
@@ -162,19 +166,19 @@ class AutocompressMethod : public Method {
 
 void AutocompressMethod::Plan(const v1::DeploymentContract& c, GraphBuilder& g) const {
   const v1::Resources& r = c.resources();
-  g.Agent(jobs::kProfile, jobs::kProfile, r.profile(), {});
-  g.Launcher(jobs::kRank, jobs::kRank, r.rank(), {});
-  g.Launcher(jobs::kSearch, jobs::kSearch, r.search(), {jobs::kProfile, jobs::kRank});
-  g.Launcher(jobs::kDistill, jobs::kDistill, r.distill(), {jobs::kSearch});
-  g.Agent(jobs::kVerify, jobs::kVerify, r.verify(), {jobs::kDistill});
+  g.Add(jobs::kProfile, jobs::kProfile, r.profile(), {});
+  g.Add(jobs::kRank, jobs::kRank, r.rank(), {});
+  g.Add(jobs::kSearch, jobs::kSearch, r.search(), {jobs::kProfile, jobs::kRank});
+  g.Add(jobs::kDistill, jobs::kDistill, r.distill(), {jobs::kSearch});
+  g.Add(jobs::kVerify, jobs::kVerify, r.verify(), {jobs::kDistill});
   PlanEntropyTail(c, jobs::kVerify, g);
   if (c.compare_uniform_baseline()) {
     // The homogeneous baseline uses the same cost table and ranked supernet, so the comparison
     // isolates the search itself.
-    g.Launcher(jobs::kBaselineUniform, jobs::kBaselineUniform, r.search(),
+    g.Add(jobs::kBaselineUniform, jobs::kBaselineUniform, r.search(),
                {jobs::kProfile, jobs::kRank});
-    g.Launcher(jobs::kDistillBaseline, jobs::kDistill, r.distill(), {jobs::kBaselineUniform});
-    g.Agent(jobs::kVerifyBaseline, jobs::kVerify, r.verify(), {jobs::kDistillBaseline});
+    g.Add(jobs::kDistillBaseline, jobs::kDistill, r.distill(), {jobs::kBaselineUniform});
+    g.Add(jobs::kVerifyBaseline, jobs::kVerify, r.verify(), {jobs::kDistillBaseline});
   }
 }
 

@@ -77,13 +77,15 @@ class BlockRemovalMethod : public Method {
 
   void Plan(const v1::DeploymentContract& c, GraphBuilder& g) const override;
 
-  std::vector<JobKindResult> JobResults() const override {
-    std::vector<JobKindResult> kinds = {
-        {jobs::kGateGradients, v1::block_removal::GateGradientsResult::descriptor()},
-        {jobs::kSolve, v1::block_removal::SolveResult::descriptor()},
-        {jobs::kEvaluateCandidates, v1::block_removal::EvaluateCandidatesResult::descriptor()}};
-    // packageable: the entropy tail's jobs (package.entropy_code) carry their own details.
-    for (const JobKindResult& k : EntropyTailJobResults()) kinds.push_back(k);
+  std::vector<JobKind> JobKinds() const override {
+    namespace br = v1::block_removal;
+    std::vector<JobKind> kinds = {
+        {jobs::kGateGradients, Placement::kLauncher, br::GateGradientsResult::descriptor()},
+        {jobs::kSolve, Placement::kLauncher, br::SolveResult::descriptor()},
+        {jobs::kEvaluateCandidates, Placement::kLauncher,
+         br::EvaluateCandidatesResult::descriptor()}};
+    // packageable: the entropy tail's jobs (package.entropy_code) are planned by this method.
+    for (const JobKind& k : EntropyTailJobKinds()) kinds.push_back(k);
     return kinds;
   }
 
@@ -106,19 +108,19 @@ void BlockRemovalMethod::Plan(const v1::DeploymentContract& c, GraphBuilder& g) 
   // With a fixed M the solver needs no cost model; a budget-driven M needs the cost table to
   // find the smallest M that fits.
   const bool budget_driven = !c.block_removal().has_blocks_to_remove();
-  if (budget_driven) g.Agent(jobs::kProfile, jobs::kProfile, r.profile(), {});
-  g.Launcher(jobs::kGateGradients, jobs::kGateGradients, r.block_select(), {});
+  if (budget_driven) g.Add(jobs::kProfile, jobs::kProfile, r.profile(), {});
+  g.Add(jobs::kGateGradients, jobs::kGateGradients, r.block_select(), {});
   std::vector<std::string> solve_deps = {jobs::kGateGradients};
   if (budget_driven) solve_deps.push_back(jobs::kProfile);
-  g.Launcher(jobs::kSolve, jobs::kSolve, r.block_select(), std::move(solve_deps));
-  g.Launcher(jobs::kEvaluateCandidates, jobs::kEvaluateCandidates, r.block_select(),
+  g.Add(jobs::kSolve, jobs::kSolve, r.block_select(), std::move(solve_deps));
+  g.Add(jobs::kEvaluateCandidates, jobs::kEvaluateCandidates, r.block_select(),
              {jobs::kSolve});
   std::string before_verify = jobs::kEvaluateCandidates;
   if (c.block_removal().distill()) {
-    g.Launcher(jobs::kDistill, jobs::kDistill, r.distill(), {jobs::kEvaluateCandidates});
+    g.Add(jobs::kDistill, jobs::kDistill, r.distill(), {jobs::kEvaluateCandidates});
     before_verify = jobs::kDistill;
   }
-  g.Agent(jobs::kVerify, jobs::kVerify, r.verify(), {before_verify});
+  g.Add(jobs::kVerify, jobs::kVerify, r.verify(), {before_verify});
   PlanEntropyTail(c, jobs::kVerify, g);
 }
 

@@ -79,12 +79,12 @@ class EntropyCodeMethod : public Method {
 
   void Plan(const v1::DeploymentContract& c, GraphBuilder& g) const override {
     const v1::Resources& r = c.resources();
-    g.Agent(jobs::kAutotune, jobs::kAutotune, r.entropy(), {});
-    g.Launcher(jobs::kSelect, jobs::kSelect, r.entropy(), {jobs::kAutotune});
-    g.Agent(jobs::kVerify, jobs::kVerify, r.verify(), {jobs::kSelect});
+    g.Add(jobs::kAutotune, jobs::kAutotune, r.entropy(), {});
+    g.Add(jobs::kSelect, jobs::kSelect, r.entropy(), {jobs::kAutotune});
+    g.Add(jobs::kVerify, jobs::kVerify, r.verify(), {jobs::kSelect});
   }
 
-  std::vector<JobKindResult> JobResults() const override { return EntropyTailJobResults(); }
+  std::vector<JobKind> JobKinds() const override { return EntropyTailJobKinds(); }
 
   absl::string_view chooser_job() const override { return jobs::kSelect; }
 
@@ -103,18 +103,19 @@ class EntropyCodeMethod : public Method {
 
 std::unique_ptr<Method> MakeEntropyCodeMethod() { return std::make_unique<EntropyCodeMethod>(); }
 
-std::vector<JobKindResult> EntropyTailJobResults() {
-  return {{jobs::kAutotune, v1::entropy_code::AutotuneResult::descriptor()},
-          {jobs::kSelect, v1::entropy_code::SelectResult::descriptor()},
-          {jobs::kVerify, v1::entropy_code::PackageVerifyResult::descriptor()}};
+std::vector<JobKind> EntropyTailJobKinds() {
+  namespace ec = v1::entropy_code;
+  return {{jobs::kAutotune, Placement::kAgent, ec::AutotuneResult::descriptor()},
+          {jobs::kSelect, Placement::kLauncher, ec::SelectResult::descriptor()},
+          {jobs::kVerify, Placement::kAgent, ec::PackageVerifyResult::descriptor()}};
 }
 
 void PlanEntropyTail(const v1::DeploymentContract& c, const std::string& after, GraphBuilder& g) {
   if (!c.package().entropy_code()) return;
   const v1::ResourceRequest& block = c.resources().entropy();
-  g.Agent(jobs::kTailAutotune, jobs::kAutotune, block, {after});
-  g.Launcher(jobs::kTailSelect, jobs::kSelect, block, {jobs::kTailAutotune});
-  g.Agent(jobs::kTailVerify, jobs::kVerify, c.resources().verify(), {jobs::kTailSelect});
+  g.Add(jobs::kTailAutotune, jobs::kAutotune, block, {after});
+  g.Add(jobs::kTailSelect, jobs::kSelect, block, {jobs::kTailAutotune});
+  g.Add(jobs::kTailVerify, jobs::kVerify, c.resources().verify(), {jobs::kTailSelect});
 }
 
 }  // namespace tailor::methods

@@ -23,8 +23,8 @@ void PlanEntropyTail(const v1::DeploymentContract& contract, const std::string& 
 
 // The job kinds ENTROPY_CODE and the tail plan that carry a detail: autotune, select, and
 // verify, whose output holds a PackageVerifyResult when it verified a package (a verify of a
-// plain model carries none). A packageable method lists these among its JobResults().
-std::vector<JobKindResult> EntropyTailJobResults();
+// plain model carries none). A packageable method lists these among its JobKinds().
+std::vector<JobKind> EntropyTailJobKinds();
 
 }  // namespace tailor::methods
 

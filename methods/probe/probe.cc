@@ -31,13 +31,13 @@ class ProbeMethod : public Method {
     if (!c.probe().has_duration_ms()) c.mutable_probe()->set_duration_ms(1000);
   }
 
-  std::vector<JobKindResult> JobResults() const override {
-    return {{jobs::kProbe, v1::probe::ProbeResult::descriptor()}};
+  std::vector<JobKind> JobKinds() const override {
+    return {{jobs::kProbe, Placement::kAgent, v1::probe::ProbeResult::descriptor()}};
   }
 
   void Plan(const v1::DeploymentContract& c, GraphBuilder& g) const override {
     // Probing measures the device like profiling does, so it shares that resource block.
-    g.Agent(jobs::kProbe, jobs::kProbe, c.resources().profile(), {});
+    g.Add(jobs::kProbe, jobs::kProbe, c.resources().profile(), {});
   }
 };
 

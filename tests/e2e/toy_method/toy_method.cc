@@ -32,14 +32,14 @@ class ToyMethod : public methods::Method {
     if (!c.budget().has_latency_ms_max()) k.Add("budget", "latency_ms_max is required for TOY");
   }
 
-  std::vector<methods::JobKindResult> JobResults() const override {
-    return {{kToyMeasure, ToyMeasureResult::descriptor()},
-            {kToyTransform, ToyTransformResult::descriptor()}};
+  std::vector<methods::JobKind> JobKinds() const override {
+    return {{kToyMeasure, methods::Placement::kAgent, ToyMeasureResult::descriptor()},
+            {kToyTransform, methods::Placement::kLauncher, ToyTransformResult::descriptor()}};
   }
 
   void Plan(const v1::DeploymentContract& c, methods::GraphBuilder& g) const override {
-    g.Agent(kToyMeasure, kToyMeasure, c.resources().profile(), {});
-    g.Launcher(kToyTransform, kToyTransform, c.resources().search(), {kToyMeasure});
+    g.Add(kToyMeasure, kToyMeasure, c.resources().profile(), {});
+    g.Add(kToyTransform, kToyTransform, c.resources().search(), {kToyMeasure});
   }
 
   void AddReport(const v1::Campaign& campaign, const std::vector<v1::Job>& jobs,

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "common/job_output.h"
+#include "methods/registry.h"
 #include "tests/e2e/toy_method/toy_method.h"
 #include "worker/worker_context.h"
 #include "worker/worker_main.h"
@@ -23,6 +24,8 @@ absl::StatusOr<tailor::v1::JobOutput> ToyTransform(tailor::worker::WorkerContext
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The method's declarations first: handlers register only for kinds a method declares.
+  tailor::methods::AddMethodBeforeStart(tailor::toy::MakeToyMethod());
   tailor::worker::RegisterWorkerHandler(tailor::toy::kToyTransform, ToyTransform);
   return tailor::worker::WorkerMain(argc, argv);
 }

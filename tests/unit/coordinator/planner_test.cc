@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "coordinator/contract_validation.h"
+#include "methods/api/graph_builder.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
@@ -372,6 +373,41 @@ TEST(TargetFingerprintTest, IgnoresEverythingElse) {
        }) {
     EXPECT_EQ(TargetFingerprint(Parse(kAutocompress, patch)), fp) << patch;
   }
+}
+
+}  // namespace
+}  // namespace tailor::coordinator
+
+namespace tailor::coordinator {
+namespace {
+
+// Placement is declared once, with the kind (methods::JobKind): the graph takes it from
+// there, and a kind no method declares fails the plan instead of writing a job nobody runs.
+TEST(GraphBuilderTest, PlacementComesFromTheKindsDeclaration) {
+  v1::DeploymentContract c;
+  c.mutable_target()->set_device_kind("cpu");
+  v1::ResourceRequest block;
+  block.set_nodes(2);
+  block.set_ranks_per_node(4);
+  methods::GraphBuilder g(c);
+  g.Add("profile", "profile", block, {});
+  g.Add("search", "search", block, {"profile"});
+  absl::StatusOr<std::vector<methods::PlannedJob>> jobs = std::move(g).Finish();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_EQ((*jobs)[0].resources.placement(), "agent");
+  EXPECT_EQ((*jobs)[0].resources.device_kind(), "cpu");
+  EXPECT_EQ((*jobs)[0].resources.ranks_per_node(), 1);  // an agent is one process
+  EXPECT_EQ((*jobs)[1].resources.placement(), "launcher");
+  EXPECT_EQ((*jobs)[1].resources.ranks_per_node(), 4);
+}
+
+TEST(GraphBuilderTest, UndeclaredKindFailsThePlan) {
+  v1::DeploymentContract c;
+  methods::GraphBuilder g(c);
+  g.Add("quantize", "quantize", v1::ResourceRequest(), {});
+  absl::StatusOr<std::vector<methods::PlannedJob>> jobs = std::move(g).Finish();
+  EXPECT_EQ(jobs.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(jobs.status().message(), "job quantize: no method declares kind quantize");
 }
 
 }  // namespace
