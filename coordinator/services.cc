@@ -42,6 +42,9 @@ std::string Rpc(absl::string_view method) {
 // make `call` at all; campaign visibility is checked by the method, which knows the campaign.
 absl::StatusOr<Principal> Authorize(const ServiceAuth& auth, grpc::CallbackServerContext* ctx,
                                     absl::string_view call) {
+  // A request that did not parse is refused before anything else (parse_errors.h); every RPC
+  // calls Authorize first.
+  TAILOR_RETURN_IF_ERROR(PendingParseError());
   Principal p;  // authentication off: an anonymous admin
   if (auth.authenticator != nullptr) {
     std::string bearer;
@@ -549,6 +552,20 @@ class LogReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
 
 // --- CampaignService ---
 
+CampaignServiceImpl::CampaignServiceImpl(Coordinator* core, ServiceAuth auth)
+    : core_(core), auth_(auth) {
+  CheckParse("SubmitCampaign", &CampaignServiceImpl::SubmitCampaign);
+  CheckParse("GetCampaign", &CampaignServiceImpl::GetCampaign);
+  CheckParse("ListCampaigns", &CampaignServiceImpl::ListCampaigns);
+  CheckParse("CancelCampaign", &CampaignServiceImpl::CancelCampaign);
+  CheckParse("WatchCampaign", &CampaignServiceImpl::WatchCampaign);
+  CheckParse("GetReport", &CampaignServiceImpl::GetReport);
+  CheckParse("ListArtifacts", &CampaignServiceImpl::ListArtifacts);
+  CheckParse("ListCostTables", &CampaignServiceImpl::ListCostTables);
+  CheckParse("GetCostTable", &CampaignServiceImpl::GetCostTable);
+  CheckParse("GetJobLog", &CampaignServiceImpl::GetJobLog);
+}
+
 grpc::ServerUnaryReactor* CampaignServiceImpl::SubmitCampaign(
     grpc::CallbackServerContext* ctx, const v1::SubmitCampaignRequest* req,
     v1::SubmitCampaignResponse* resp) {
@@ -676,6 +693,21 @@ grpc::ServerWriteReactor<v1::LogChunk>* CampaignServiceImpl::GetJobLog(
 
 // --- AgentService ---
 
+AgentServiceImpl::AgentServiceImpl(Coordinator* core, ServiceAuth auth)
+    : core_(core), auth_(auth) {
+  CheckParse("Register", &AgentServiceImpl::Register);
+  CheckParse("Heartbeat", &AgentServiceImpl::Heartbeat);
+  CheckParse("AcquireJob", &AgentServiceImpl::AcquireJob);
+  CheckParse("ReportProgress", &AgentServiceImpl::ReportProgress);
+  CheckParse("CompleteJob", &AgentServiceImpl::CompleteJob);
+  // Not UploadArtifact: it is client streaming, and UploadReactor reads its chunks itself. A
+  // chunk that does not parse ends its reads (OnReadDone(false)), so the upload is committed
+  // only if the chunks before it already verify against the header's size and sha256.
+  CheckParse("DownloadArtifact", &AgentServiceImpl::DownloadArtifact);
+  CheckParse("PutCostTable", &AgentServiceImpl::PutCostTable);
+  CheckParse("GetAssignment", &AgentServiceImpl::GetAssignment);
+}
+
 grpc::ServerUnaryReactor* AgentServiceImpl::Register(grpc::CallbackServerContext* ctx,
                                                      const v1::RegisterAgentRequest* req,
                                                      v1::RegisterAgentResponse* resp) {
@@ -775,6 +807,15 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetAssignment(grpc::CallbackServerCo
 }
 
 // --- AdminService ---
+
+AdminServiceImpl::AdminServiceImpl(Coordinator* core, ServiceAuth auth)
+    : core_(core), auth_(auth) {
+  CheckParse("ListQueue", &AdminServiceImpl::ListQueue);
+  CheckParse("ListAgents", &AdminServiceImpl::ListAgents);
+  CheckParse("DrainAgent", &AdminServiceImpl::DrainAgent);
+  CheckParse("Recompress", &AdminServiceImpl::Recompress);
+  CheckParse("DeleteCampaign", &AdminServiceImpl::DeleteCampaign);
+}
 
 grpc::ServerUnaryReactor* AdminServiceImpl::ListQueue(grpc::CallbackServerContext* ctx,
                                                       const v1::ListQueueRequest* req,
@@ -888,6 +929,13 @@ absl::Status NoRegistry() {
 }
 
 }  // namespace
+
+TokenServiceImpl::TokenServiceImpl(ServiceAuth auth) : auth_(auth) {
+  CheckParse("CreateToken", &TokenServiceImpl::CreateToken);
+  CheckParse("ListTokens", &TokenServiceImpl::ListTokens);
+  CheckParse("RevokeToken", &TokenServiceImpl::RevokeToken);
+  CheckParse("ListAuditEvents", &TokenServiceImpl::ListAuditEvents);
+}
 
 grpc::ServerUnaryReactor* TokenServiceImpl::CreateToken(grpc::CallbackServerContext* ctx,
                                                         const v1::CreateTokenRequest* req,

@@ -3,6 +3,7 @@
 
 #include "coordinator/auth.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/parse_errors.h"
 #include "coordinator/token_auth.h"
 #include "tailor/v1/admin.grpc.pb.h"
 #include "tailor/v1/agent.grpc.pb.h"
@@ -12,6 +13,10 @@ namespace tailor::coordinator {
 
 // Thin gRPC adapters (callback API): translate, call one Coordinator method, map the status.
 // Long-polls and streams are reactors that never block a gRPC thread while waiting.
+//
+// A request that does not parse is INVALID_ARGUMENT ("request: not a valid <type> (<why>)"),
+// answered before anything else (coordinator/parse_errors.h): each constructor lists its
+// unary and server-streaming methods with ParseChecked::CheckParse.
 //
 // Every call is authorized first, from its "authorization: Bearer <token>" metadata:
 // UNAUTHENTICATED for a missing, unknown or revoked token, PERMISSION_DENIED for a role that
@@ -35,10 +40,9 @@ struct ServiceAuth {
   std::string launcher_token_id;
 };
 
-class CampaignServiceImpl final : public v1::CampaignService::CallbackService {
+class CampaignServiceImpl final : public ParseChecked<v1::CampaignService> {
  public:
-  explicit CampaignServiceImpl(Coordinator* core, ServiceAuth auth = {})
-      : core_(core), auth_(auth) {}
+  explicit CampaignServiceImpl(Coordinator* core, ServiceAuth auth = {});
 
   grpc::ServerUnaryReactor* SubmitCampaign(grpc::CallbackServerContext* ctx,
                                            const v1::SubmitCampaignRequest* req,
@@ -74,10 +78,9 @@ class CampaignServiceImpl final : public v1::CampaignService::CallbackService {
   ServiceAuth auth_;
 };
 
-class AgentServiceImpl final : public v1::AgentService::CallbackService {
+class AgentServiceImpl final : public ParseChecked<v1::AgentService> {
  public:
-  explicit AgentServiceImpl(Coordinator* core, ServiceAuth auth = {})
-      : core_(core), auth_(auth) {}
+  explicit AgentServiceImpl(Coordinator* core, ServiceAuth auth = {});
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
                                      const v1::RegisterAgentRequest* req,
@@ -110,10 +113,9 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
   ServiceAuth auth_;
 };
 
-class AdminServiceImpl final : public v1::AdminService::CallbackService {
+class AdminServiceImpl final : public ParseChecked<v1::AdminService> {
  public:
-  explicit AdminServiceImpl(Coordinator* core, ServiceAuth auth = {})
-      : core_(core), auth_(auth) {}
+  explicit AdminServiceImpl(Coordinator* core, ServiceAuth auth = {});
 
   grpc::ServerUnaryReactor* ListQueue(grpc::CallbackServerContext* ctx,
                                       const v1::ListQueueRequest* req,
@@ -137,9 +139,9 @@ class AdminServiceImpl final : public v1::AdminService::CallbackService {
 };
 
 // Token management and the audit log; admin only.
-class TokenServiceImpl final : public v1::TokenService::CallbackService {
+class TokenServiceImpl final : public ParseChecked<v1::TokenService> {
  public:
-  explicit TokenServiceImpl(ServiceAuth auth) : auth_(auth) {}
+  explicit TokenServiceImpl(ServiceAuth auth);
 
   grpc::ServerUnaryReactor* CreateToken(grpc::CallbackServerContext* ctx,
                                         const v1::CreateTokenRequest* req,
