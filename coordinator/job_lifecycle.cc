@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/unit_of_work.h"
+#include "methods/api/job_kinds.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "spdlog/spdlog.h"
 
@@ -773,7 +774,7 @@ absl::StatusOr<v1::Artifact> Coordinator::RecordArtifact(const LeaseInfo& lease,
 
 absl::StatusOr<v1::CostTable> Coordinator::PutCostTable(const v1::PutCostTableRequest& req) {
   TAILOR_ASSIGN_OR_RETURN(LeaseInfo lease, CheckLease(req.lease_id()));
-  if (lease.job_kind != "profile") {
+  if (lease.job_kind != methods::jobs::kProfile) {
     return absl::FailedPreconditionError(absl::StrCat(
         "only profile jobs store cost tables; lease belongs to a '", lease.job_kind, "' job"));
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "common/job_output.h"
 #include "common/status_macros.h"
@@ -20,7 +21,6 @@
 #include "worker/job_io.h"
 #include "worker/worker_context.h"
 #include "methods/api/job_kinds.h"
-#include "methods/autocompress/job_kinds.h"
 
 namespace tailor::worker {
 namespace {
@@ -31,19 +31,23 @@ constexpr int64_t kEvalBatches = 8;
 constexpr double kTrainBegin = 0.05;
 constexpr double kTrainEnd = 0.95;
 
-// The dependency that names the student: "search" (AutoCompress student) or
-// "baseline_uniform" (the uniform baseline). Any other single dependency with the same output
-// fields is accepted too, so other methods can plan a distill job after their own step.
+// The dependency that hands distillation its student: the one input whose output names a
+// student (student_digest) or says it found none (feasible: false), whatever job produced it
+// (search, baseline_uniform, evaluate_candidates, or another method's step).
 absl::StatusOr<std::string> SourceJob(const WorkerContext& ctx) {
-  const auto& inputs = ctx.assignment.inputs();
-  for (const char* key : {methods::jobs::kSearch, methods::jobs::kBaselineUniform}) {
-    if (inputs.contains(key)) return std::string(key);
+  std::vector<std::string> sources;
+  for (const auto& [key, output] : ctx.assignment.inputs()) {
+    if (!output.student_digest().empty() || (output.has_feasible() && !output.feasible())) {
+      sources.push_back(key);
+    }
   }
-  if (inputs.size() == 1) return inputs.begin()->first;
+  std::sort(sources.begin(), sources.end());
+  if (sources.size() == 1) return sources.front();
+  const std::string named =
+      sources.empty() ? "" : absl::StrCat(" (", absl::StrJoin(sources, ", "), ")");
   return absl::FailedPreconditionError(absl::StrCat(
-      "distill needs exactly one input ('search' or 'baseline_uniform') with student_digest "
-      "and teacher_digest; got ",
-      inputs.size(), " inputs"));
+      "distill needs exactly one input whose output names a student (student_digest); got ",
+      sources.size(), named));
 }
 
 // A comparison job that found no model (e.g. no uniform baseline meets the budget): the
