@@ -3,7 +3,8 @@
 # with the same flags, so running the README's two commands in turn builds once.
 #   deploy/configure.sh [BUILD_DIR]      default: $BUILD_DIR or build
 #   TEST_DEBUG_INFO=1   add -g (debuggable binaries; slower to build and link)
-#   TEST_BENCH=1        also configure the benchmarks (`cmake --build` then builds them)
+#   TEST_BENCH=1        configure the benchmarks even without tests (with tests, the default,
+#                       they are always built: their --quick smoke tests run with ctest)
 # RelWithDebInfo's -O2 (the code the tests have always checked) without -g, which mostly costs
 # compile and link time in the LibTorch translation units: the CI budget is 2 cores.
 set -euo pipefail

@@ -4,16 +4,22 @@
 // 50%: CBO (best of k chosen by held-out loss), the ground state alone, CBO with the
 // first-order term kept, staged CBO (2, 3 and M stages, gradients recomputed after each) and
 // Block Influence, each by loss on a separate test set and exact-match accuracy on the 8 task
-// suites, plus (when C(N, M) <= 256) the best of every M-subset. Prints a table; --json PATH
-// writes JSON. (3) --train-deep DIR [--depth D] [--steps S]: trains the deeper variant of the
-// demo parent (its 8-block pattern cycled to D blocks, default 24) so (2) can run on it;
-// tailor-train-parent only trains the 8-block demo parent.
+// suites, plus (when C(N, M) <= 256) the best of every M-subset. Prints a table and writes
+// JSON (--json-out, default bench/out/block_removal.json). (3) --train-deep DIR [--depth D]
+// [--steps S]: trains the deeper variant of the demo parent (its 8-block pattern cycled to D
+// blocks, default 24) so (2) can run on it; tailor-train-parent only trains the 8-block demo
+// parent. --quick (the test command's smoke mode): (1), then (3) for 2 steps at depth 8 into a
+// temporary folder and (2) on that model with a few samples per set; no timing is asserted.
+#include <unistd.h>
+
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -108,11 +114,22 @@ double Accuracy(tailor::model::HybridLM& m, int64_t per_task) {
   return total == 0 ? 0.0 : static_cast<double>(correct) / total;
 }
 
-nlohmann::json ModelBench(const std::string& dir, int64_t calibration, int k, int64_t per_task) {
+// Samples per set and per task of the model part.
+struct ModelSizes {
+  int64_t calibration = 64;
+  int k = 8;
+  int64_t per_task = 16;
+  int64_t held_out = 96;  // each of the choosing set and the test set
+};
+
+nlohmann::json ModelBench(const std::string& dir, const ModelSizes& sizes) {
+  const int64_t calibration = sizes.calibration, per_task = sizes.per_task;
+  const int k = sizes.k;
   nlohmann::json out = {{"parent", dir}};
   auto parent = tailor::model::LoadHybridLM(dir);
   if (!parent.ok()) {
     std::fprintf(stderr, "%s\n", parent.status().ToString().c_str());
+    out["error"] = parent.status().ToString();
     return out;
   }
   const std::vector<int> layers = br::PresentLayers((*parent)->config());
@@ -120,8 +137,8 @@ nlohmann::json ModelBench(const std::string& dir, int64_t calibration, int k, in
   // `held` chooses among candidates (as the campaign's evaluate_candidates does); the loss
   // reported for every method is measured on `test`, which no method saw, so choosing the
   // best of k on `held` earns no advantage in the table.
-  const auto held = br::CalibrationSamples(2, 96, tailor::tasks::Split::kEval);
-  const auto test = br::CalibrationSamples(3, 96, tailor::tasks::Split::kEval);
+  const auto held = br::CalibrationSamples(2, sizes.held_out, tailor::tasks::Split::kEval);
+  const auto test = br::CalibrationSamples(3, sizes.held_out, tailor::tasks::Split::kEval);
   auto a = br::GateGradients(*parent, cal, layers);
   auto q = br::FisherQubo(*a);
   // Variant: keep the first-order term the spec drops (second-order Taylor in the gates with
@@ -146,7 +163,7 @@ nlohmann::json ModelBench(const std::string& dir, int64_t calibration, int k, in
   out["parent_accuracy"] = Accuracy(*parent, per_task);
   std::printf("\n%s (%zu blocks): parent loss %.4f acc %.3f\n", dir.c_str(), layers.size(),
               out["parent_loss"].get<double>(), out["parent_accuracy"].get<double>());
-  std::printf("%-4s %-16s %10s %10s %10s\n", "M", "method", "energy", "loss", "accuracy");
+  std::printf("%-4s %-20s %10s %10s %10s\n", "M", "method", "energy", "loss", "accuracy");
   for (int m : {static_cast<int>(layers.size()) / 4, static_cast<int>(layers.size()) / 2}) {
     br::SolveOptions o;
     o.m = m;
@@ -234,7 +251,7 @@ nlohmann::json ModelBench(const std::string& dir, int64_t calibration, int k, in
       const double loss = *br::HeldOutLoss(*model, test);
       const double acc = Accuracy(*model, per_task);
       const double energy = br::Energy(*q, e.vars);
-      std::printf("%-4d %-16s %10.4g %10.4f %10.3f\n", m, e.method, energy, loss, acc);
+      std::printf("%-4d %-20s %10.4g %10.4f %10.3f\n", m, e.method, energy, loss, acc);
       out["rows"].push_back({{"m", m}, {"method", e.method}, {"removed_layers", to_layers(e.vars)},
                              {"energy", energy}, {"loss", loss}, {"accuracy", acc},
                              {"chosen_level", e.method == std::string("cbo_best_of_k")
@@ -249,7 +266,7 @@ nlohmann::json ModelBench(const std::string& dir, int64_t calibration, int k, in
 
 // The demo parent's block pattern cycled to `depth` blocks, trained like the demo parent but
 // with a short schedule (the bench needs a trained deep model, not the best one).
-int TrainDeep(const std::string& out, int depth, int64_t steps) {
+int TrainDeep(const std::string& out, int depth, int64_t steps, int64_t batch_size = 32) {
   tailor::model::HybridConfig config = tailor::tasks::DefaultParentConfig();
   const auto pattern = config.layers;
   config.layers.clear();
@@ -265,7 +282,7 @@ int TrainDeep(const std::string& out, int depth, int64_t steps) {
   for (const auto& s : suites) views.push_back(s.get());
   tailor::tasks::TrainOptions o;
   o.steps = steps;
-  o.batch_size = 32;
+  o.batch_size = batch_size;
   o.warmup_steps = std::min<int64_t>(100, steps / 10);
   o.threads = 1;
   o.log_every = 50;
@@ -294,41 +311,103 @@ int TrainDeep(const std::string& out, int depth, int64_t steps) {
 
 }  // namespace
 
+constexpr char kUsage[] =
+    "usage: bench_block_removal [--parent DIR]... [--json-out PATH] [--calibration N]\n"
+    "                           [--candidates K] [--task-samples N] [--held-out N]\n"
+    "                           [--skip-solvers] [--quick]\n"
+    "       bench_block_removal --train-deep DIR [--depth D] [--steps S]\n"
+    "  --parent DIR       a model folder for the model part (repeatable; none: solvers only)\n"
+    "  --json-out PATH    JSON report (default bench/out/block_removal.json; --json is the same)\n"
+    "  --calibration N    calibration samples for H (default 64)\n"
+    "  --candidates K     k lowest states, best chosen by held-out loss (default 8)\n"
+    "  --task-samples N   eval samples per task suite for accuracy (default 16)\n"
+    "  --held-out N       samples in the choosing set and in the test set (default 96)\n"
+    "  --skip-solvers     no solver-time table\n"
+    "  --quick            smoke mode (the test command's bench_block_removal_quick): solver\n"
+    "                     table, then a depth-8 parent trained for 2 steps in a temporary\n"
+    "                     folder (without --parent) and the model part on it with 8\n"
+    "                     calibration, 2 candidates, 2 task samples, 16 held-out\n"
+    "  --train-deep DIR   train the demo parent's pattern cycled to --depth blocks (default\n"
+    "                     24) for --steps steps (default 400) into DIR, and nothing else\n"
+    "  --help             this text\n";
+
 int main(int argc, char** argv) {
   std::vector<std::string> parents;
-  std::string json_path, deep_out;
+  std::string json_path = "bench/out/block_removal.json", deep_out;
   int depth = 24;
   int64_t deep_steps = 400;
-  int64_t calibration = 64, per_task = 16;
-  int k = 8;
+  ModelSizes sizes;
   bool skip_solvers = false;
+  bool quick = false;
+  // --quick changes the defaults, so flags given beside it still apply wherever they stand.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--quick") {
+      quick = true;
+      sizes = ModelSizes{.calibration = 8, .k = 2, .per_task = 2, .held_out = 16};
+    }
+  }
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (a == "--parent") parents.push_back(next());
-    else if (a == "--json") json_path = next();
-    else if (a == "--calibration") calibration = std::stoll(next());
-    else if (a == "--candidates") k = std::stoi(next());
-    else if (a == "--task-samples") per_task = std::stoll(next());
-    else if (a == "--skip-solvers") skip_solvers = true;
-    else if (a == "--train-deep") deep_out = next();
-    else if (a == "--depth") depth = std::stoi(next());
-    else if (a == "--steps") deep_steps = std::stoll(next());
-    else {
-      std::fprintf(stderr,
-                   "usage: bench_block_removal [--parent DIR]... [--json PATH] [--calibration N]"
-                   " [--candidates K] [--task-samples N] [--skip-solvers]\n"
-                   "       bench_block_removal --train-deep DIR [--depth D] [--steps S]\n");
+    if (a == "--help" || a == "-h") {
+      std::printf("%s", kUsage);
+      return 0;
+    }
+    if (a == "--quick") continue;
+    if (a == "--skip-solvers") {
+      skip_solvers = true;
+      continue;
+    }
+    const bool known = a == "--parent" || a == "--json" || a == "--json-out" ||
+                       a == "--calibration" || a == "--candidates" || a == "--task-samples" ||
+                       a == "--held-out" || a == "--train-deep" || a == "--depth" || a == "--steps";
+    if (!known || i + 1 >= argc) {
+      std::fprintf(stderr, "bench_block_removal: %s '%s'\n%s",
+                   known ? "missing value for" : "unknown option", a.c_str(), kUsage);
       return 2;
     }
+    const std::string v = argv[++i];
+    if (a == "--parent") parents.push_back(v);
+    else if (a == "--json" || a == "--json-out") json_path = v;
+    else if (a == "--calibration") sizes.calibration = std::stoll(v);
+    else if (a == "--candidates") sizes.k = std::stoi(v);
+    else if (a == "--task-samples") sizes.per_task = std::stoll(v);
+    else if (a == "--held-out") sizes.held_out = std::stoll(v);
+    else if (a == "--train-deep") deep_out = v;
+    else if (a == "--depth") depth = std::stoi(v);
+    else if (a == "--steps") deep_steps = std::stoll(v);
   }
   if (!deep_out.empty()) return TrainDeep(deep_out, depth, deep_steps);
   torch::set_num_threads(2);
   nlohmann::json out;
   if (!skip_solvers) out["solvers"] = SolverBench();
-  for (const std::string& p : parents) {
-    out["models"].push_back(ModelBench(p, calibration, k, per_task));
+  // --quick without --parent: the model part on a parent of the demo's 8-block pattern,
+  // trained for 2 steps (what tailor-train-parent --steps 2 gives the e2e tests).
+  std::string quick_dir;
+  if (quick && parents.empty()) {
+    quick_dir = (std::filesystem::temp_directory_path() /
+                 ("tailor-bench-block-removal-" + std::to_string(getpid())))
+                    .string();
+    std::printf("\n");
+    if (TrainDeep(quick_dir, 8, 2, 8) != 0) return 1;
+    parents.push_back(quick_dir);
   }
-  if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
-  return 0;
+  bool failed = false;
+  for (const std::string& p : parents) {
+    nlohmann::json m = ModelBench(p, sizes);
+    failed = failed || m.contains("error");
+    out["models"].push_back(m);
+  }
+  if (!quick_dir.empty()) std::filesystem::remove_all(quick_dir);
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::path(json_path).parent_path();
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  std::ofstream file(json_path);
+  file << out.dump(2) << "\n";
+  file.close();
+  if (!file) {
+    std::fprintf(stderr, "bench_block_removal: cannot write %s\n", json_path.c_str());
+    return 1;
+  }
+  std::printf("\nJSON: %s\n", json_path.c_str());
+  return failed ? 1 : 0;
 }

@@ -57,17 +57,42 @@ struct Flags {
   std::string json_out = "bench/out/costmodel_accuracy.json";
 };
 
+constexpr char kUsage[] =
+    "usage: bench_costmodel_accuracy [flags]: profiles a cost table in the built-in engine and\n"
+    "compares its predictions for held-out architectures with their measurements\n"
+    "  --parent DIR         parent model folder (its config.json; default: the quickstart\n"
+    "                       parent's config with dummy weights)\n"
+    "  --batch N --input N --output N --prefix N   workload (default 1 128 32 0)\n"
+    "  --precision P        FP32 or BF16 (default FP32)\n"
+    "  --rounds N           profiling rounds (default 9)\n"
+    "  --warmup N           warm-up rounds (default 1)\n"
+    "  --validation N       held-out architectures (default 12)\n"
+    "  --max-points N       grid points per axis (default 2)\n"
+    "  --seed N             (default 1)\n"
+    "  --alone-seed-offset N   dummy-weight seed offset of the served-alone rerun (default 0)\n"
+    "  --no-interaction     no interaction correction\n"
+    "  --no-removal         no random removal in the profiling models\n"
+    "  --json-out PATH      JSON report (default bench/out/costmodel_accuracy.json)\n"
+    "  --quick              smoke mode (the test command's bench_costmodel_accuracy_quick):\n"
+    "                       3 rounds, 4 held-out architectures, workload 1 32 8 0; flags\n"
+    "                       beside it still apply\n"
+    "  --help               this text\n";
+
 int Usage(const std::string& msg) {
-  std::fprintf(stderr,
-               "bench_costmodel_accuracy: %s\n"
-               "flags: --parent DIR --batch N --input N --output N --prefix N --precision "
-               "FP32|BF16 --rounds N --warmup N --validation N --max-points N --seed N "
-               "--json-out PATH --quick --no-interaction --no-removal\n",
-               msg.c_str());
+  std::fprintf(stderr, "bench_costmodel_accuracy: %s\n%s", msg.c_str(), kUsage);
   return 2;
 }
 
 bool ParseFlags(int argc, char** argv, Flags& f, std::string& error) {
+  // --quick changes the defaults, so flags given beside it still apply wherever they stand.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--quick") {
+      f.rounds = 3;
+      f.warmup = 1;
+      f.validation = 4;
+      f.workload = engine::Workload{1, 32, 8, 0};
+    }
+  }
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--no-interaction") {
@@ -78,11 +103,13 @@ bool ParseFlags(int argc, char** argv, Flags& f, std::string& error) {
       f.removal = false;
       continue;
     }
-    if (a == "--quick") {
-      f.rounds = 5;
-      f.warmup = 1;
-      f.validation = 8;
-      continue;
+    if (a == "--quick") continue;
+    static const char* const kValued[] = {
+        "--parent", "--precision", "--json-out", "--batch", "--input", "--output", "--prefix",
+        "--rounds", "--warmup", "--validation", "--max-points", "--seed", "--alone-seed-offset"};
+    if (std::find(std::begin(kValued), std::end(kValued), a) == std::end(kValued)) {
+      error = absl::StrCat("unknown flag ", a);
+      return false;
     }
     if (i + 1 >= argc) {
       error = absl::StrCat("missing value for ", a);
@@ -95,7 +122,7 @@ bool ParseFlags(int argc, char** argv, Flags& f, std::string& error) {
     else if (a == "--precision") f.precision = v;
     else if (a == "--json-out") f.json_out = v;
     else if (!num) {
-      error = absl::StrCat("unknown flag or bad number: ", a, " ", v);
+      error = absl::StrCat("bad number: ", a, " ", v);
       return false;
     } else if (a == "--batch") f.workload.batch_size = n;
     else if (a == "--input") f.workload.input_tokens = n;
@@ -107,10 +134,6 @@ bool ParseFlags(int argc, char** argv, Flags& f, std::string& error) {
     else if (a == "--max-points") f.max_points = static_cast<int>(n);
     else if (a == "--seed") f.seed = static_cast<uint64_t>(n);
     else if (a == "--alone-seed-offset") f.alone_seed_offset = static_cast<uint64_t>(n);
-    else {
-      error = absl::StrCat("unknown flag ", a);
-      return false;
-    }
   }
   return true;
 }
@@ -442,7 +465,13 @@ int Run(const Flags& flags) {
   };
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(flags.json_out).parent_path(), ec);
-  std::ofstream(flags.json_out) << out.dump(2) << "\n";
+  std::ofstream file(flags.json_out);
+  file << out.dump(2) << "\n";
+  file.close();
+  if (!file) {
+    std::fprintf(stderr, "cannot write %s\n", flags.json_out.c_str());
+    return 1;
+  }
   std::printf("\nwrote %s\n", flags.json_out.c_str());
   return 0;
 }
@@ -451,6 +480,13 @@ int Run(const Flags& flags) {
 }  // namespace tailor::bench
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf("%s", tailor::bench::kUsage);
+      return 0;
+    }
+  }
   tailor::bench::Flags flags;
   std::string error;
   if (!tailor::bench::ParseFlags(argc, argv, flags, error)) return tailor::bench::Usage(error);

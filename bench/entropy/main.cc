@@ -1,4 +1,4 @@
-// bench_entropy [--rows R] [--cols C] [--threads T] [--json PATH]
+// bench_entropy [--quick] [--rows R] [--cols C] [--threads T] [--json-out PATH]
 //
 // Synthetic "real-looking" weights (Gaussian and Student-t(3) BF16, per-row quantised int8 and
 // int4), per tensor: empirical entropy vs coded bits/weight for the autotuned frontier,
@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -148,27 +149,53 @@ nlohmann::json CudaRow(const char* name, const te::TensorView& view, const te::C
 constexpr char kUsage[] =
     "bench_entropy: entropy-coded weights against dense, per weight distribution: bits per\n"
     "weight, encode/decode throughput and batch-1 GEMV latency fused vs dense (docs/entropy.md)\n"
-    "  --rows N      matrix rows (default 2048)\n"
-    "  --cols N      matrix columns (default 2048)\n"
-    "  --threads N   CPU threads (default 1)\n"
-    "  --json PATH   where the JSON goes (default bench/out/entropy.json)\n"
+    "  --rows N          matrix rows (default 2048)\n"
+    "  --cols N          matrix columns (default 2048)\n"
+    "  --threads N       CPU threads (default 1)\n"
+    "  --json-out PATH   where the JSON goes (default bench/out/entropy.json; --json is the\n"
+    "                    same); the frontier plot goes beside it as *_frontier.png\n"
+    "  --quick           smoke mode: 256x256 tensors, 3 repetitions (the test command's\n"
+    "                    bench_entropy_quick; its timings mean nothing)\n"
 #ifdef TAILOR_ENTROPY_CUDA
-    "  --cuda-only 1 CUDA rows for fixed configurations only\n"
+    "  --cuda-only 1     CUDA rows for fixed configurations only\n"
 #endif
-    "  --help        this text\n";
+    "  --help            this text\n";
+
+// Writes `j` to `path` (its folder made in main); false, with a message, when that fails.
+bool WriteJson(const std::string& path, const nlohmann::json& j) {
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "bench_entropy: cannot write %s\n", path.c_str());
+    return false;
+  }
+  std::printf("JSON: %s\n", path.c_str());
+  return true;
+}
 
 int main(int argc, char** argv) {
   int64_t rows = 2048, cols = 2048;
   int threads = 1;
+  int reps = 7;  // autotune latency: median of reps; decode/memcpy: median of reps - 2
+  bool cuda_only = false;
   std::string json_path = "bench/out/entropy.json";
+  // --quick changes the defaults, so flags given beside it still apply wherever they stand.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--quick") {
+      rows = cols = 256;
+      reps = 3;
+    }
+  }
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       std::printf("%s", kUsage);
       return 0;
     }
+    if (a == "--quick") continue;
     const bool known = a == "--rows" || a == "--cols" || a == "--threads" || a == "--json" ||
-                       a == "--cuda-only";
+                       a == "--json-out" || a == "--cuda-only";
     if (!known || i + 1 >= argc) {
       std::fprintf(stderr, "bench_entropy: %s '%s'\n%s",
                    known ? "missing value for" : "unknown option", a.c_str(), kUsage);
@@ -178,16 +205,21 @@ int main(int argc, char** argv) {
     if (a == "--rows") rows = std::stoll(v);
     if (a == "--cols") cols = std::stoll(v);
     if (a == "--threads") threads = std::stoi(v);
-    if (a == "--json") json_path = v;
+    if (a == "--json" || a == "--json-out") json_path = v;
+    if (a == "--cuda-only") cuda_only = v == "1";
+  }
+  {
+    // The JSON's folder, which the frontier plot shares.
+    std::error_code ec;
+    const std::filesystem::path dir = std::filesystem::path(json_path).parent_path();
+    if (!dir.empty()) std::filesystem::create_directories(dir, ec);
   }
 #ifdef TAILOR_ENTROPY_CUDA
   // --cuda-only 1: skip the CPU autotune, CUDA rows for fixed configurations only.
-  bool cuda_only = false;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::string(argv[i]) == "--cuda-only") cuda_only = std::string(argv[i + 1]) == "1";
-  }
   const bool have_cuda = te::CudaDeviceCount() > 0;
   if (!have_cuda) std::printf("no CUDA device: CUDA rows skipped\n");
+#else
+  (void)cuda_only;
 #endif
   struct Spec {
     const char* name;
@@ -213,10 +245,9 @@ int main(int argc, char** argv) {
         for (int cw : {256, 1024, 4096}) rows_json.push_back(CudaRow(s.name, view, {k, 12, cw}));
       }
     }
-    std::ofstream(json_path) << nlohmann::json{{"rows", rows}, {"cols", cols},
-                                               {"cuda_device", have_cuda}, {"cuda", rows_json}}
-                                    .dump(2);
-    return 0;
+    const nlohmann::json report = {
+        {"rows", rows}, {"cols", cols}, {"cuda_device", have_cuda}, {"cuda", rows_json}};
+    return WriteJson(json_path, report) ? 0 : 1;
   }
 #endif
   // The Pareto frontiers, plotted: x = bits/weight (0..dense bits), y = fused GEMV latency
@@ -248,7 +279,7 @@ int main(int argc, char** argv) {
   for (const Spec& s : specs) {
     const std::vector<uint8_t> dense = Make(s.dtype, rows, cols, s.heavy, 1);
     const te::TensorView view{s.dtype, rows, cols, dense};
-    auto f = te::AutotuneTensor(s.name, view, space, {.threads = threads, .reps = 7});
+    auto f = te::AutotuneTensor(s.name, view, space, {.threads = threads, .reps = reps});
     if (!f.ok()) {
       std::fprintf(stderr, "%s: %s\n", s.name, f.status().ToString().c_str());
       return 1;
@@ -287,9 +318,10 @@ int main(int argc, char** argv) {
     total_entropy_bits += f->entropy_bits_per_weight * rows * cols;
     if (best != nullptr) {
       auto coded = te::Parse(*te::Encode(view, best->config));
-      const double dec_s = MedianSeconds(5, [&] { (void)te::Decode(*coded); });
+      const double dec_s = MedianSeconds(reps - 2, [&] { (void)te::Decode(*coded); });
       std::vector<uint8_t> dst(dense.size());
-      const double cpy_s = MedianSeconds(5, [&] { std::memcpy(dst.data(), dense.data(), dense.size()); });
+      const double cpy_s =
+          MedianSeconds(reps - 2, [&] { std::memcpy(dst.data(), dense.data(), dense.size()); });
       const double dec_gbs = dense.size() / dec_s / 1e9, cpy_gbs = dense.size() / cpy_s / 1e9;
       const double hk = te::EmpiricalBitsPerWeight(view, best->config.symbols_per_codeword);
       const double bpw = 8.0 * best->bytes / (rows * cols);
@@ -343,10 +375,13 @@ int main(int argc, char** argv) {
           : json_path + "_frontier.png";
   if (!plot.WritePng(png_path)) std::fprintf(stderr, "cannot write %s\n", png_path.c_str());
   std::printf("frontier plot: %s\n", png_path.c_str());
-  std::ofstream(json_path) << nlohmann::json{{"threads", threads}, {"tensors", out},
-                                             {"total_coded_bits_per_weight", 8.0 * total_best / total_weights},
-                                             {"total_entropy_bits_per_weight", total_entropy_bits / total_weights},
-                                             {"total_dense_bits_per_weight", 8.0 * total_dense / total_weights}}
-                                 .dump(2);
-  return 0;
+  const nlohmann::json report = {
+      {"rows", rows},
+      {"cols", cols},
+      {"threads", threads},
+      {"tensors", out},
+      {"total_coded_bits_per_weight", 8.0 * total_best / total_weights},
+      {"total_entropy_bits_per_weight", total_entropy_bits / total_weights},
+      {"total_dense_bits_per_weight", 8.0 * total_dense / total_weights}};
+  return WriteJson(json_path, report) ? 0 : 1;
 }
