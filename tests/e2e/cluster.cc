@@ -3,9 +3,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -26,23 +26,34 @@ Cluster::~Cluster() {
 }
 
 bool Cluster::StartCoordinator() {
-  const std::string log = absl::StrCat(dir_, "/coordinator-", restarts_++, ".log");
+  const std::string log = absl::StrCat(dir_, "/coordinator-", restarts_, ".log");
+  // The bound ports come from the coordinator's --port-file (written once it serves, renamed
+  // into place), not from its log: "listening on port" also matches the HTTP line.
+  std::string port_file = absl::StrCat(dir_, "/coordinator-", restarts_++, ".port");
   std::vector<std::string> argv = {
       BinDir() + "/" + options_.coordinator_bin, "--data-dir", dir_ + "/data", "--listen",
       absl::StrCat("127.0.0.1:", port_), "--http-port", "0", "--lease-ttl",
       absl::StrCat(options_.lease_ttl_s), "--heartbeat-interval",
       absl::StrCat(options_.heartbeat_s), "--backoff-base",
       absl::StrCat(options_.backoff_base_s), "--log-level", "debug"};
-  argv.insert(argv.end(), options_.coordinator_args.begin(), options_.coordinator_args.end());
+  const std::vector<std::string>& extra = options_.coordinator_args;
+  const auto given = std::find(extra.begin(), extra.end(), "--port-file");
+  if (given != extra.end() && given + 1 != extra.end()) {
+    port_file = *(given + 1);  // the caller reads it too
+  } else {
+    argv.insert(argv.end(), {"--port-file", port_file});
+  }
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  std::filesystem::remove(port_file);
   coordinator_ = std::make_unique<Process>(argv, log);
-  std::regex re("listening on port ([0-9]+)");
   return WaitFor(
       [&] {
-        std::smatch m;
-        const std::string text = ReadFile(log);
-        if (!std::regex_search(text, m, re)) return false;
-        port_ = std::stoi(m[1]);
-        return true;
+        const nlohmann::json ports =
+            nlohmann::json::parse(ReadFile(port_file), nullptr, /*allow_exceptions=*/false);
+        if (!ports.is_object() || !ports.contains("grpc_port")) return false;
+        port_ = ports["grpc_port"].get<int>();
+        http_port_ = ports.value("http_port", 0);
+        return port_ > 0;
       },
       absl::Seconds(20));
 }

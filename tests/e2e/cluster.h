@@ -75,11 +75,13 @@ class Cluster {
   const std::string& dir() const { return dir_; }
   std::string db_path() const { return dir_ + "/data/tailor.db"; }
   int port() const { return port_; }
+  int http_port() const { return http_port_; }  // the dashboard's; 0 when it has none
 
  private:
   std::string dir_;
   Options options_;
   int port_ = 0;
+  int http_port_ = 0;
   int restarts_ = 0;
   std::unique_ptr<Process> coordinator_;
   std::map<std::string, std::unique_ptr<Process>> agents_;

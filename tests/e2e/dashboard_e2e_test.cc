@@ -90,18 +90,8 @@ TEST(DashboardE2E, BrowserAndMetricsSeeWhatTheCliSees) {
   ASSERT_EQ(admin_run.exit_code, 0) << admin_run.err;
   const std::string admin = Trim(admin_run.out);
   ASSERT_TRUE(cluster.StartCoordinator());
-  int http_port = 0;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        std::smatch m;
-        const std::string log = ReadFile(cluster.dir() + "/coordinator-0.log");
-        static const std::regex re("http listening on port ([0-9]+)");
-        if (!std::regex_search(log, m, re)) return false;
-        http_port = std::stoi(m[1]);
-        return true;
-      },
-      absl::Seconds(10)));
-  const std::string url = absl::StrCat("http://127.0.0.1:", http_port);
+  ASSERT_GT(cluster.http_port(), 0);
+  const std::string url = absl::StrCat("http://127.0.0.1:", cluster.http_port());
 
   auto token = [&](const std::vector<std::string>& args) {
     std::vector<std::string> cli = {"--token", admin, "tokens", "create"};
@@ -130,7 +120,7 @@ TEST(DashboardE2E, BrowserAndMetricsSeeWhatTheCliSees) {
       cluster.Submit(cluster.WriteFile("dash.textproto", Autocompress(parent)), "dash-1");
   ASSERT_FALSE(id.empty());
 
-  httplib::Client http("127.0.0.1", http_port);
+  httplib::Client http("127.0.0.1", cluster.http_port());
   http.set_read_timeout(20, 0);
   std::string scraped;  // the last scrape's text, for failure messages
   auto scrape = [&] {
