@@ -1,15 +1,12 @@
 #ifndef TAILOR_COMMON_STRUCT_VALUES_H_
 #define TAILOR_COMMON_STRUCT_VALUES_H_
 
-// One-line builders and readers for google.protobuf.Value, the currency of job results and
-// report details (google.protobuf.Struct fields).
+// One-line builders and readers for google.protobuf.Value, the currency of report details
+// and JSON artifacts (google.protobuf.Struct fields).
 #include <optional>
 #include <string>
 
-#include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace tailor::struct_values {
 
@@ -49,18 +46,6 @@ inline std::optional<double> NumberAt(const google::protobuf::Struct* s, const s
     return std::nullopt;
   }
   return it->second.number_value();
-}
-
-// A job result as indented JSON with proto field names (what jobs upload as artifacts).
-inline absl::StatusOr<std::string> Json(const google::protobuf::Struct& s) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  if (auto st = google::protobuf::util::MessageToJsonString(s, &json, options); !st.ok()) {
-    return absl::InternalError(absl::StrCat("result to JSON: ", st.ToString()));
-  }
-  return json;
 }
 
 }  // namespace tailor::struct_values

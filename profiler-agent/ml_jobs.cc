@@ -28,7 +28,6 @@ namespace {
 
 using ::tailor::struct_values::Num;
 using ::tailor::struct_values::Str;
-using ::tailor::struct_values::Json;
 
 using google::protobuf::Struct;
 using google::protobuf::Value;
@@ -254,7 +253,7 @@ JobHandler MakeProfileHandler(MlJobConfig config) {
       r["measured_memory_mib"] = Num(a.measured_memory_mib);
       r["predicted_memory_mib"] = Num(a.predicted_memory_mib);
     }
-    TAILOR_ASSIGN_OR_RETURN(std::string json, Json(validation));
+    const std::string json = ProtoJson(validation);
     TAILOR_RETURN_IF_ERROR(
         ctx.UploadArtifactBytes("cost_validation", "cost_validation.json", json).status());
 
