@@ -55,15 +55,15 @@ TEST(AutocompressE2E, ShortCampaignMeetsBudgetsAndReusesCostTable) {
   }
   const nlohmann::json search = JobOf(campaign, "search")["output"];
   EXPECT_EQ(search["world_size"], 2);
-  EXPECT_EQ(AsInt(search["detail"]["search_tokens"]),
-            AsInt(search["detail"]["steps_run"]) * 8 * 32);
+  EXPECT_EQ(Int64Of(search["detail"]["search_tokens"]),
+            Int64Of(search["detail"]["steps_run"]) * 8 * 32);
   EXPECT_LE(search["predicted"]["memory_mib"].get<double>(), 3.0);
   const nlohmann::json distill = JobOf(campaign, "distill")["output"];
-  EXPECT_EQ(AsInt(distill["detail"]["recovery_tokens"]), 1536);
+  EXPECT_EQ(Int64Of(distill["detail"]["recovery_tokens"]), 1536);
   EXPECT_EQ(distill["world_size"], 2);
   EXPECT_EQ(distill["model_digest"].get<std::string>().size(), 64u);
   // The student and the baseline recover on the same number of tokens.
-  EXPECT_EQ(AsInt(JobOf(campaign, "distill_baseline")["output"]["detail"]["recovery_tokens"]),
+  EXPECT_EQ(Int64Of(JobOf(campaign, "distill_baseline")["output"]["detail"]["recovery_tokens"]),
             1536);
 
   RunResult report = cluster.Cli({"report", id, "--json"});
@@ -117,7 +117,7 @@ TEST(AutocompressE2E, ShortCampaignMeetsBudgetsAndReusesCostTable) {
       absl::Minutes(5)));
   ASSERT_EQ(search1["state"], "JOB_SUCCEEDED") << search1.dump(2);
   EXPECT_EQ(search1["output"]["world_size"], 1);
-  EXPECT_EQ(AsInt(search1["output"]["detail"]["steps_run"]), AsInt(search["detail"]["steps_run"]));
+  EXPECT_EQ(Int64Of(search1["output"]["detail"]["steps_run"]), Int64Of(search["detail"]["steps_run"]));
   EXPECT_EQ(search1["output"]["architecture"], search["architecture"]);
   EXPECT_NEAR(search1["output"]["kd_loss"].get<double>(), search["kd_loss"].get<double>(),
               1e-4 * std::abs(search["kd_loss"].get<double>()) + 1e-9);
@@ -236,7 +236,7 @@ TEST(AutocompressE2E, RankKilledMidSearchRetriesFromCheckpoint) {
       << Diagnose(cluster, id, search_id);
   EXPECT_EQ(search["state"], "JOB_SUCCEEDED") << Diagnose(cluster, id, search_id);
   EXPECT_EQ(search["attempt"], 2) << search.dump(2);
-  EXPECT_GE(AsInt(search["output"]["detail"]["resumed_from_step"]), 2) << search.dump(2);
+  EXPECT_GE(Int64Of(search["output"]["detail"]["resumed_from_step"]), 2) << search.dump(2);
   cluster.Cli({"cancel", id});
 }
 

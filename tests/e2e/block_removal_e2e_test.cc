@@ -51,7 +51,7 @@ TEST(BlockRemovalE2E, ExactSolveEvaluateDistillVerify) {
   const nlohmann::json grads_out = JobOf(campaign, "gate_gradients")["output"];
   const nlohmann::json& grads = grads_out["detail"];
   EXPECT_EQ(grads_out["world_size"], 2);
-  EXPECT_EQ(AsInt(grads["calibration_samples"]), 16);
+  EXPECT_EQ(Int64Of(grads["calibration_samples"]), 16);
   EXPECT_EQ(grads["blocks"], 8);  // the demo parent's 8 blocks
   EXPECT_EQ(grads["fisher_digest"].get<std::string>().size(), 64u);
 
@@ -167,9 +167,9 @@ TEST(BlockRemovalE2E, EntropyCodedPackageTail) {
   const nlohmann::json select_out = JobOf(campaign, "entropy_select")["output"];
   const nlohmann::json& select = select_out["detail"];
   EXPECT_EQ(select["source_model_digest"], eval["model_digest"]) << select.dump(2);
-  EXPECT_GT(AsInt(select["dense_bytes"]), kTailBudgetMib * (1 << 20)) << select.dump(2);
-  EXPECT_GT(AsInt(select["coded_tensors"]), 0) << select.dump(2);
-  EXPECT_LE(AsInt(select["resident_bytes"]), kTailBudgetMib * (1 << 20));
+  EXPECT_GT(Int64Of(select["dense_bytes"]), kTailBudgetMib * (1 << 20)) << select.dump(2);
+  EXPECT_GT(Int64Of(select["coded_tensors"]), 0) << select.dump(2);
+  EXPECT_LE(Int64Of(select["resident_bytes"]), kTailBudgetMib * (1 << 20));
   EXPECT_EQ(select["exact"], true);
 
   nlohmann::json r = cluster.Report(id);

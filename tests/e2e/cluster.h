@@ -93,7 +93,6 @@ class Cluster {
 nlohmann::json JobOf(const nlohmann::json& campaign, const std::string& key);
 // Proto JSON writes int64 as a string; this reads either form.
 int64_t Int64Of(const nlohmann::json& v);
-inline int64_t AsInt(const nlohmann::json& v) { return Int64Of(v); }
 
 }  // namespace tailor::e2e
 

@@ -40,7 +40,7 @@ TEST(EntropyE2E, AutotuneSelectVerifyWithinBudget) {
   EXPECT_EQ(tune["frontiers_digest"].get<std::string>().size(), 64u);
   const nlohmann::json select = JobOf(campaign, "select")["output"];
   EXPECT_EQ(select["package_digest"].get<std::string>().size(), 64u);
-  EXPECT_GT(AsInt(select["detail"]["coded_tensors"]), 0);  // the budget forces coding
+  EXPECT_GT(Int64Of(select["detail"]["coded_tensors"]), 0);  // the budget forces coding
   EXPECT_EQ(select["detail"]["exact"], true);
 
   nlohmann::json r = cluster.Report(id);

@@ -201,8 +201,8 @@ TEST_F(SlurmE2E, TwoRankJobThroughSbatchAndSrunMatchesTheLocalLauncher) {
   const double a = job["output"]["detail"]["hidden_importance_sum"];
   const double b = ljob["output"]["detail"]["hidden_importance_sum"];
   EXPECT_NEAR(a, b, 1e-9 * std::abs(b));
-  EXPECT_EQ(AsInt(job["output"]["detail"]["calibration_samples"]),
-            AsInt(ljob["output"]["detail"]["calibration_samples"]));
+  EXPECT_EQ(Int64Of(job["output"]["detail"]["calibration_samples"]),
+            Int64Of(ljob["output"]["detail"]["calibration_samples"]));
   slurm.Cli({"cancel", cid});
   local.Cli({"cancel", lid});
 }

@@ -49,7 +49,7 @@ TEST(WorkerE2E, TwoRankRankingMatchesOneRank) {
   ASSERT_FALSE(job2.is_null());
   ASSERT_EQ(job2["state"], "JOB_SUCCEEDED") << job2.dump();
   EXPECT_EQ(job2["output"]["world_size"], 2);
-  EXPECT_EQ(AsInt(job2["output"]["detail"]["calibration_samples"]), 32);
+  EXPECT_EQ(Int64Of(job2["output"]["detail"]["calibration_samples"]), 32);
   EXPECT_EQ(job2["output"]["detail"]["ranked_model_digest"].get<std::string>().size(), 64u);
   // Rank 0 kept the result until the coordinator accepted it, then dropped it.
   const std::string checkpoints = absl::StrCat(cluster.dir(), "/data/work/",
