@@ -7,6 +7,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/struct.pb.h"
 #include "common/job_output.h"
+#include "common/struct_values.h"
 #include "methods/api/job_kinds.h"
 #include "methods/api/report_parts.h"
 #include "methods/entropy_code/entropy_code_results.pb.h"
@@ -20,15 +21,10 @@ using google::protobuf::Message;
 using google::protobuf::Reflection;
 using google::protobuf::Struct;
 using google::protobuf::Value;
+using struct_values::Num;
 using v1::entropy_code::AutotuneResult;
 using v1::entropy_code::PackageVerifyResult;
 using v1::entropy_code::SelectResult;
-
-Value Num(double v) {
-  Value out;
-  out.set_number_value(v);
-  return out;
-}
 
 Struct ToStruct(const Message& m);
 
