@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "profiler-agent/cuda_info.h"
-#include "profiler-agent/probe.h"
+#include "profiler-agent/host_info.h"
 
 namespace tailor::profiler {
 

@@ -1,10 +1,14 @@
 #ifndef TAILOR_PROFILER_AGENT_HANDLERS_H_
 #define TAILOR_PROFILER_AGENT_HANDLERS_H_
 
+#include <functional>
 #include <string>
+#include <vector>
 
+#include "absl/status/statusor.h"
 #include "common/agent_runtime.h"
 #include "profiler-agent/device.h"
+#include "tailor/v1/job_output.pb.h"
 
 namespace tailor::profiler {
 
@@ -21,8 +25,46 @@ struct HandlerOptions {
   int verify_task_samples = 0;
 };
 
-// Registers every job kind the profiler agent runs. A new kind is one RegisterAgentJob line
-// here; the runtime advertises the kinds in AgentInfo.job_kinds.
+// A way to verify a kind of model the shared `verify` job does not serve itself (an
+// entropy-coded package): the method that produces such models registers it, so verify
+// never needs to know which methods exist.
+struct VerifyVariant {
+  std::string name;  // for logs
+  // True when this job's inputs name a model of this variant's kind.
+  std::function<bool(const JobContext&)> applies;
+  std::function<absl::StatusOr<v1::JobOutput>(JobContext&)> run;
+};
+
+// What a method's agent jobs register with (cmake/method_jobs.cmake, tailor_agent_jobs):
+// each method's `void Register...(AgentJobs&)` adds its kinds.
+class AgentJobs {
+ public:
+  AgentJobs(AgentRuntime& runtime, const DeviceDescription& device,
+            const HandlerOptions& options, bool builtin_engine)
+      : runtime_(runtime), device_(device), options_(options), builtin_engine_(builtin_engine) {}
+
+  const DeviceDescription& device() const { return device_; }
+  const HandlerOptions& options() const { return options_; }
+  // True when jobs that run the built-in engine may be offered: --ml-jobs, a LibTorch build,
+  // and the agent's --engine/--engine-version are the built-in engine's.
+  bool builtin_engine() const { return builtin_engine_; }
+
+  // Registers `handler` for `kind` (RegisterAgentJob).
+  void Add(const std::string& kind, JobHandler handler);
+  void AddVerifyVariant(VerifyVariant variant) { verify_variants_.push_back(std::move(variant)); }
+  const std::vector<VerifyVariant>& verify_variants() const { return verify_variants_; }
+
+ private:
+  AgentRuntime& runtime_;
+  const DeviceDescription& device_;
+  const HandlerOptions& options_;
+  const bool builtin_engine_;
+  std::vector<VerifyVariant> verify_variants_;
+};
+
+// Registers every job kind the profiler agent runs: each method's agent jobs (generated list,
+// cmake/method_jobs.cmake), then the shared `profile` and `verify`. The runtime advertises
+// the kinds in AgentInfo.job_kinds.
 void RegisterProfilerHandlers(AgentRuntime& runtime, const DeviceDescription& device,
                               const HandlerOptions& options = {});
 

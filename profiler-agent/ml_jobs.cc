@@ -19,7 +19,6 @@
 #include "compression/tasks/suites.h"
 #include "compression/tasks/tokenizer.h"
 #include "compression/tasks/training.h"
-#include "profiler-agent/entropy_jobs.h"
 #include "methods/api/job_kinds.h"
 
 namespace tailor::profiler {
@@ -111,6 +110,17 @@ absl::StatusOr<v1::ModelQuality> TaskQuality(engine::Engine& eng, uint64_t seed,
 }
 
 }  // namespace
+
+MlJobConfig MlJobConfigOf(const DeviceDescription& device, const HandlerOptions& options) {
+  MlJobConfig ml;
+  ml.device = device.device;
+  ml.device_kind = device.device_kind;
+  ml.profile_rounds = options.profile_rounds;
+  ml.profile_validation_architectures = options.profile_validation_architectures;
+  if (options.verify_repetitions > 0) ml.verify_repetitions = options.verify_repetitions;
+  if (options.verify_task_samples > 0) ml.verify_task_samples = options.verify_task_samples;
+  return ml;
+}
 
 absl::StatusOr<engine::EngineOptions> EngineOptionsFor(const v1::DeploymentContract& contract,
                                                        const MlJobConfig& config) {
@@ -280,10 +290,12 @@ JobHandler MakeProfileHandler(MlJobConfig config) {
   };
 }
 
-JobHandler MakeVerifyHandler(MlJobConfig config) {
-  return [config](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
-    // An entropy-coded package (select / entropy_select): verified against its dense twin.
-    if (HasPackageInput(ctx)) return RunPackageVerifyJob(ctx, config);
+JobHandler MakeVerifyHandler(MlJobConfig config, std::vector<VerifyVariant> variants) {
+  return [config, variants](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
+    // A model a method verifies its own way (an entropy-coded package against its dense twin).
+    for (const VerifyVariant& variant : variants) {
+      if (variant.applies(ctx)) return variant.run(ctx);
+    }
     // Nothing to verify when the job before found no model (a comparison branch whose
     // budget no model met): pass the reason on rather than verify the parent in its place.
     for (const auto& [key, input] : ctx.inputs()) {

@@ -9,7 +9,7 @@
 //   (costmodel::ProfileCostTable), stores it with PutCostTable, uploads the per-architecture
 //   validation as an artifact, and returns a ProfileResult (job_output.proto; errors as
 //   fractions: 0.032 = 3.2%) as its output's detail.
-// verify: serves the finished model under the contract and fills its output's measured
+// verify: unless a method's VerifyVariant takes the job (handlers.h), serves the finished model under the contract and fills its output's measured
 //   costs, quality and budgets (one BudgetCheck per budget the contract sets). The model is
 //   the dependency output's `model_digest` (whichever job produced it), else the contract's
 //   parent (path or artifact). A model that fails validation (bad archive, config or weights) fails the job
@@ -21,10 +21,12 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/agent_runtime.h"
 #include "compression/costmodel/profiler.h"
+#include "profiler-agent/handlers.h"
 #include "tailor/v1/job_output.pb.h"
 #include "tailor/v1/contract.pb.h"
 
@@ -40,6 +42,9 @@ struct MlJobConfig {
   int profile_rounds = 0;
   int profile_validation_architectures = 0;
 };
+
+// The agent's device and its --profile-*/--verify-* overrides.
+MlJobConfig MlJobConfigOf(const DeviceDescription& device, const HandlerOptions& options);
 
 // Engine, precision (default FP32 on cpu, BF16 on cuda) and workload from the contract.
 absl::StatusOr<engine::EngineOptions> EngineOptionsFor(const v1::DeploymentContract& contract,
@@ -64,7 +69,9 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
                                         const MlProgressFn& progress);
 
 JobHandler MakeProfileHandler(MlJobConfig config);
-JobHandler MakeVerifyHandler(MlJobConfig config);
+// `variants`: kinds of model a method verifies its own way (VerifyVariant); the first whose
+// `applies` holds takes the job.
+JobHandler MakeVerifyHandler(MlJobConfig config, std::vector<VerifyVariant> variants = {});
 
 }  // namespace tailor::profiler
 

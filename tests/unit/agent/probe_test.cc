@@ -1,4 +1,4 @@
-#include "profiler-agent/probe.h"
+#include "methods/probe/jobs/probe_job.h"
 
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
-#ifndef TAILOR_PROFILER_AGENT_ENTROPY_JOBS_H_
-#define TAILOR_PROFILER_AGENT_ENTROPY_JOBS_H_
+#ifndef TAILOR_METHODS_ENTROPY_CODE_JOBS_AGENT_JOBS_H_
+#define TAILOR_METHODS_ENTROPY_CODE_JOBS_AGENT_JOBS_H_
 
 // Agent side of ENTROPY_CODE and of the `package { entropy_code: true }` tail
 // (docs/entropy.md). Built only with LibTorch.
@@ -10,7 +10,8 @@
 //   candidate codes priced, encoded, their batch-1 fused GEMV latency measured; the
 //   per-tensor Pareto frontiers go up as artifact `entropy_frontiers`. Returns an
 //   AutotuneResult detail (methods/entropy_code/entropy_code_results.proto).
-// verify of a package (a dependency's output has `package_digest`): serves the package in
+// verify of a package (a dependency's output has `package_digest`; a VerifyVariant of the
+//   shared verify job, profiler-agent/handlers.h): serves the package in
 //   the built-in engine like any verify (measured/quality/budgets), and adds a
 //   PackageVerifyResult detail whose `entropy` holds:
 //   greedy outputs on task prompts against the dense twin (the source quantised with the
@@ -21,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/agent_runtime.h"
+#include "profiler-agent/handlers.h"
 #include "profiler-agent/ml_jobs.h"
 #include "tailor/v1/job_output.pb.h"
 
@@ -32,6 +34,10 @@ JobHandler MakeAutotuneHandler(MlJobConfig config);
 bool HasPackageInput(const JobContext& ctx);
 absl::StatusOr<v1::JobOutput> RunPackageVerifyJob(JobContext& ctx, const MlJobConfig& config);
 
+// Registers autotune and the package verify variant when the agent offers the built-in
+// engine (cmake/method_jobs.cmake).
+void RegisterEntropyAgentJobs(AgentJobs& jobs);
+
 }  // namespace tailor::profiler
 
-#endif  // TAILOR_PROFILER_AGENT_ENTROPY_JOBS_H_
+#endif  // TAILOR_METHODS_ENTROPY_CODE_JOBS_AGENT_JOBS_H_

@@ -269,6 +269,6 @@ absl::StatusOr<v1::JobOutput> RunSelect(WorkerContext& ctx) {
 
 }  // namespace
 
-void RegisterEntropyJobs() { RegisterWorkerHandler(methods::jobs::kSelect, RunSelect); }
+void RegisterSelectJob() { RegisterWorkerHandler(methods::jobs::kSelect, RunSelect); }
 
 }  // namespace tailor::worker

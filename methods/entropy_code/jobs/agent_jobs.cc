@@ -1,4 +1,4 @@
-#include "profiler-agent/entropy_jobs.h"
+#include "methods/entropy_code/jobs/agent_jobs.h"
 
 #include <torch/torch.h>
 
@@ -24,6 +24,7 @@
 #include "compression/tasks/suites.h"
 #include "methods/api/job_kinds.h"
 #include "methods/entropy_code/entropy_code_results.pb.h"
+#include "methods/entropy_code/job_kinds.h"
 
 namespace tailor::profiler {
 namespace {
@@ -492,6 +493,14 @@ absl::StatusOr<v1::JobOutput> RunPackageVerifyJob(JobContext& ctx, const MlJobCo
       {{"latency_ms", measured.latency_ms()}, {"weight_memory_mib", measured.weight_memory_mib()}},
       /*final=*/true));
   return output;
+}
+
+void RegisterEntropyAgentJobs(AgentJobs& jobs) {
+  if (!jobs.builtin_engine()) return;
+  const MlJobConfig config = MlJobConfigOf(jobs.device(), jobs.options());
+  jobs.Add(methods::jobs::kAutotune, MakeAutotuneHandler(config));
+  jobs.AddVerifyVariant({"entropy-coded package", HasPackageInput,
+                         [config](JobContext& ctx) { return RunPackageVerifyJob(ctx, config); }});
 }
 
 }  // namespace tailor::profiler
