@@ -8,7 +8,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "methods/api/contract_checker.h"
-#include "methods/entropy_code/entropy_code.h"
 #include "methods/registry.h"
 #include "tailor/v1/contract.pb.h"
 
@@ -24,7 +23,6 @@ inline constexpr size_t kMaxGpuTypeChars = 32;       // resources.<block>.gpu_ty
 inline constexpr int kMaxLabels = 32;                // labels entries
 inline constexpr size_t kMaxLabelKeyChars = 63;      // labels key
 inline constexpr size_t kMaxLabelValueChars = 256;   // labels value
-using methods::kMaxCandidates;                       // entropy.* candidate lists
 
 using methods::FieldError;
 

@@ -11,6 +11,7 @@
 #include "coordinator/contract_validation.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "methods/entropy_code/entropy_code.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tailor::coordinator {
@@ -21,6 +22,7 @@ using ::tailor::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using methods::kMaxCandidates;
 using v1::DeploymentContract;
 
 DeploymentContract Probe() {
