@@ -45,7 +45,7 @@ bool Cluster::StartCoordinator() {
   }
   argv.insert(argv.end(), extra.begin(), extra.end());
   std::filesystem::remove(port_file);
-  coordinator_ = std::make_unique<Process>(argv, log);
+  coordinator_ = std::make_unique<Process>(argv, log, options_.coordinator_env);
   return WaitFor(
       [&] {
         const nlohmann::json ports =

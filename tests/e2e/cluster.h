@@ -1,6 +1,7 @@
 #ifndef TAILOR_TESTS_E2E_CLUSTER_H_
 #define TAILOR_TESTS_E2E_CLUSTER_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,9 @@ class Cluster {
     // a test-only method runs instead of the real ones).
     std::string coordinator_bin = "tailor-coordinator";
     std::string agent_bin = "tailor-profiler-agent";
+    // Set in the coordinator's environment (and so in the ranks its local launcher starts,
+    // which inherit it), e.g. {"TAILOR_GIVE_UP_AFTER_S", "5"}.
+    std::map<std::string, std::string> coordinator_env;
   };
   // Only for tests of lease expiry itself (an agent dies, a lease must run out): a 3 s lease
   // with 0.5 s heartbeats keeps them short.

@@ -271,6 +271,68 @@ std::map<pid_t, std::string> ProcessesMentioning(const std::string& marker) {
   return out;
 }
 
+bool JobRow::succeeded() const { return state == kJobSucceeded; }
+
+std::vector<JobRow> JobsOfCampaign(const std::string& db_path, const std::string& campaign_id) {
+  std::vector<JobRow> out;
+  storage::Database::Options ro;
+  ro.read_only = true;
+  ro.create_if_missing = false;
+  auto db = storage::Database::Open(db_path, ro);
+  if (!db.ok()) return out;
+  auto s = (*db)->Prepare(
+      "SELECT j.id, j.key, j.kind, j.state, a.attempt, a.holder, a.state, a.error FROM jobs j "
+      "LEFT JOIN job_attempts a ON a.job_id = j.id WHERE j.campaign_id = ? "
+      "ORDER BY j.ord, j.id, a.attempt");
+  if (!s.ok()) return out;
+  s->Bind(1, campaign_id);
+  while (true) {
+    auto more = s->Step();
+    if (!more.ok() || !*more) break;
+    if (out.empty() || out.back().id != s->ColumnText(0)) {
+      JobRow job;
+      job.id = s->ColumnText(0);
+      job.key = s->ColumnText(1);
+      job.kind = s->ColumnText(2);
+      job.state = static_cast<int>(s->ColumnInt(3));
+      out.push_back(std::move(job));
+    }
+    if (s->ColumnInt(4) > 0) {
+      out.back().attempts.push_back({static_cast<int>(s->ColumnInt(4)), s->ColumnText(5),
+                                     s->ColumnText(6), s->ColumnText(7)});
+    }
+  }
+  return out;
+}
+
+std::string ContentFingerprint(const std::string& db_path) {
+  storage::Database::Options ro;
+  ro.read_only = true;
+  ro.create_if_missing = false;
+  auto db = storage::Database::Open(db_path, ro);
+  if (!db.ok()) return "";
+  std::string out;
+  for (const char* sql :
+       {"SELECT 'schema', COUNT(*), '', '' FROM sqlite_schema",
+        "SELECT 'campaign', id, state, '' FROM campaigns ORDER BY id",
+        "SELECT 'job', id, state, updated_at FROM jobs ORDER BY id",
+        "SELECT 'attempt', lease_id, state, job_id || '#' || attempt FROM job_attempts "
+        "ORDER BY lease_id",
+        "SELECT 'event', campaign_id, seq, type FROM events ORDER BY campaign_id, seq",
+        "SELECT 'artifact', digest, size_bytes, name FROM artifacts ORDER BY 2, 4"}) {
+    auto s = (*db)->Prepare(sql);
+    if (!s.ok()) return "";
+    while (true) {
+      auto more = s->Step();
+      if (!more.ok()) return "";
+      if (!*more) break;
+      absl::StrAppend(&out, s->ColumnText(0), " ", s->ColumnText(1), " ", s->ColumnText(2), " ",
+                      s->ColumnText(3), "\n");
+    }
+  }
+  return out;
+}
+
 int64_t RssKb(pid_t pid) {
   std::istringstream in(Slurp(absl::StrCat("/proc/", pid, "/status")));
   for (std::string line; std::getline(in, line);) {

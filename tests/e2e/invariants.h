@@ -57,6 +57,30 @@ std::map<pid_t, std::string> ProcessesMentioning(const std::string& marker);
 std::map<std::string, int> CampaignStates(const std::string& db_path);
 bool IsFinalCampaignState(int state);
 
+// One job of a campaign and its attempts, read from the database.
+struct AttemptRow {
+  int attempt = 0;
+  std::string holder;
+  std::string state;  // active, succeeded, failed, ...
+  std::string error;
+};
+struct JobRow {
+  std::string id;
+  std::string key;
+  std::string kind;
+  int state = 0;                     // JobState number
+  std::vector<AttemptRow> attempts;  // by attempt number
+  bool succeeded() const;
+};
+// The jobs of `campaign_id` (by plan order) with their attempts; empty on error.
+std::vector<JobRow> JobsOfCampaign(const std::string& db_path, const std::string& campaign_id);
+
+// Every row of the tables that hold what the coordinator acknowledged (campaigns, jobs,
+// attempts, events, artifacts), one line each in a fixed order after a line counting the
+// schema's objects: two databases with the same content give the same text. "" when the
+// database cannot be read.
+std::string ContentFingerprint(const std::string& db_path);
+
 // Resident set size (kB) and open file descriptors of a process; -1 when unreadable.
 int64_t RssKb(pid_t pid);
 int FdCount(pid_t pid);
