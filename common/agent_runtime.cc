@@ -93,27 +93,47 @@ absl::Duration Backoff::Next() {
 
 void Backoff::Reset() { current_ = initial_; }
 
-OutageRetry::OutageRetry(const AgentRuntimeOptions& options)
+absl::Duration OutageClock::Failed(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  if (since_ == absl::InfiniteFuture()) since_ = now;
+  return now - since_;
+}
+
+void OutageClock::Succeeded() {
+  absl::MutexLock lock(&mu_);
+  since_ = absl::InfiniteFuture();
+}
+
+absl::Duration OutageClock::Outage(absl::Time now) const {
+  absl::MutexLock lock(&mu_);
+  return since_ == absl::InfiniteFuture() ? absl::ZeroDuration() : now - since_;
+}
+
+OutageRetry::OutageRetry(const AgentRuntimeOptions& options, OutageClock* shared)
     : clock_(options.clock),
       give_up_(options.unreachable_give_up),
-      backoff_(options.backoff_initial, options.backoff_max) {}
+      backoff_(options.backoff_initial, options.backoff_max),
+      outage_(shared != nullptr ? shared : &own_) {}
 
 bool OutageRetry::ShouldRetry(const absl::Status& status) {
   if (status.ok()) {
-    since_ = absl::InfiniteFuture();
+    outage_->Succeeded();
     backoff_.Reset();
     return false;
   }
   if (!IsTransientRpcError(status.code())) return false;
-  const absl::Time now = clock_->Now();
-  if (since_ == absl::InfiniteFuture()) since_ = now;
-  gave_up_ = give_up_ > absl::ZeroDuration() && now - since_ >= give_up_;
+  const absl::Duration lasted = outage_->Failed(clock_->Now());
+  gave_up_ = give_up_ > absl::ZeroDuration() && lasted >= give_up_;
   return !gave_up_;
 }
 
-absl::Duration OutageRetry::outage() const {
-  return since_ == absl::InfiniteFuture() ? absl::ZeroDuration() : clock_->Now() - since_;
+absl::Duration OutageRetry::NextDelay() {
+  const absl::Duration step = backoff_.Next();
+  if (give_up_ <= absl::ZeroDuration()) return step;
+  return std::max(absl::ZeroDuration(), std::min(step, give_up_ - outage()));
 }
+
+absl::Duration OutageRetry::outage() const { return outage_->Outage(clock_->Now()); }
 
 bool IsRetryableJobError(absl::StatusCode code) {
   switch (code) {
@@ -568,7 +588,7 @@ JobOutcome AgentRuntime::ExecuteJob(const std::shared_ptr<JobContext>& ctx,
 }
 
 bool AgentRuntime::CompleteWithRetry(JobContext& ctx, v1::CompleteJobRequest request) {
-  OutageRetry retry(options_);
+  OutageRetry retry(options_, ctx.outage_clock());
   while (true) {
     v1::CompleteJobResponse response;
     auto rpc = MakeContext(options_.rpc_timeout, options_.token);

@@ -84,15 +84,33 @@ class Backoff {
   std::mt19937_64 rng_;
 };
 
+// Since when a job's calls to the coordinator have failed in a row. One per job, shared by
+// all its calls (uploads, downloads, completion), so the give-up bound is per outage rather
+// than per call: an upload that waited out most of it leaves its job's failure report only
+// the rest, instead of starting the clock again (docs/reliability.md).
+class OutageClock {
+ public:
+  // A transient failure at `now`; returns how long the outage has lasted.
+  absl::Duration Failed(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  void Succeeded() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Duration Outage(absl::Time now) const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::Time since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+};
+
 // The retry policy of OutageRetry's callers: transient errors are retried with backoff until
 // they have lasted `give_up` in a row (zero: no limit here); any other error ends at once.
+// `shared` (a job's OutageClock) makes the outage the job's rather than this call's.
 class OutageRetry {
  public:
-  explicit OutageRetry(const AgentRuntimeOptions& options);
+  explicit OutageRetry(const AgentRuntimeOptions& options, OutageClock* shared = nullptr);
   // After a failed call: true when it should be retried (sleep NextDelay() first). OK status
   // resets the outage.
   bool ShouldRetry(const absl::Status& status);
-  absl::Duration NextDelay() { return backoff_.Next(); }
+  // The backoff step, cut short at the give-up bound so no wait overruns it.
+  absl::Duration NextDelay();
   // How long the calls have failed in a row (zero when the last one succeeded).
   absl::Duration outage() const;
   bool gave_up() const { return gave_up_; }
@@ -101,7 +119,8 @@ class OutageRetry {
   Clock* clock_;
   absl::Duration give_up_;
   Backoff backoff_;
-  absl::Time since_ = absl::InfiniteFuture();
+  OutageClock own_;
+  OutageClock* const outage_;  // shared or &own_
   bool gave_up_ = false;
 };
 
@@ -189,6 +208,8 @@ class JobContext {
   void RequestStop(JobStopReason reason);
   // Last progress sent or attempted, for keepalives in worker mode.
   v1::JobProgress last_progress() const;
+  // The job's one outage clock (OutageClock), shared by all its coordinator calls.
+  OutageClock* outage_clock() { return &outage_; }
 
  private:
   friend class AgentRuntime;
@@ -205,6 +226,7 @@ class JobContext {
   AgentRuntime* const runtime_;
   const v1::AcquireJobResponse assignment_;
   const std::string work_dir_;
+  OutageClock outage_;
 
   mutable absl::Mutex mu_;
   JobStopReason stop_reason_ ABSL_GUARDED_BY(mu_) = JobStopReason::kNone;

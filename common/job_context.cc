@@ -243,7 +243,7 @@ absl::StatusOr<v1::Artifact> JobContext::Upload(const std::string& kind, const s
   TAILOR_RETURN_IF_ERROR(agent_internal::DigestSource(source, &size, &sha));
   header.set_size_bytes(size);
   header.set_sha256(sha);
-  OutageRetry retry(runtime_->options());
+  OutageRetry retry(runtime_->options(), &outage_);
   while (true) {
     if (Cancelled()) return absl::CancelledError("job stopped; upload abandoned");
     absl::StatusOr<v1::Artifact> artifact = UploadOnce(header, source);
@@ -322,7 +322,7 @@ absl::Status JobContext::DownloadArtifact(const std::string& digest, const std::
   Sha256 hasher;
   int64_t written = 0;
   int64_t total = -1;
-  OutageRetry retry(runtime_->options());
+  OutageRetry retry(runtime_->options(), &outage_);
   while (true) {
     absl::Status status = DownloadOnce(digest, out, &written, &total, hasher);
     if (status.ok()) break;
@@ -403,7 +403,7 @@ absl::StatusOr<v1::CostTable> JobContext::PutCostTable(const v1::CostTable& tabl
   request.set_lease_id(lease_id());
   request.set_agent_id(runtime_->agent_id());
   *request.mutable_table() = table;
-  OutageRetry retry(runtime_->options());
+  OutageRetry retry(runtime_->options(), &outage_);
   while (true) {
     v1::CostTable stored;
     auto rpc = MakeContext(runtime_->options().rpc_timeout, token());

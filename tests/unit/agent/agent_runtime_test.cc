@@ -686,6 +686,40 @@ TEST(OutageRetryTest, RetriesTransientErrorsUntilTheOutageLimit) {
   EXPECT_TRUE(unbounded.ShouldRetry(down));
 }
 
+// The bound is per outage, not per call: a job's upload that waited out 7 s of a 10 s bound
+// leaves its failure report 3 s (one OutageClock per job), and no backoff step sleeps past
+// the bound.
+TEST(OutageRetryTest, CallsOfOneJobShareTheOutage) {
+  FakeClock clock;
+  AgentRuntimeOptions options;
+  options.clock = &clock;
+  options.unreachable_give_up = absl::Seconds(10);
+  options.backoff_initial = absl::Seconds(4);
+  options.backoff_max = absl::Seconds(4);
+  OutageClock job_outage;
+  const absl::Status down = absl::UnavailableError("connection refused");
+  OutageRetry upload(options, &job_outage);
+  EXPECT_TRUE(upload.ShouldRetry(down));
+  clock.Advance(absl::Seconds(7));
+  EXPECT_TRUE(upload.ShouldRetry(down));
+  // The backoff would wait 4 s (x0.8-1.2 jitter); only 3 s of the bound are left.
+  EXPECT_LE(upload.NextDelay(), absl::Seconds(3));
+
+  OutageRetry completion(options, &job_outage);
+  EXPECT_TRUE(completion.ShouldRetry(down));
+  EXPECT_EQ(completion.outage(), absl::Seconds(7));
+  clock.Advance(absl::Seconds(3));
+  EXPECT_FALSE(completion.ShouldRetry(down));
+  EXPECT_TRUE(completion.gave_up());
+
+  // Any call that gets through ends the job's outage for all of them.
+  EXPECT_FALSE(upload.ShouldRetry(absl::OkStatus()));
+  EXPECT_EQ(completion.outage(), absl::ZeroDuration());
+  // Without a shared clock each retry keeps its own, as before.
+  OutageRetry alone(options);
+  EXPECT_EQ(alone.outage(), absl::ZeroDuration());
+}
+
 // A rank whose coordinator never answers again stops calling after the configured outage
 // instead of retrying forever.
 TEST(AgentRuntimeTest, RunAssignedGivesUpOnACoordinatorThatNeverAnswers) {
