@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -132,6 +133,56 @@ absl::Status PackModelArchive(const std::string& dir, const std::string& path) {
   return absl::OkStatus();
 }
 
+namespace {
+
+struct EntryHeader {
+  std::string name;
+  uint64_t size = 0;
+};
+
+// Reads the next ustar header; nullopt at the end-of-archive marker (or a clean EOF once
+// `may_end`). Refuses anything but the regular files a model archive holds.
+absl::StatusOr<std::optional<EntryHeader>> NextEntry(std::FILE* in, const std::string& path,
+                                                     bool may_end) {
+  char h[kBlock];
+  const size_t got = std::fread(h, 1, kBlock, in);
+  if (got == 0 && may_end) return std::nullopt;  // tolerate a missing end-of-archive marker
+  if (got != kBlock) return absl::DataLossError(absl::StrCat(path, ": truncated model archive"));
+  bool zero = true;
+  for (char c : h) zero &= c == '\0';
+  if (zero) return std::nullopt;
+  if (std::memcmp(h + 257, "ustar", 5) != 0) {
+    return absl::DataLossError(absl::StrCat(path, ": not a tar (ustar) archive"));
+  }
+  uint64_t sum = 0;
+  EntryHeader entry;
+  if (!ParseOctal(h + 148, 8, &sum) || sum != Checksum(h)) {
+    return absl::DataLossError(absl::StrCat(path, ": bad tar header checksum"));
+  }
+  if (!ParseOctal(h + 124, 12, &entry.size)) {
+    return absl::DataLossError(absl::StrCat(path, ": bad tar entry size"));
+  }
+  entry.name = std::string(h, strnlen(h, 100));
+  const std::string prefix(h + 345, strnlen(h + 345, 155));
+  if (!prefix.empty()) entry.name = absl::StrCat(prefix, "/", entry.name);
+  if (entry.name.rfind("./", 0) == 0) entry.name = entry.name.substr(2);
+  const std::string holds =
+      absl::StrCat(" (a model archive holds only ", kModelConfigFile, " and ", kModelWeightsFile,
+                   ")");
+  const char type = h[156];
+  if (type != '0' && type != '\0') {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": entry '", entry.name, "' is not a regular file", holds));
+  }
+  if (entry.name != kModelConfigFile && entry.name != kModelWeightsFile) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": unexpected entry '", entry.name, "'", holds));
+  }
+  return entry;
+}
+
+}  // namespace
+
 absl::Status UnpackModelArchive(const std::string& path, const std::string& dir) {
   File in(std::fopen(path.c_str(), "rb"));
   if (in == nullptr) return ErrnoError("open", path);
@@ -139,52 +190,21 @@ absl::Status UnpackModelArchive(const std::string& path, const std::string& dir)
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("create ", dir, ": ", ec.message()));
   std::set<std::string> seen;
-  char h[kBlock];
   while (true) {
-    const size_t got = std::fread(h, 1, kBlock, in.get());
-    if (got == 0 && seen.size() == 2) break;  // tolerate a missing end-of-archive marker
-    if (got != kBlock) {
-      return absl::DataLossError(absl::StrCat(path, ": truncated model archive"));
+    TAILOR_ASSIGN_OR_RETURN(std::optional<EntryHeader> entry,
+                            NextEntry(in.get(), path, seen.size() == 2));
+    if (!entry.has_value()) break;
+    if (!seen.insert(entry->name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": entry '", entry->name, "' twice"));
     }
-    bool zero = true;
-    for (char c : h) zero &= c == '\0';
-    if (zero) break;
-    if (std::memcmp(h + 257, "ustar", 5) != 0) {
-      return absl::DataLossError(absl::StrCat(path, ": not a tar (ustar) archive"));
-    }
-    uint64_t sum = 0, size = 0;
-    if (!ParseOctal(h + 148, 8, &sum) || sum != Checksum(h)) {
-      return absl::DataLossError(absl::StrCat(path, ": bad tar header checksum"));
-    }
-    if (!ParseOctal(h + 124, 12, &size)) {
-      return absl::DataLossError(absl::StrCat(path, ": bad tar entry size"));
-    }
-    std::string name(h, strnlen(h, 100));
-    const std::string prefix(h + 345, strnlen(h + 345, 155));
-    if (!prefix.empty()) name = absl::StrCat(prefix, "/", name);
-    if (name.rfind("./", 0) == 0) name = name.substr(2);
-    const char type = h[156];
-    if (type != '0' && type != '\0') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": entry '", name, "' is not a regular file (a model archive holds only ",
-          kModelConfigFile, " and ", kModelWeightsFile, ")"));
-    }
-    if (name != kModelConfigFile && name != kModelWeightsFile) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": unexpected entry '", name,
-                                                     "' (a model archive holds only ",
-                                                     kModelConfigFile, " and ",
-                                                     kModelWeightsFile, ")"));
-    }
-    if (!seen.insert(name).second) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": entry '", name, "' twice"));
-    }
-    const std::string dst = absl::StrCat(dir, "/", name);
+    const std::string dst = absl::StrCat(dir, "/", entry->name);
     {
       File out(std::fopen(dst.c_str(), "wb"));
       if (out == nullptr) return ErrnoError("create", dst);
-      TAILOR_RETURN_IF_ERROR(CopyBytes(in.get(), out.get(), size, path, dst));
+      TAILOR_RETURN_IF_ERROR(CopyBytes(in.get(), out.get(), entry->size, path, dst));
     }
-    const size_t pad = (kBlock - size % kBlock) % kBlock;
+    const size_t pad = (kBlock - entry->size % kBlock) % kBlock;
     if (pad > 0 && std::fseek(in.get(), static_cast<long>(pad), SEEK_CUR) != 0) {
       return absl::DataLossError(absl::StrCat(path, ": truncated model archive"));
     }
@@ -196,6 +216,27 @@ absl::Status UnpackModelArchive(const std::string& path, const std::string& dir)
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadModelArchiveConfig(const std::string& path,
+                                                   uint64_t max_bytes) {
+  File in(std::fopen(path.c_str(), "rb"));
+  if (in == nullptr) return ErrnoError("open", path);
+  TAILOR_ASSIGN_OR_RETURN(std::optional<EntryHeader> entry, NextEntry(in.get(), path, false));
+  // Packing writes config.json first, so a reader needs only the first entry.
+  if (!entry.has_value() || entry->name != kModelConfigFile) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": model archive does not start with ", kModelConfigFile));
+  }
+  if (entry->size > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", kModelConfigFile, " is ",
+                                                   entry->size, " bytes, limit ", max_bytes));
+  }
+  std::string text(entry->size, '\0');
+  if (std::fread(text.data(), 1, text.size(), in.get()) != text.size()) {
+    return absl::DataLossError(absl::StrCat(path, ": truncated model archive"));
+  }
+  return text;
 }
 
 }  // namespace tailor::model

@@ -13,9 +13,11 @@
 //
 // No LibTorch here.
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace tailor::model {
 
@@ -31,6 +33,12 @@ absl::Status PackModelArchive(const std::string& dir, const std::string& path);
 // The contents are not validated here: load the model (ReadHybridConfig, LoadSafetensors)
 // for that.
 absl::Status UnpackModelArchive(const std::string& path, const std::string& dir);
+
+// The text of `path`'s config.json (its first entry) without reading the weights: what the
+// coordinator needs to key cost tables by the parent's architecture. INVALID_ARGUMENT when
+// the archive does not start with config.json or it exceeds `max_bytes`.
+absl::StatusOr<std::string> ReadModelArchiveConfig(const std::string& path,
+                                                   uint64_t max_bytes);
 
 }  // namespace tailor::model
 

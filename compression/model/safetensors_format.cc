@@ -206,6 +206,14 @@ absl::Status CheckTiling(absl::string_view source, std::vector<TensorEntry> entr
   return absl::OkStatus();
 }
 
+// Binary search in a name-sorted index.
+const TensorEntry* FindEntry(const std::vector<TensorEntry>& tensors, absl::string_view name) {
+  auto it = std::lower_bound(tensors.begin(), tensors.end(), name,
+                             [](const TensorEntry& e, absl::string_view n) { return e.name < n; });
+  if (it == tensors.end() || it->name != name) return nullptr;
+  return &*it;
+}
+
 }  // namespace
 
 absl::string_view DTypeName(DType dtype) {
@@ -230,24 +238,73 @@ int64_t DTypeSize(DType dtype) {
   return 0;
 }
 
-absl::StatusOr<SafetensorsFile> SafetensorsFile::Parse(std::string bytes, std::string source) {
-  if (bytes.size() < 8) {
-    return Corrupt(source, absl::StrCat("file is ", bytes.size(),
+namespace {
+
+// Fills `out`'s metadata and tensors from the parsed header object `j` (out.source,
+// file_size and data_start already set) and checks bounds and tiling.
+absl::Status ParseHeaderEntries(const Json& j, SafetensorsHeader& out) {
+  const uint64_t buffer_size = out.file_size - out.data_start;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() == kMetadataKey) {
+      if (!it->is_object()) return Corrupt(out.source, "__metadata__ is not an object");
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string()) {
+          return Corrupt(out.source,
+                         absl::StrCat("__metadata__ value for '", m.key(), "' is not a string"));
+        }
+        out.metadata[m.key()] = m->get<std::string>();
+      }
+      continue;
+    }
+    TAILOR_ASSIGN_OR_RETURN(TensorEntry e, ParseEntry(out.source, it.key(), *it));
+    if (e.end > buffer_size) {
+      return CorruptTensor(
+          out.source, e.name,
+          absl::StrCat("data_offsets [", e.begin, ", ", e.end, "] out of bounds: data buffer is ",
+                       buffer_size, " bytes (truncated file?)"));
+    }
+    out.tensors.push_back(std::move(e));
+  }
+  TAILOR_RETURN_IF_ERROR(CheckTiling(out.source, out.tensors, buffer_size));
+  std::sort(out.tensors.begin(), out.tensors.end(),
+            [](const TensorEntry& a, const TensorEntry& b) { return a.name < b.name; });
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(absl::string_view prefix,
+                                                         uint64_t file_size, std::string source) {
+  if (prefix.size() > file_size) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", prefix.size(),
+                                                   " bytes given for a file of ", file_size));
+  }
+  if (file_size < 8) {
+    return Corrupt(source, absl::StrCat("file is ", file_size,
                                         " bytes, too short for the 8-byte header length"));
+  }
+  if (prefix.size() < 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": only ", prefix.size(), " bytes given, need the first 8"));
   }
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) {
-    header_len = (header_len << 8) | static_cast<unsigned char>(bytes[i]);
+    header_len = (header_len << 8) | static_cast<unsigned char>(prefix[i]);
   }
   if (header_len > kMaxHeaderBytes) {
     return Corrupt(source, absl::StrCat("header length ", header_len, " exceeds the ",
                                         kMaxHeaderBytes, "-byte limit"));
   }
-  if (header_len > bytes.size() - 8) {
+  if (header_len > file_size - 8) {
     return Corrupt(source, absl::StrCat("header length ", header_len, " exceeds the ",
-                                        bytes.size() - 8, " bytes after it (truncated file?)"));
+                                        file_size - 8, " bytes after it (truncated file?)"));
   }
-  const absl::string_view header(bytes.data() + 8, header_len);
+  if (header_len > prefix.size() - 8) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": only ", prefix.size(),
+                                                   " bytes given, the header needs ",
+                                                   8 + header_len));
+  }
+  const absl::string_view header(prefix.data() + 8, header_len);
   Json j;
   DuplicateKeySax sax(j);
   if (!Json::sax_parse(header.begin(), header.end(), &sax) || sax.failed() || j.is_discarded()) {
@@ -263,34 +320,26 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Parse(std::string bytes, std::s
     return Corrupt(source, absl::StrCat("header lists ", tensor_count, " tensors, more than the ",
                                         kMaxSafetensorsTensors, " allowed"));
   }
+  SafetensorsHeader out;
+  out.source = std::move(source);
+  out.file_size = file_size;
+  out.data_start = 8 + header_len;
+  TAILOR_RETURN_IF_ERROR(ParseHeaderEntries(j, out));
+  return out;
+}
+
+const TensorEntry* SafetensorsHeader::Find(absl::string_view name) const {
+  return FindEntry(tensors, name);
+}
+
+absl::StatusOr<SafetensorsFile> SafetensorsFile::Parse(std::string bytes, std::string source) {
+  TAILOR_ASSIGN_OR_RETURN(SafetensorsHeader header,
+                          ParseSafetensorsHeader(bytes, bytes.size(), std::move(source)));
   SafetensorsFile file;
-  file.source_ = std::move(source);
-  file.data_start_ = 8 + header_len;
-  const uint64_t buffer_size = bytes.size() - file.data_start_;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (it.key() == kMetadataKey) {
-      if (!it->is_object()) return Corrupt(file.source_, "__metadata__ is not an object");
-      for (auto m = it->begin(); m != it->end(); ++m) {
-        if (!m->is_string()) {
-          return Corrupt(file.source_,
-                         absl::StrCat("__metadata__ value for '", m.key(), "' is not a string"));
-        }
-        file.metadata_[m.key()] = m->get<std::string>();
-      }
-      continue;
-    }
-    TAILOR_ASSIGN_OR_RETURN(TensorEntry e, ParseEntry(file.source_, it.key(), *it));
-    if (e.end > buffer_size) {
-      return CorruptTensor(
-          file.source_, e.name,
-          absl::StrCat("data_offsets [", e.begin, ", ", e.end, "] out of bounds: data buffer is ",
-                       buffer_size, " bytes (truncated file?)"));
-    }
-    file.tensors_.push_back(std::move(e));
-  }
-  TAILOR_RETURN_IF_ERROR(CheckTiling(file.source_, file.tensors_, buffer_size));
-  std::sort(file.tensors_.begin(), file.tensors_.end(),
-            [](const TensorEntry& a, const TensorEntry& b) { return a.name < b.name; });
+  file.source_ = std::move(header.source);
+  file.data_start_ = header.data_start;
+  file.metadata_ = std::move(header.metadata);
+  file.tensors_ = std::move(header.tensors);
   file.bytes_ = std::move(bytes);
   return file;
 }
@@ -301,10 +350,7 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Read(const std::string& path) {
 }
 
 const TensorEntry* SafetensorsFile::Find(absl::string_view name) const {
-  auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
-                             [](const TensorEntry& e, absl::string_view n) { return e.name < n; });
-  if (it == tensors_.end() || it->name != name) return nullptr;
-  return &*it;
+  return FindEntry(tensors_, name);
 }
 
 absl::string_view SafetensorsFile::Bytes(const TensorEntry& entry) const {

@@ -46,6 +46,26 @@ struct TensorEntry {
   uint64_t end = 0;
 };
 
+// The validated index of a file without its data buffer: everything SafetensorsFile::Parse
+// checks (header length, JSON, entries, bounds, tiling), so a reader can map or stream the
+// tensor bytes instead of holding the whole file in memory.
+struct SafetensorsHeader {
+  std::string source;
+  uint64_t file_size = 0;
+  uint64_t data_start = 0;  // 8 + header length: where the data buffer begins in the file
+  std::map<std::string, std::string> metadata;
+  std::vector<TensorEntry> tensors;  // sorted by name
+
+  const TensorEntry* Find(absl::string_view name) const;
+};
+
+// Parses and validates the header of a file of `file_size` bytes. `prefix` is the start of
+// the file (a whole mapping, or at least its first 8 + header-length bytes); the data
+// buffer itself is never touched. Errors are those of SafetensorsFile::Parse, plus
+// InvalidArgument when `prefix` stops inside a header that the file holds entirely.
+absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(absl::string_view prefix,
+                                                         uint64_t file_size, std::string source);
+
 // A parsed file: the whole file in memory plus a validated index.
 class SafetensorsFile {
  public:

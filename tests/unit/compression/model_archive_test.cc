@@ -133,5 +133,25 @@ TEST(ModelArchiveTest, RejectsCorruption) {
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("none.tar")));
 }
 
+TEST(ModelArchiveTest, ReadsConfigWithoutTheWeights) {
+  const std::string d = Dir("config_only");
+  Write(d + "/packed.tar", Member("config.json", "{\"a\": 1}") +
+                               Member("model.safetensors", std::string(4096, 'w')));
+  absl::StatusOr<std::string> config = ReadModelArchiveConfig(d + "/packed.tar", 1 << 20);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(*config, "{\"a\": 1}");
+  // A config larger than the caller's bound is refused before it is read.
+  EXPECT_THAT(ReadModelArchiveConfig(d + "/packed.tar", 4),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("config.json is 8 bytes, limit 4")));
+  Write(d + "/weights_first.tar", Member("model.safetensors", "w") + Member("config.json", "{}"));
+  EXPECT_THAT(ReadModelArchiveConfig(d + "/weights_first.tar", 1 << 20),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("does not start with config.json")));
+  Write(d + "/cut.tar", Member("config.json", std::string(600, 'c')).substr(0, 700));
+  EXPECT_THAT(ReadModelArchiveConfig(d + "/cut.tar", 1 << 20),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("truncated model archive")));
+}
+
 }  // namespace
 }  // namespace tailor::model
