@@ -34,24 +34,126 @@ at::Tensor Doubles(const std::vector<double>& v, std::vector<int64_t> shape) {
   return torch::tensor(v, torch::kFloat64).reshape(shape);
 }
 
+// The axes as the tables index them: every axis's size, and where the hidden and the global
+// Mamba-heads axes are (-1: none).
+struct SpaceAxes {
+  std::vector<int64_t> sizes;
+  int hidden = -1;
+  int mamba = -1;
+};
+
+absl::StatusOr<SpaceAxes> ScanAxes(const HybridConfig& parent, const SearchSpace& space) {
+  SpaceAxes out;
+  for (size_t a = 0; a < space.axes.size(); ++a) {
+    const ChoiceAxis& axis = space.axes[a];
+    out.sizes.push_back(static_cast<int64_t>(axis.widths.size()));
+    if (axis.kind == AxisKind::kHidden) out.hidden = static_cast<int>(a);
+    if (axis.kind == AxisKind::kMambaHeads) out.mamba = static_cast<int>(a);
+    if (axis.layer >= parent.num_layers()) {
+      return absl::InvalidArgumentError(absl::StrCat(axis.name, ": no such layer in the parent"));
+    }
+  }
+  if (out.hidden < 0) {
+    return absl::InvalidArgumentError("SpaceCostModel: the space has no hidden axis");
+  }
+  return out;
+}
+
+// The fixed terms per hidden choice, flat [H].
+struct FixedColumns {
+  std::vector<double> time[2];  // T0 per phase
+  std::vector<double> memory;   // everything but the workspace
+  std::vector<double> workspace;
+};
+
+// Fixed terms per hidden choice, recovered from the prediction of an empty model: with
+// no present layer the counts are all 0, so T0 = time / F_fixed(0).
+absl::StatusOr<FixedColumns> TabulateFixed(const costmodel::CostModel& model,
+                                           const HybridConfig& parent,
+                                           const std::vector<int64_t>& hidden,
+                                           const costmodel::InteractionModel& interaction) {
+  FixedColumns out;
+  const costmodel::KindCounts zero{};
+  for (int64_t h : hidden) {
+    TAILOR_ASSIGN_OR_RETURN(costmodel::Prediction p, model.Predict(EmptyAt(parent, h)));
+    out.time[0].push_back(p.prefill_ms / interaction.Factor(costmodel::kFixedRow, false, zero));
+    out.time[1].push_back(p.decode_ms / interaction.Factor(costmodel::kFixedRow, true, zero));
+    out.memory.push_back(p.memory.total_mib - p.memory.workspace_mib);
+    out.workspace.push_back(p.memory.workspace_mib);
+  }
+  return out;
+}
+
+// One layer's costs over (hidden choice h, combination k of its axes), flat row-major
+// [H, K]; present is [K].
+struct LayerColumns {
+  std::vector<int> axes;  // the axes the layer depends on, in the order k is flattened
+  std::vector<double> time[2], static_mib, workspace, present;
+};
+
+// The axes layer `l` depends on: the global Mamba-heads axis for a Mamba layer, then its own.
+std::vector<int> AxesOfLayer(const HybridConfig& parent, const SearchSpace& space,
+                             const SpaceAxes& axes, int l) {
+  std::vector<int> out;
+  if (parent.layers[l].kind == LayerKind::kMamba && axes.mamba >= 0) out.push_back(axes.mamba);
+  for (size_t a = 0; a < space.axes.size(); ++a) {
+    if (space.axes[a].layer == l) out.push_back(static_cast<int>(a));
+  }
+  return out;
+}
+
+// Tabulates layer `l` with every other axis at its widest choice (the parent's), so that
+// only the layer's own axes and the hidden width vary. Errors name the layer.
+absl::StatusOr<LayerColumns> TabulateLayer(const costmodel::CostModel& model,
+                                           const HybridConfig& parent, const SearchSpace& space,
+                                           const SpaceAxes& axes, int l) {
+  LayerColumns out;
+  out.axes = AxesOfLayer(parent, space, axes, l);
+  int64_t k_count = 1;
+  for (int a : out.axes) k_count *= axes.sizes[a];
+  out.present.assign(k_count, 0.0);
+  std::vector<int> base;
+  for (const ChoiceAxis& axis : space.axes) {
+    base.push_back(static_cast<int>(axis.widths.size()) - 1);
+  }
+  const int64_t h_count = axes.sizes[axes.hidden];
+  for (int64_t h = 0; h < h_count; ++h) {
+    std::vector<int> idx = base;
+    idx[axes.hidden] = static_cast<int>(h);
+    for (int64_t k = 0; k < k_count; ++k) {
+      // Row-major digits of k over the layer's axes: the last axis varies fastest, the same
+      // order as the outer product in Predict.
+      int64_t rest = k;
+      for (size_t i = out.axes.size(); i-- > 0;) {
+        const int64_t n = axes.sizes[out.axes[i]];
+        idx[out.axes[i]] = static_cast<int>(rest % n);
+        rest /= n;
+      }
+      TAILOR_ASSIGN_OR_RETURN(HybridConfig child, ChildConfig(parent, space, idx));
+      const LayerSpec& spec = child.layers[l];
+      absl::StatusOr<costmodel::LayerCost> c = model.CostOfLayer(spec, child.hidden);
+      if (!c.ok()) {
+        return absl::Status(c.status().code(),
+                            absl::StrCat("layers[", l, "]: ", c.status().message()));
+      }
+      out.time[0].push_back(c->prefill_ms);
+      out.time[1].push_back(c->decode_ms);
+      out.static_mib.push_back(c->static_mib);
+      out.workspace.push_back(c->workspace_mib);
+      if (h == 0) out.present[k] = spec.present() ? 1.0 : 0.0;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const SpaceCostModel>> SpaceCostModel::Build(
     const costmodel::CostModel& model, const HybridConfig& parent, const SearchSpace& space) {
   std::shared_ptr<SpaceCostModel> out(new SpaceCostModel());
-  int mamba_axis = -1;
-  for (size_t a = 0; a < space.axes.size(); ++a) {
-    const ChoiceAxis& axis = space.axes[a];
-    out->axis_sizes_.push_back(static_cast<int64_t>(axis.widths.size()));
-    if (axis.kind == AxisKind::kHidden) out->hidden_axis_ = static_cast<int>(a);
-    if (axis.kind == AxisKind::kMambaHeads) mamba_axis = static_cast<int>(a);
-    if (axis.layer >= parent.num_layers()) {
-      return absl::InvalidArgumentError(absl::StrCat(axis.name, ": no such layer in the parent"));
-    }
-  }
-  if (out->hidden_axis_ < 0) {
-    return absl::InvalidArgumentError("SpaceCostModel: the space has no hidden axis");
-  }
+  TAILOR_ASSIGN_OR_RETURN(const SpaceAxes axes, ScanAxes(parent, space));
+  out->axis_sizes_ = axes.sizes;
+  out->hidden_axis_ = axes.hidden;
   const std::vector<int64_t>& hidden = space.axes[out->hidden_axis_].widths;
   const int64_t h_count = static_cast<int64_t>(hidden.size());
   out->interaction_ = model.table().interaction;
@@ -59,69 +161,22 @@ absl::StatusOr<std::shared_ptr<const SpaceCostModel>> SpaceCostModel::Build(
   out->tokens_per_request_ = static_cast<double>(w.batch_size * w.output_tokens);
 
   try {
-    // Fixed terms per hidden choice, recovered from the prediction of an empty model: with
-    // no present layer the counts are all 0, so T0 = time / F_fixed(0).
-    std::vector<double> fixed_time[2], fixed_memory, fixed_ws;
-    const costmodel::KindCounts zero{};
-    for (int64_t h : hidden) {
-      TAILOR_ASSIGN_OR_RETURN(costmodel::Prediction p, model.Predict(EmptyAt(parent, h)));
-      fixed_time[0].push_back(p.prefill_ms /
-                              out->interaction_.Factor(costmodel::kFixedRow, false, zero));
-      fixed_time[1].push_back(p.decode_ms /
-                              out->interaction_.Factor(costmodel::kFixedRow, true, zero));
-      fixed_memory.push_back(p.memory.total_mib - p.memory.workspace_mib);
-      fixed_ws.push_back(p.memory.workspace_mib);
-    }
-    for (int ph = 0; ph < 2; ++ph) out->fixed_time_[ph] = Doubles(fixed_time[ph], {h_count});
-    out->fixed_memory_ = Doubles(fixed_memory, {h_count});
-    out->fixed_workspace_ = Doubles(fixed_ws, {h_count});
-
-    // The widest choice of every axis: the parent, so that only the layer's own axes vary.
-    std::vector<int> base;
-    for (const ChoiceAxis& axis : space.axes)
-      base.push_back(static_cast<int>(axis.widths.size()) - 1);
+    TAILOR_ASSIGN_OR_RETURN(const FixedColumns fixed,
+                            TabulateFixed(model, parent, hidden, out->interaction_));
+    for (int ph = 0; ph < 2; ++ph) out->fixed_time_[ph] = Doubles(fixed.time[ph], {h_count});
+    out->fixed_memory_ = Doubles(fixed.memory, {h_count});
+    out->fixed_workspace_ = Doubles(fixed.workspace, {h_count});
 
     for (int l = 0; l < parent.num_layers(); ++l) {
+      TAILOR_ASSIGN_OR_RETURN(const LayerColumns c, TabulateLayer(model, parent, space, axes, l));
+      const int64_t k_count = static_cast<int64_t>(c.present.size());
       LayerTable t;
       t.kind = static_cast<int>(parent.layers[l].kind);
-      if (parent.layers[l].kind == LayerKind::kMamba && mamba_axis >= 0)
-        t.axes.push_back(mamba_axis);
-      for (size_t a = 0; a < space.axes.size(); ++a) {
-        if (space.axes[a].layer == l) t.axes.push_back(static_cast<int>(a));
-      }
-      int64_t k_count = 1;
-      for (int a : t.axes) k_count *= out->axis_sizes_[a];
-      std::vector<double> time[2], stat, ws, present(k_count, 0.0);
-      for (int64_t h = 0; h < h_count; ++h) {
-        std::vector<int> idx = base;
-        idx[out->hidden_axis_] = static_cast<int>(h);
-        for (int64_t k = 0; k < k_count; ++k) {
-          // Row-major digits of k over t.axes: the last axis varies fastest, the same order
-          // as the outer product in Predict.
-          int64_t rest = k;
-          for (size_t i = t.axes.size(); i-- > 0;) {
-            const int64_t n = out->axis_sizes_[t.axes[i]];
-            idx[t.axes[i]] = static_cast<int>(rest % n);
-            rest /= n;
-          }
-          TAILOR_ASSIGN_OR_RETURN(HybridConfig child, ChildConfig(parent, space, idx));
-          const LayerSpec& spec = child.layers[l];
-          absl::StatusOr<costmodel::LayerCost> c = model.CostOfLayer(spec, child.hidden);
-          if (!c.ok()) {
-            return absl::Status(c.status().code(),
-                                absl::StrCat("layers[", l, "]: ", c.status().message()));
-          }
-          time[0].push_back(c->prefill_ms);
-          time[1].push_back(c->decode_ms);
-          stat.push_back(c->static_mib);
-          ws.push_back(c->workspace_mib);
-          if (h == 0) present[k] = spec.present() ? 1.0 : 0.0;
-        }
-      }
-      for (int ph = 0; ph < 2; ++ph) t.time[ph] = Doubles(time[ph], {h_count, k_count});
-      t.static_mib = Doubles(stat, {h_count, k_count});
-      t.workspace = Doubles(ws, {h_count, k_count});
-      t.present = Doubles(present, {k_count});
+      t.axes = c.axes;
+      for (int ph = 0; ph < 2; ++ph) t.time[ph] = Doubles(c.time[ph], {h_count, k_count});
+      t.static_mib = Doubles(c.static_mib, {h_count, k_count});
+      t.workspace = Doubles(c.workspace, {h_count, k_count});
+      t.present = Doubles(c.present, {k_count});
       out->layers_.push_back(std::move(t));
     }
   } catch (const c10::Error& e) {

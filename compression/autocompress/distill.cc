@@ -244,6 +244,138 @@ absl::Status Validate(model::HybridLM& teacher, model::HybridLM& student, const 
   return absl::OkStatus();
 }
 
+using Log = std::function<void(const std::string&)>;
+
+// Distill's notes (resumes, ignored checkpoints) go to the caller's log, or to stderr.
+Log MakeLog(const DistillOptions& o) {
+  return [&o](const std::string& line) {
+    if (o.log) {
+      o.log(line);
+    } else {
+      std::fprintf(stderr, "distill: %s\n", line.c_str());
+    }
+  };
+}
+
+// This run's checkpoint: where it lives and the digests a checkpoint must carry to be ours.
+struct CheckpointIds {
+  std::string config_digest;
+  std::string options_digest;
+  std::string path;
+};
+
+// The checkpoint's bytes, agreed by every rank through share_checkpoint: empty when there
+// is none (or it cannot be read, which is logged and treated as none).
+absl::StatusOr<std::string> CheckpointBytes(const DistillOptions& o, const std::string& path,
+                                            const Log& log) {
+  std::string bytes;
+  if (std::filesystem::exists(path)) {
+    absl::StatusOr<std::string> read = model::ReadFileToString(path);
+    if (read.ok()) {
+      bytes = *std::move(read);
+    } else {
+      log(absl::StrCat("ignoring checkpoint ", path, ": ", read.status().message()));
+    }
+  }
+  if (o.share_checkpoint) TAILOR_RETURN_IF_ERROR(o.share_checkpoint(bytes));
+  return bytes;
+}
+
+// Restores the student and optimizer from this run's checkpoint, if there is one, and
+// returns the step to continue from (0: a fresh start).
+absl::StatusOr<int64_t> Resume(const DistillOptions& o, const CheckpointIds& ids,
+                               model::HybridLM& student, torch::optim::Adam& optimizer,
+                               const Log& log, DistillResult& result) {
+  if (o.checkpoint_dir.empty()) return 0;
+  TAILOR_ASSIGN_OR_RETURN(std::string bytes, CheckpointBytes(o, ids.path, log));
+  if (bytes.empty()) return 0;
+  TAILOR_ASSIGN_OR_RETURN(std::optional<Checkpoint> c,
+                          LoadCheckpoint(bytes, ids.path, ids.config_digest, ids.options_digest,
+                                         student, optimizer, log));
+  if (!c.has_value()) return 0;
+  const int64_t start = std::min(c->step, result.steps);
+  result.resumed_from_step = start;
+  result.kd_loss_before = c->kd_loss_before;
+  log(absl::StrCat("resumed from step ", start, " of ", result.steps, " (", ids.path, ")"));
+  return start;
+}
+
+// This rank's rows [begin, end) of every batch, and the scale of its mean loss.
+struct RankRows {
+  int64_t begin = 0;
+  int64_t end = 0;
+  // Scales this rank's mean so the mean over ranks is the global batch mean (rows have equal
+  // token counts), exact even for uneven splits.
+  double share = 1.0;
+};
+
+RankRows RowsOfRank(const DistillOptions& o) {
+  RankRows r;
+  r.begin = o.rank * o.batch_sequences / o.world_size;
+  r.end = (o.rank + 1) * o.batch_sequences / o.world_size;
+  r.share = static_cast<double>((r.end - r.begin) * o.world_size) /
+            static_cast<double>(o.batch_sequences);
+  return r;
+}
+
+// One optimizer step at learning rate `lr` on this rank's rows of the step's batch.
+// Returns the rank's scaled loss.
+absl::StatusOr<at::Tensor> TrainStep(model::HybridLM& teacher, model::HybridLM& student,
+                                     torch::optim::Adam& optimizer,
+                                     const std::vector<at::Tensor>& params,
+                                     const DistillOptions& o, const RankRows& rows, int64_t step,
+                                     double lr) {
+  for (auto& group : optimizer.param_groups()) {
+    static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
+  }
+  const at::Tensor batch = DistillBatch(o.seed, step, o.batch_sequences, o.sequence_length)
+                               .slice(0, rows.begin, rows.end);
+  TAILOR_ASSIGN_OR_RETURN(at::Tensor kd, KdLoss(teacher, student, batch));
+  at::Tensor loss = kd * rows.share;
+  optimizer.zero_grad();
+  loss.backward();
+  if (o.after_backward) TAILOR_RETURN_IF_ERROR(o.after_backward(params));
+  if (o.grad_clip > 0) torch::nn::utils::clip_grad_norm_(params, o.grad_clip);
+  optimizer.step();
+  return loss;
+}
+
+// Trains steps [start, result.steps), checkpointing on the cadence and at the end; a
+// progress callback that returns false stops the run (checkpointed first).
+absl::Status TrainSteps(model::HybridLM& teacher, model::HybridLM& student,
+                        torch::optim::Adam& optimizer, const DistillOptions& o,
+                        const CheckpointIds& ids, int64_t start,
+                        const DistillProgress& progress, DistillResult& result) {
+  const RankRows rows = RowsOfRank(o);
+  const bool checkpointing = !o.checkpoint_dir.empty() && o.write_checkpoints;
+  auto save = [&](int64_t step) {
+    return SaveCheckpoint(o.checkpoint_dir, ids.config_digest, ids.options_digest, step,
+                          result.kd_loss_before, student, optimizer);
+  };
+  const std::vector<at::Tensor> params = student->parameters();
+  student->train();
+  result.steps_done = start;
+  for (int64_t step = start; step < result.steps; ++step) {
+    const double lr = LearningRate(o, step, result.steps);
+    TAILOR_ASSIGN_OR_RETURN(at::Tensor loss,
+                            TrainStep(teacher, student, optimizer, params, o, rows, step, lr));
+    result.steps_done = step + 1;
+
+    bool saved = false;
+    if (checkpointing && (result.steps_done % o.checkpoint_every_steps == 0 ||
+                          result.steps_done == result.steps)) {
+      TAILOR_RETURN_IF_ERROR(save(result.steps_done));
+      saved = true;
+    }
+    if (progress && !progress({result.steps_done, result.steps, loss.item<double>(), lr})) {
+      if (checkpointing && !saved) TAILOR_RETURN_IF_ERROR(save(result.steps_done));
+      result.stopped = true;
+      break;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int64_t DistillSteps(int64_t tokens, int64_t batch_sequences, int64_t sequence_length) {
@@ -285,98 +417,26 @@ absl::StatusOr<double> HeldOutKdLoss(model::HybridLM& teacher, model::HybridLM& 
 absl::StatusOr<DistillResult> Distill(model::HybridLM& teacher, model::HybridLM& student,
                                       const DistillOptions& o, const DistillProgress& progress) {
   TAILOR_RETURN_IF_ERROR(Validate(teacher, student, o));
-  const auto log = [&o](const std::string& line) {
-    if (o.log) {
-      o.log(line);
-    } else {
-      std::fprintf(stderr, "distill: %s\n", line.c_str());
-    }
-  };
+  const Log log = MakeLog(o);
   DistillResult result;
   result.steps = DistillSteps(o.tokens, o.batch_sequences, o.sequence_length);
-  const int64_t row_begin = o.rank * o.batch_sequences / o.world_size;
-  const int64_t row_end = (o.rank + 1) * o.batch_sequences / o.world_size;
-  // Scales this rank's mean so the mean over ranks is the global batch mean (rows have equal
-  // token counts), exact even for uneven splits.
-  const double share = static_cast<double>((row_end - row_begin) * o.world_size) /
-                       static_cast<double>(o.batch_sequences);
-  const std::string config_digest = Digest(model::HybridConfigToJson(student->config()));
-  const std::string options_digest = OptionsDigest(o, teacher->config());
-  const std::string checkpoint_path = absl::StrCat(o.checkpoint_dir, "/", kCheckpointFile);
-
+  const CheckpointIds ids{Digest(model::HybridConfigToJson(student->config())),
+                          OptionsDigest(o, teacher->config()),
+                          absl::StrCat(o.checkpoint_dir, "/", kCheckpointFile)};
   try {
     teacher->eval();
     torch::optim::Adam optimizer(
         student->parameters(),
         torch::optim::AdamOptions(o.learning_rate).betas({0.9, 0.95}).weight_decay(0.0));
-
-    int64_t start = 0;
-    if (!o.checkpoint_dir.empty()) {
-      std::string bytes;
-      if (std::filesystem::exists(checkpoint_path)) {
-        absl::StatusOr<std::string> read = model::ReadFileToString(checkpoint_path);
-        if (read.ok()) {
-          bytes = *std::move(read);
-        } else {
-          log(absl::StrCat("ignoring checkpoint ", checkpoint_path, ": ", read.status().message()));
-        }
-      }
-      if (o.share_checkpoint) TAILOR_RETURN_IF_ERROR(o.share_checkpoint(bytes));
-      if (!bytes.empty()) {
-        TAILOR_ASSIGN_OR_RETURN(std::optional<Checkpoint> c,
-                                LoadCheckpoint(bytes, checkpoint_path, config_digest,
-                                               options_digest, student, optimizer, log));
-        if (c.has_value()) {
-          start = std::min(c->step, result.steps);
-          result.resumed_from_step = start;
-          result.kd_loss_before = c->kd_loss_before;
-          log(absl::StrCat("resumed from step ", start, " of ", result.steps, " (", checkpoint_path,
-                           ")"));
-        }
-      }
-    }
+    TAILOR_ASSIGN_OR_RETURN(const int64_t start,
+                            Resume(o, ids, student, optimizer, log, result));
     if (start == 0 && o.eval_batches > 0) {
       TAILOR_ASSIGN_OR_RETURN(result.kd_loss_before,
                               HeldOutKdLoss(teacher, student, o.seed, o.eval_batches,
                                             o.batch_sequences, o.sequence_length));
     }
-    const bool checkpointing = !o.checkpoint_dir.empty() && o.write_checkpoints;
-    auto save = [&](int64_t step) {
-      return SaveCheckpoint(o.checkpoint_dir, config_digest, options_digest, step,
-                            result.kd_loss_before, student, optimizer);
-    };
-
-    const std::vector<at::Tensor> params = student->parameters();
-    student->train();
-    result.steps_done = start;
-    for (int64_t step = start; step < result.steps; ++step) {
-      const double lr = LearningRate(o, step, result.steps);
-      for (auto& group : optimizer.param_groups()) {
-        static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
-      }
-      const at::Tensor batch = DistillBatch(o.seed, step, o.batch_sequences, o.sequence_length)
-                                   .slice(0, row_begin, row_end);
-      TAILOR_ASSIGN_OR_RETURN(at::Tensor kd, KdLoss(teacher, student, batch));
-      at::Tensor loss = kd * share;
-      optimizer.zero_grad();
-      loss.backward();
-      if (o.after_backward) TAILOR_RETURN_IF_ERROR(o.after_backward(params));
-      if (o.grad_clip > 0) torch::nn::utils::clip_grad_norm_(params, o.grad_clip);
-      optimizer.step();
-      result.steps_done = step + 1;
-
-      bool saved = false;
-      if (checkpointing && (result.steps_done % o.checkpoint_every_steps == 0 ||
-                            result.steps_done == result.steps)) {
-        TAILOR_RETURN_IF_ERROR(save(result.steps_done));
-        saved = true;
-      }
-      if (progress && !progress({result.steps_done, result.steps, loss.item<double>(), lr})) {
-        if (checkpointing && !saved) TAILOR_RETURN_IF_ERROR(save(result.steps_done));
-        result.stopped = true;
-        break;
-      }
-    }
+    TAILOR_RETURN_IF_ERROR(
+        TrainSteps(teacher, student, optimizer, o, ids, start, progress, result));
     student->eval();
     result.tokens_trained = result.steps_done * o.batch_sequences * o.sequence_length;
     if (!result.stopped && o.eval_batches > 0) {

@@ -195,6 +195,231 @@ absl::Status LoadCheckpoint(const std::string& dir, const Meta& meta, Trainables
   return absl::OkStatus();
 }
 
+// The argument checks of RunSearch, before anything is built.
+absl::Status ValidateSearchArgs(model::HybridLM& parent, model::HybridLM& supernet,
+                                const BatchSource& batches, const CostPredictor& cost,
+                                const SearchOptions& options) {
+  if (parent->config() != supernet->config()) {
+    return absl::InvalidArgumentError("RunSearch: parent and supernet configs differ");
+  }
+  if (options.samples < 1 || options.schedule.steps < 1) {
+    return absl::InvalidArgumentError("RunSearch: samples and steps must be >= 1");
+  }
+  if (options.global_batch < 0 || options.row_offset < 0 || options.checkpoint_every < 0) {
+    return absl::InvalidArgumentError(
+        "RunSearch: global_batch, row_offset and checkpoint_every must be >= 0");
+  }
+  if (!batches || !cost) return absl::InvalidArgumentError("RunSearch: missing callback");
+  return absl::OkStatus();
+}
+
+// Whether `decision` ends the search early: converged, and accepted by the caller.
+bool AcceptsConvergence(const SearchOptions& options, const ExtractionDecision& decision) {
+  return options.stop_when_converged && decision.converged &&
+         (!options.accept_extraction || options.accept_extraction(decision));
+}
+
+// Restores this search's committed checkpoint (if any) into `t` and `result`, and returns the
+// first step to run. A checkpoint of another search (other digest) is noted and ignored.
+absl::StatusOr<int64_t> ResumeSearch(const SearchSpace& space, const SearchOptions& options,
+                                     const std::string& digest, Trainables& t,
+                                     SearchResult& result) {
+  int64_t first_step = 0;
+  if (!options.checkpoint_dir.empty()) {
+    absl::StatusOr<std::optional<Meta>> meta = ReadMeta(options.checkpoint_dir);
+    if (!meta.ok()) return meta.status();
+    if (meta->has_value() && (*meta)->digest != digest) {
+      result.ignored_foreign_checkpoint = true;
+    } else if (meta->has_value()) {
+      TAILOR_RETURN_IF_ERROR(LoadCheckpoint(options.checkpoint_dir, **meta, t));
+      first_step = (*meta)->step;
+      result.resumed_from = first_step;
+      result.steps_run = first_step;
+      result.kd_loss = t.kd_loss;
+      result.penalty = t.penalty;
+    }
+  }
+  // A checkpoint written when the search converged: nothing is left to run.
+  if (first_step > 0 && options.stop_when_converged) {
+    torch::NoGradGuard no_grad;
+    TAILOR_ASSIGN_OR_RETURN(ExtractionDecision d, DecideExtraction(space, t.router->Probabilities(),
+                                                                   options.extract_threshold));
+    if (AcceptsConvergence(options, d)) first_step = options.schedule.steps;
+  }
+  return first_step;
+}
+
+// What every search step reads: the inputs of RunSearch and the live training state.
+struct SearchStep {
+  model::HybridLM& parent;
+  const SearchSpace& space;
+  const BatchSource& batches;
+  const CostPredictor& cost;
+  const Budgets& budgets;
+  const SearchOptions& options;
+  const SearchHooks& hooks;
+  Trainables& t;
+  const std::vector<at::Tensor>& trained;  // for the gradient hook
+};
+
+// The batch of `step`, checked to hold this rank's rows of the global batch, on `device`.
+// Sets `global` to the global batch size.
+absl::StatusOr<at::Tensor> StepBatch(const BatchSource& batches, const SearchOptions& options,
+                                     int64_t step, const at::Device& device, int64_t& global) {
+  TAILOR_ASSIGN_OR_RETURN(at::Tensor tokens, batches(step));
+  if (tokens.dim() != 2 || tokens.size(0) < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("batch of step ", step, ": want [B, T]"));
+  }
+  const int64_t b = tokens.size(0);
+  global = options.global_batch > 0 ? options.global_batch : b;
+  if (options.row_offset + b > global) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch of step ", step, ": rows [", options.row_offset, ", ",
+                     options.row_offset + b, ") exceed the global batch of ", global));
+  }
+  return tokens.to(device);
+}
+
+// samples[s][a]: architecture s's soft choice on axis a. Noise is drawn on the CPU
+// generator so runs are reproducible whatever the device, and every rank draws all S
+// architectures (the same ones) whichever rows it holds.
+std::vector<std::vector<at::Tensor>> SampleArchitectures(ArchRouter& router,
+                                                         const GumbelSchedule& schedule,
+                                                         int64_t step, int64_t s_count,
+                                                         at::Generator& gen) {
+  std::vector<at::Tensor> logits = router->Forward();
+  std::vector<std::vector<at::Tensor>> samples(s_count);
+  for (int64_t s = 0; s < s_count; ++s) {
+    for (const at::Tensor& z : logits) {
+      samples[s].push_back(SampleGumbelSoftmax(z, schedule, step, gen));
+    }
+  }
+  return samples;
+}
+
+// The supernet mask of this rank's `b` rows, each row masked by its sampled architecture.
+absl::StatusOr<model::ArchMask> RowMask(const model::HybridConfig& config,
+                                        const SearchSpace& space,
+                                        const std::vector<std::vector<at::Tensor>>& samples,
+                                        int64_t row_offset, int64_t b, int64_t global,
+                                        const at::Device& device) {
+  const int64_t s_count = static_cast<int64_t>(samples.size());
+  // Even split over the GLOBAL batch: global row i trains architecture i * S / G.
+  at::Tensor arch_of_row = torch::arange(row_offset, row_offset + b, torch::kLong)
+                               .mul(s_count)
+                               .div(global, "floor");
+  std::vector<at::Tensor> rows;
+  for (size_t a = 0; a < space.axes.size(); ++a) {
+    std::vector<at::Tensor> per_sample;
+    for (int64_t s = 0; s < s_count; ++s) per_sample.push_back(samples[s][a]);
+    rows.push_back(torch::stack(per_sample).index_select(0, arch_of_row).to(device));
+  }
+  return SoftArchMask(config, space, rows);
+}
+
+// KL(parent || masked supernet) on `tokens`; only the supernet side carries gradients.
+absl::StatusOr<at::Tensor> MaskedKdLoss(model::HybridLM& parent, model::HybridLM& supernet,
+                                        const at::Tensor& tokens, const model::ArchMask& mask) {
+  at::Tensor teacher;
+  {
+    torch::NoGradGuard no_grad;
+    TAILOR_ASSIGN_OR_RETURN(model::ForwardOutput t, parent->Forward(tokens));
+    teacher = t.logits;
+  }
+  model::ForwardOptions fwd;
+  fwd.mask = &mask;
+  TAILOR_ASSIGN_OR_RETURN(model::ForwardOutput student, supernet->Forward(tokens, fwd));
+  return ForwardKl(teacher, student.logits);
+}
+
+// The budget penalty averaged over the sampled architectures, with the options of `like`.
+absl::StatusOr<at::Tensor> MeanPenalty(const CostPredictor& cost, const Budgets& budgets,
+                                       double delta,
+                                       const std::vector<std::vector<at::Tensor>>& samples,
+                                       const at::TensorOptions& like) {
+  at::Tensor penalty = torch::zeros({}, like);
+  for (const std::vector<at::Tensor>& sample : samples) {
+    TAILOR_ASSIGN_OR_RETURN(CostPrediction c, cost(sample));
+    TAILOR_ASSIGN_OR_RETURN(at::Tensor p, BudgetLoss(c, budgets, delta));
+    penalty = penalty + p.to(like);
+  }
+  return penalty / static_cast<double>(samples.size());
+}
+
+// Backward, the gradient hook (e.g. averaging over ranks), then both optimisers' steps.
+absl::Status UpdateWeights(const at::Tensor& loss, Trainables& t, const SearchHooks& hooks,
+                           const std::vector<at::Tensor>& trained) {
+  t.router_opt.zero_grad();
+  if (t.net_opt) t.net_opt->zero_grad();
+  loss.backward();
+  if (hooks.after_backward) TAILOR_RETURN_IF_ERROR(hooks.after_backward(trained));
+  t.router_opt.step();
+  if (t.net_opt) t.net_opt->step();
+  return absl::OkStatus();
+}
+
+// The step's report: the KD loss averaged over ranks and the router's noise-free decision.
+absl::StatusOr<StepReport> MakeStepReport(const SearchStep& s, int64_t step, const at::Tensor& kd,
+                                          const at::Tensor& penalty) {
+  at::Tensor kd_value = kd.detach().to(torch::kCPU, torch::kFloat64).reshape({1});
+  if (s.hooks.reduce_mean) TAILOR_RETURN_IF_ERROR(s.hooks.reduce_mean(kd_value));
+
+  StepReport report;
+  report.step = step;
+  report.kd_loss = kd_value.item<double>();
+  report.penalty = penalty.item<double>();
+  report.logit_scale = s.options.schedule.LogitScale(step);
+  report.temperature = s.options.schedule.Temperature(step);
+  {
+    torch::NoGradGuard no_grad;
+    TAILOR_ASSIGN_OR_RETURN(report.decision, DecideExtraction(s.space, s.t.router->Probabilities(),
+                                                              s.options.extract_threshold));
+  }
+  return report;
+}
+
+// One search step: sample S architectures, train on KD + alpha * budget penalty, report.
+absl::StatusOr<StepReport> TrainStep(const SearchStep& s, int64_t step) {
+  const SearchOptions& options = s.options;
+  int64_t global = 0;
+  TAILOR_ASSIGN_OR_RETURN(at::Tensor tokens,
+                          StepBatch(s.batches, options, step, s.t.device, global));
+  const int64_t s_count = std::min(options.samples, global);
+  const std::vector<std::vector<at::Tensor>> samples =
+      SampleArchitectures(s.t.router, options.schedule, step, s_count, s.t.gen);
+  TAILOR_ASSIGN_OR_RETURN(model::ArchMask mask,
+                          RowMask(s.parent->config(), s.space, samples, options.row_offset,
+                                  tokens.size(0), global, s.t.device));
+  TAILOR_ASSIGN_OR_RETURN(at::Tensor kd, MaskedKdLoss(s.parent, s.t.supernet, tokens, mask));
+  TAILOR_ASSIGN_OR_RETURN(at::Tensor penalty,
+                          MeanPenalty(s.cost, s.budgets, options.delta, samples, kd.options()));
+  at::Tensor loss = kd + options.alpha * penalty;
+  TAILOR_RETURN_IF_ERROR(UpdateWeights(loss, s.t, s.hooks, s.trained));
+  return MakeStepReport(s, step, kd, penalty);
+}
+
+// The step's outcome becomes the result so far, and the metrics the next checkpoint keeps.
+void RecordStep(const StepReport& report, SearchResult& result, Trainables& t) {
+  result.decision = report.decision;
+  result.steps_run = report.step + 1;
+  result.kd_loss = report.kd_loss;
+  result.penalty = report.penalty;
+  t.kd_loss = report.kd_loss;
+  t.penalty = report.penalty;
+}
+
+// The router's final distributions; the decision from them when no step ran in this call.
+absl::Status FinishResult(const SearchSpace& space, ArchRouter& router,
+                          const SearchOptions& options, SearchResult& result) {
+  torch::NoGradGuard no_grad;
+  for (const at::Tensor& p : router->Probabilities()) result.probabilities.push_back(p.detach());
+  if (result.decision.indices.empty()) {
+    TAILOR_ASSIGN_OR_RETURN(result.decision, DecideExtraction(space, result.probabilities,
+                                                              options.extract_threshold));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 at::Tensor ForwardKl(const at::Tensor& teacher_logits, const at::Tensor& student_logits) {
@@ -239,19 +464,8 @@ absl::StatusOr<SearchResult> RunSearch(model::HybridLM& parent, model::HybridLM&
                                        const BatchSource& batches, const CostPredictor& cost,
                                        const Budgets& budgets, const SearchOptions& options,
                                        const ProgressCallback& progress, const SearchHooks& hooks) {
-  if (parent->config() != supernet->config()) {
-    return absl::InvalidArgumentError("RunSearch: parent and supernet configs differ");
-  }
-  if (options.samples < 1 || options.schedule.steps < 1) {
-    return absl::InvalidArgumentError("RunSearch: samples and steps must be >= 1");
-  }
-  if (options.global_batch < 0 || options.row_offset < 0 || options.checkpoint_every < 0) {
-    return absl::InvalidArgumentError(
-        "RunSearch: global_batch, row_offset and checkpoint_every must be >= 0");
-  }
-  if (!batches || !cost) return absl::InvalidArgumentError("RunSearch: missing callback");
-  const model::HybridConfig& config = parent->config();
-  const std::string digest = SearchDigest(config, space, budgets, options);
+  TAILOR_RETURN_IF_ERROR(ValidateSearchArgs(parent, supernet, batches, cost, options));
+  const std::string digest = SearchDigest(parent->config(), space, budgets, options);
   SearchResult result;
   try {
     auto router_opt = MakeRouterOptimizer(router, options.router);
@@ -266,31 +480,8 @@ absl::StatusOr<SearchResult> RunSearch(model::HybridLM& parent, model::HybridLM&
                                   ? at::Device(torch::kCPU)
                                   : supernet->parameters().front().device();
     Trainables trainables{router, supernet, *router_opt, net_opt.get(), gen, device};
-
-    int64_t first_step = 0;
-    if (!options.checkpoint_dir.empty()) {
-      absl::StatusOr<std::optional<Meta>> meta = ReadMeta(options.checkpoint_dir);
-      if (!meta.ok()) return meta.status();
-      if (meta->has_value() && (*meta)->digest != digest) {
-        result.ignored_foreign_checkpoint = true;
-      } else if (meta->has_value()) {
-        TAILOR_RETURN_IF_ERROR(LoadCheckpoint(options.checkpoint_dir, **meta, trainables));
-        first_step = (*meta)->step;
-        result.resumed_from = first_step;
-        result.steps_run = first_step;
-        result.kd_loss = trainables.kd_loss;
-        result.penalty = trainables.penalty;
-      }
-    }
-    // A checkpoint written when the search converged: nothing is left to run.
-    if (first_step > 0 && options.stop_when_converged) {
-      torch::NoGradGuard no_grad;
-      TAILOR_ASSIGN_OR_RETURN(ExtractionDecision d, DecideExtraction(space, router->Probabilities(),
-                                                                     options.extract_threshold));
-      if (d.converged && (!options.accept_extraction || options.accept_extraction(d))) {
-        first_step = options.schedule.steps;
-      }
-    }
+    TAILOR_ASSIGN_OR_RETURN(const int64_t first_step,
+                            ResumeSearch(space, options, digest, trainables, result));
     const bool checkpointing = !options.checkpoint_dir.empty() && options.write_checkpoints &&
                                options.checkpoint_every > 0;
 
@@ -299,98 +490,16 @@ absl::StatusOr<SearchResult> RunSearch(model::HybridLM& parent, model::HybridLM&
     if (net_opt) {
       for (const at::Tensor& p : supernet->parameters()) trained.push_back(p);
     }
+    const SearchStep ctx{parent, space, batches, cost, budgets, options, hooks, trainables,
+                         trained};
 
     for (int64_t step = first_step; step < options.schedule.steps; ++step) {
-      TAILOR_ASSIGN_OR_RETURN(at::Tensor tokens, batches(step));
-      if (tokens.dim() != 2 || tokens.size(0) < 1) {
-        return absl::InvalidArgumentError(absl::StrCat("batch of step ", step, ": want [B, T]"));
-      }
-      const int64_t b = tokens.size(0);
-      const int64_t global = options.global_batch > 0 ? options.global_batch : b;
-      if (options.row_offset + b > global) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("batch of step ", step, ": rows [", options.row_offset, ", ",
-                         options.row_offset + b, ") exceed the global batch of ", global));
-      }
-      tokens = tokens.to(device);
-      const int64_t s_count = std::min(options.samples, global);
-
-      std::vector<at::Tensor> logits = router->Forward();
-      // samples[s][a]: architecture s's soft choice on axis a. Noise is drawn on the CPU
-      // generator so runs are reproducible whatever the device, and every rank draws all S
-      // architectures (the same ones) whichever rows it holds.
-      std::vector<std::vector<at::Tensor>> samples(s_count);
-      for (int64_t s = 0; s < s_count; ++s) {
-        for (const at::Tensor& z : logits) {
-          samples[s].push_back(SampleGumbelSoftmax(z, options.schedule, step, gen));
-        }
-      }
-      // Even split over the GLOBAL batch: global row i trains architecture i * S / G.
-      at::Tensor arch_of_row =
-          torch::arange(options.row_offset, options.row_offset + b, torch::kLong)
-              .mul(s_count)
-              .div(global, "floor");
-      std::vector<at::Tensor> rows;
-      for (size_t a = 0; a < space.axes.size(); ++a) {
-        std::vector<at::Tensor> per_sample;
-        for (int64_t s = 0; s < s_count; ++s) per_sample.push_back(samples[s][a]);
-        rows.push_back(torch::stack(per_sample).index_select(0, arch_of_row).to(device));
-      }
-      TAILOR_ASSIGN_OR_RETURN(model::ArchMask mask, SoftArchMask(config, space, rows));
-
-      at::Tensor teacher;
-      {
-        torch::NoGradGuard no_grad;
-        TAILOR_ASSIGN_OR_RETURN(model::ForwardOutput t, parent->Forward(tokens));
-        teacher = t.logits;
-      }
-      model::ForwardOptions fwd;
-      fwd.mask = &mask;
-      TAILOR_ASSIGN_OR_RETURN(model::ForwardOutput student, supernet->Forward(tokens, fwd));
-      at::Tensor kd = ForwardKl(teacher, student.logits);
-
-      at::Tensor penalty = torch::zeros({}, kd.options());
-      for (int64_t s = 0; s < s_count; ++s) {
-        TAILOR_ASSIGN_OR_RETURN(CostPrediction c, cost(samples[s]));
-        TAILOR_ASSIGN_OR_RETURN(at::Tensor p, BudgetLoss(c, budgets, options.delta));
-        penalty = penalty + p.to(kd.options());
-      }
-      penalty = penalty / static_cast<double>(s_count);
-      at::Tensor loss = kd + options.alpha * penalty;
-
-      router_opt->zero_grad();
-      if (net_opt) net_opt->zero_grad();
-      loss.backward();
-      if (hooks.after_backward) TAILOR_RETURN_IF_ERROR(hooks.after_backward(trained));
-      router_opt->step();
-      if (net_opt) net_opt->step();
-
-      at::Tensor kd_value = kd.detach().to(torch::kCPU, torch::kFloat64).reshape({1});
-      if (hooks.reduce_mean) TAILOR_RETURN_IF_ERROR(hooks.reduce_mean(kd_value));
-
-      StepReport report;
-      report.step = step;
-      report.kd_loss = kd_value.item<double>();
-      report.penalty = penalty.item<double>();
-      report.logit_scale = options.schedule.LogitScale(step);
-      report.temperature = options.schedule.Temperature(step);
-      {
-        torch::NoGradGuard no_grad;
-        TAILOR_ASSIGN_OR_RETURN(report.decision, DecideExtraction(space, router->Probabilities(),
-                                                                  options.extract_threshold));
-      }
-      result.decision = report.decision;
-      result.steps_run = step + 1;
-      result.kd_loss = report.kd_loss;
-      result.penalty = report.penalty;
-      trainables.kd_loss = report.kd_loss;
-      trainables.penalty = report.penalty;
+      TAILOR_ASSIGN_OR_RETURN(StepReport report, TrainStep(ctx, step));
+      RecordStep(report, result, trainables);
       // The search ends here when it converged or ran its last step: checkpoint that too, so
       // a retry after a later failure (extraction, upload) skips the search altogether.
-      const bool last = step + 1 == options.schedule.steps ||
-                        (options.stop_when_converged && report.decision.converged &&
-                         (!options.accept_extraction ||
-                          options.accept_extraction(report.decision)));
+      const bool last =
+          step + 1 == options.schedule.steps || AcceptsConvergence(options, report.decision);
       // Saved before the progress callback, so a run stopped by it (cancellation) still
       // leaves this step's checkpoint behind.
       if (checkpointing && ((step + 1) % options.checkpoint_every == 0 || last)) {
@@ -400,12 +509,7 @@ absl::StatusOr<SearchResult> RunSearch(model::HybridLM& parent, model::HybridLM&
       if (progress && !progress(report)) break;
       if (last) break;
     }
-    torch::NoGradGuard no_grad;
-    for (const at::Tensor& p : router->Probabilities()) result.probabilities.push_back(p.detach());
-    if (result.decision.indices.empty()) {
-      TAILOR_ASSIGN_OR_RETURN(result.decision, DecideExtraction(space, result.probabilities,
-                                                                options.extract_threshold));
-    }
+    TAILOR_RETURN_IF_ERROR(FinishResult(space, router, options, result));
   } catch (const c10::Error& e) {
     return FromTorch(e, "RunSearch");
   }

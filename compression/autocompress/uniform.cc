@@ -225,6 +225,94 @@ std::string LayerText(const LayerSpec& l) {
   return kind;
 }
 
+// The axes of one kind, moved together by the uniform grid; levels = most non-zero widths
+// of any of them.
+struct KindLevels {
+  AxisKind kind;
+  std::vector<int> axes;
+  int levels = 0;
+};
+
+// The space's axes grouped by kind, in AxisKind order.
+absl::StatusOr<std::vector<KindLevels>> KindsOf(const SearchSpace& space) {
+  std::map<AxisKind, KindLevels> by_kind;
+  for (size_t a = 0; a < space.axes.size(); ++a) {
+    const ChoiceAxis& axis = space.axes[a];
+    KindLevels& k = by_kind[axis.kind];
+    k.kind = axis.kind;
+    k.axes.push_back(static_cast<int>(a));
+    const int nonzero = static_cast<int>(
+        std::count_if(axis.widths.begin(), axis.widths.end(), [](int64_t w) { return w > 0; }));
+    k.levels = std::max(k.levels, nonzero);
+  }
+  std::vector<KindLevels> kinds;
+  for (auto& [kind, k] : by_kind) {
+    if (k.levels == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("uniform grid: no non-zero ", KindName(kind), " width"));
+    }
+    kinds.push_back(std::move(k));
+  }
+  return kinds;
+}
+
+// The choice indices at `level` (kind k at level[k] / levels of its widest width, the
+// closest non-zero width on every axis), with one "kind=level/levels" per kind in `text`.
+std::vector<int> UniformIndices(const SearchSpace& space, const std::vector<KindLevels>& kinds,
+                                const std::vector<int>& level, std::vector<std::string>& text) {
+  std::vector<int> indices(space.axes.size(), 0);
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    const double f = static_cast<double>(level[k]) / kinds[k].levels;
+    for (int a : kinds[k].axes) {
+      const ChoiceAxis& axis = space.axes[a];
+      indices[a] = ClosestNonZero(axis, f * static_cast<double>(axis.widths.back()));
+    }
+    text.push_back(absl::StrCat(KindName(kinds[k].kind), "=", level[k], "/", kinds[k].levels));
+  }
+  return indices;
+}
+
+// Advances the mixed-radix counter `level` (kind 0 fastest); false after the last level.
+bool NextLevel(const std::vector<KindLevels>& kinds, std::vector<int>& level) {
+  size_t k = 0;
+  while (k < kinds.size() && level[k] == kinds[k].levels) level[k++] = 1;
+  if (k == kinds.size()) return false;
+  ++level[k];
+  return true;
+}
+
+// The best prediction of each cost over the whole grid (not one architecture's).
+struct BestCosts {
+  double latency = std::numeric_limits<double>::infinity();
+  double memory = std::numeric_limits<double>::infinity();
+  double throughput = 0;
+};
+
+// FAILED_PRECONDITION when no uniform architecture fits: naming the budgets no grid point
+// reaches, or, when each alone is reachable, all of them with the grid's best.
+absl::Status NoUniformFits(int64_t grid_size, const Budgets& budgets, const BestCosts& b) {
+  std::vector<std::string> unreachable, best;
+  auto note = [&](const std::optional<double>& budget, const char* field, double value,
+                  const char* what, bool floor) {
+    if (!budget) return;
+    const std::string line =
+        absl::StrCat(field, " ", Num(*budget), " (", what, " predicted ", Num(value), ")");
+    best.push_back(line);
+    if (floor ? value < *budget : value > *budget) unreachable.push_back(line);
+  };
+  note(budgets.latency_ms, "latency_ms_max", b.latency, "smallest", false);
+  note(budgets.memory_mib, "memory_mib_max", b.memory, "smallest", false);
+  note(budgets.throughput, "throughput_tokens_per_s_min", b.throughput, "largest", true);
+  if (!unreachable.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no uniform architecture of ", grid_size,
+                     " meets the budget: ", absl::StrJoin(unreachable, "; ")));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "no uniform architecture of ", grid_size,
+      " meets all budgets together (each alone can be met): ", absl::StrJoin(best, "; ")));
+}
+
 }  // namespace
 
 std::vector<std::string> BudgetViolations(const costmodel::Prediction& p, const Budgets& b) {
@@ -259,88 +347,28 @@ absl::Status CheckBudgetsReachable(const HybridConfig& parent, const SearchSpace
 absl::StatusOr<UniformGrid> UniformCandidates(const HybridConfig& parent, const SearchSpace& space,
                                               const costmodel::CostModel& model,
                                               const Budgets& budgets) {
-  // Axes grouped by kind, in AxisKind order; levels = most non-zero widths of any axis.
-  struct Kind {
-    AxisKind kind;
-    std::vector<int> axes;
-    int levels = 0;
-  };
-  std::map<AxisKind, Kind> by_kind;
-  for (size_t a = 0; a < space.axes.size(); ++a) {
-    const ChoiceAxis& axis = space.axes[a];
-    Kind& k = by_kind[axis.kind];
-    k.kind = axis.kind;
-    k.axes.push_back(static_cast<int>(a));
-    const int nonzero = static_cast<int>(
-        std::count_if(axis.widths.begin(), axis.widths.end(), [](int64_t w) { return w > 0; }));
-    k.levels = std::max(k.levels, nonzero);
-  }
-  std::vector<Kind> kinds;
-  for (auto& [kind, k] : by_kind) {
-    if (k.levels == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("uniform grid: no non-zero ", KindName(kind), " width"));
-    }
-    kinds.push_back(std::move(k));
-  }
-
+  TAILOR_ASSIGN_OR_RETURN(const std::vector<KindLevels> kinds, KindsOf(space));
   UniformGrid grid;
   std::set<std::vector<int>> seen;
-  double best_latency = std::numeric_limits<double>::infinity();
-  double best_memory = std::numeric_limits<double>::infinity();
-  double best_throughput = 0;
+  BestCosts best;
   std::vector<int> level(kinds.size(), 1);  // 1..levels per kind (mixed-radix counter)
-  while (true) {
-    std::vector<int> indices(space.axes.size(), 0);
+  do {
     std::vector<std::string> text;
-    for (size_t k = 0; k < kinds.size(); ++k) {
-      const double f = static_cast<double>(level[k]) / kinds[k].levels;
-      for (int a : kinds[k].axes) {
-        const ChoiceAxis& axis = space.axes[a];
-        indices[a] = ClosestNonZero(axis, f * static_cast<double>(axis.widths.back()));
-      }
-      text.push_back(absl::StrCat(KindName(kinds[k].kind), "=", level[k], "/", kinds[k].levels));
-    }
-    if (seen.insert(indices).second) {
-      UniformCandidate c;
-      TAILOR_ASSIGN_OR_RETURN(c.predicted, PredictChild(parent, space, model, indices, &c.config));
-      c.indices = indices;
-      c.levels = absl::StrJoin(text, " ");
-      c.parameters = c.config.ParameterCount();
-      best_latency = std::min(best_latency, c.predicted.latency_ms);
-      best_memory = std::min(best_memory, c.predicted.memory_mib);
-      best_throughput = std::max(best_throughput, c.predicted.throughput_tokens_per_s);
-      ++grid.grid_size;
-      if (BudgetViolations(c.predicted, budgets).empty()) grid.fitting.push_back(std::move(c));
-    }
-    size_t k = 0;
-    while (k < kinds.size() && level[k] == kinds[k].levels) level[k++] = 1;
-    if (k == kinds.size()) break;
-    ++level[k];
-  }
+    const std::vector<int> indices = UniformIndices(space, kinds, level, text);
+    if (!seen.insert(indices).second) continue;  // another level rounds to the same widths
+    UniformCandidate c;
+    TAILOR_ASSIGN_OR_RETURN(c.predicted, PredictChild(parent, space, model, indices, &c.config));
+    c.indices = indices;
+    c.levels = absl::StrJoin(text, " ");
+    c.parameters = c.config.ParameterCount();
+    best.latency = std::min(best.latency, c.predicted.latency_ms);
+    best.memory = std::min(best.memory, c.predicted.memory_mib);
+    best.throughput = std::max(best.throughput, c.predicted.throughput_tokens_per_s);
+    ++grid.grid_size;
+    if (BudgetViolations(c.predicted, budgets).empty()) grid.fitting.push_back(std::move(c));
+  } while (NextLevel(kinds, level));
 
-  if (grid.fitting.empty()) {
-    std::vector<std::string> unreachable, best;
-    auto note = [&](const std::optional<double>& b, const char* field, double value,
-                    const char* what, bool floor) {
-      if (!b) return;
-      const std::string line =
-          absl::StrCat(field, " ", Num(*b), " (", what, " predicted ", Num(value), ")");
-      best.push_back(line);
-      if (floor ? value < *b : value > *b) unreachable.push_back(line);
-    };
-    note(budgets.latency_ms, "latency_ms_max", best_latency, "smallest", false);
-    note(budgets.memory_mib, "memory_mib_max", best_memory, "smallest", false);
-    note(budgets.throughput, "throughput_tokens_per_s_min", best_throughput, "largest", true);
-    if (!unreachable.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("no uniform architecture of ", grid.grid_size,
-                       " meets the budget: ", absl::StrJoin(unreachable, "; ")));
-    }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no uniform architecture of ", grid.grid_size,
-        " meets all budgets together (each alone can be met): ", absl::StrJoin(best, "; ")));
-  }
+  if (grid.fitting.empty()) return NoUniformFits(grid.grid_size, budgets, best);
   std::stable_sort(grid.fitting.begin(), grid.fitting.end(),
                    [](const UniformCandidate& a, const UniformCandidate& b) {
                      if (a.parameters != b.parameters) return a.parameters > b.parameters;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -54,6 +55,121 @@ Selection Summarise(const std::vector<std::vector<Option>>& items, std::vector<i
   }
   s.exact = exact;
   return s;
+}
+
+// INVALID_ARGUMENT for an item without options, RESOURCE_EXHAUSTED when even the smallest
+// option of every item overshoots the budget.
+absl::Status CheckFeasible(const std::vector<std::vector<Option>>& items, int64_t budget) {
+  int64_t min_total = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("item ", i, " has no options"));
+    }
+    int64_t m = std::numeric_limits<int64_t>::max();
+    for (const Option& o : items[i]) m = std::min(m, o.bytes);
+    min_total += m;
+  }
+  if (min_total > budget) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "weight budget ", budget, " bytes is below the smallest encoding (", min_total, " bytes)"));
+  }
+  return absl::OkStatus();
+}
+
+// Exact: dynamic programme over items keeping only Pareto-optimal partial sums. nullopt when
+// a Pareto set grows past `max_states`.
+std::optional<std::vector<int>> ExactPick(const std::vector<std::vector<Option>>& items,
+                                          int64_t budget, size_t max_states) {
+  struct State {
+    int64_t bytes;
+    double latency;
+    int32_t prev;    // index into the previous layer
+    int32_t option;  // option taken for this item
+  };
+  std::vector<std::vector<State>> layers;
+  std::vector<State> cur = {{0, 0.0, -1, -1}};
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::vector<State> next;
+    for (size_t s = 0; s < cur.size(); ++s) {
+      for (size_t j = 0; j < items[i].size(); ++j) {
+        const int64_t b = cur[s].bytes + items[i][j].bytes;
+        if (b <= budget) {
+          next.push_back({b, cur[s].latency + items[i][j].latency, static_cast<int32_t>(s),
+                          static_cast<int32_t>(j)});
+        }
+      }
+    }
+    std::sort(next.begin(), next.end(), [](const State& a, const State& b) {
+      return a.bytes != b.bytes ? a.bytes < b.bytes : a.latency < b.latency;
+    });
+    std::vector<State> pareto;
+    for (const State& st : next) {
+      if (pareto.empty() || st.latency < pareto.back().latency) pareto.push_back(st);
+    }
+    if (pareto.size() > max_states) return std::nullopt;
+    layers.push_back(cur);
+    cur = std::move(pareto);
+  }
+  // The last Pareto state has the lowest latency among all feasible totals.
+  std::vector<int> pick(items.size());
+  int32_t s = static_cast<int32_t>(cur.size()) - 1;
+  for (size_t i = items.size(); i-- > 0;) {
+    const State& st = i + 1 == items.size() ? cur[s] : layers[i + 1][s];
+    pick[i] = st.option;
+    s = st.prev;
+  }
+  return pick;
+}
+
+int64_t BytesOf(const std::vector<std::vector<Option>>& items, const std::vector<int>& pick) {
+  int64_t b = 0;
+  for (size_t i = 0; i < items.size(); ++i) b += items[i][pick[i]].bytes;
+  return b;
+}
+
+// Spends the budget left by `pick` greedily, each time on the upgrade with the best latency
+// saved per extra byte (free upgrades first), until none fits.
+void GreedyFill(const std::vector<std::vector<Option>>& items, int64_t budget,
+                std::vector<int>& pick) {
+  int64_t slack = budget - BytesOf(items, pick);
+  while (true) {
+    double best_rate = 0;
+    int bi = -1, bj = -1;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const Option& c = items[i][pick[i]];
+      for (size_t j = 0; j < items[i].size(); ++j) {
+        const Option& o = items[i][j];
+        const int64_t extra = o.bytes - c.bytes;
+        const double saved = c.latency - o.latency;
+        if (saved <= 0 || extra > slack) continue;
+        const double rate = extra <= 0 ? std::numeric_limits<double>::infinity() : saved / extra;
+        if (rate > best_rate) {
+          best_rate = rate;
+          bi = static_cast<int>(i);
+          bj = static_cast<int>(j);
+        }
+      }
+    }
+    if (bi < 0) return;
+    slack -= items[bi][bj].bytes - items[bi][pick[bi]].bytes;
+    pick[bi] = bj;
+  }
+}
+
+// Lagrangian: the smallest multiplier whose per-item picks fit, by bisection, then spend
+// the leftover budget greedily on the upgrade with the best latency saved per byte.
+std::vector<int> LagrangianPick(const std::vector<std::vector<Option>>& items, int64_t budget) {
+  std::vector<int> pick = PickForLambda(items, 0.0);
+  if (BytesOf(items, pick) <= budget) return pick;
+  double lo = 0, hi = 1e-9;
+  while (BytesOf(items, PickForLambda(items, hi)) > budget) hi *= 2;
+  for (int it = 0; it < 100; ++it) {
+    const double mid = 0.5 * (lo + hi);
+    (BytesOf(items, PickForLambda(items, mid)) > budget ? lo : hi) = mid;
+  }
+  pick = PickForLambda(items, hi);
+  GreedyFill(items, budget, pick);
+  return pick;
 }
 
 }  // namespace
@@ -127,103 +243,11 @@ absl::StatusOr<TensorFrontier> AutotuneTensor(const std::string& name, const Ten
 
 absl::StatusOr<Selection> SelectUnderBudget(const std::vector<std::vector<Option>>& items,
                                             int64_t budget, const SelectOptions& options) {
-  int64_t min_total = 0;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (items[i].empty()) return absl::InvalidArgumentError(absl::StrCat("item ", i, " has no options"));
-    int64_t m = std::numeric_limits<int64_t>::max();
-    for (const Option& o : items[i]) m = std::min(m, o.bytes);
-    min_total += m;
+  TAILOR_RETURN_IF_ERROR(CheckFeasible(items, budget));
+  if (std::optional<std::vector<int>> pick = ExactPick(items, budget, options.max_states)) {
+    return Summarise(items, *std::move(pick), true);
   }
-  if (min_total > budget) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "weight budget ", budget, " bytes is below the smallest encoding (", min_total, " bytes)"));
-  }
-
-  // Exact: dynamic programme over items keeping only Pareto-optimal partial sums.
-  struct State {
-    int64_t bytes;
-    double latency;
-    int32_t prev;    // index into the previous layer
-    int32_t option;  // option taken for this item
-  };
-  std::vector<std::vector<State>> layers;
-  std::vector<State> cur = {{0, 0.0, -1, -1}};
-  bool exact = true;
-  for (size_t i = 0; i < items.size() && exact; ++i) {
-    std::vector<State> next;
-    for (size_t s = 0; s < cur.size(); ++s) {
-      for (size_t j = 0; j < items[i].size(); ++j) {
-        const int64_t b = cur[s].bytes + items[i][j].bytes;
-        if (b <= budget) {
-          next.push_back({b, cur[s].latency + items[i][j].latency, static_cast<int32_t>(s),
-                          static_cast<int32_t>(j)});
-        }
-      }
-    }
-    std::sort(next.begin(), next.end(), [](const State& a, const State& b) {
-      return a.bytes != b.bytes ? a.bytes < b.bytes : a.latency < b.latency;
-    });
-    std::vector<State> pareto;
-    for (const State& st : next) {
-      if (pareto.empty() || st.latency < pareto.back().latency) pareto.push_back(st);
-    }
-    if (pareto.size() > options.max_states) exact = false;
-    layers.push_back(cur);
-    cur = std::move(pareto);
-  }
-  if (exact) {
-    // The last Pareto state has the lowest latency among all feasible totals.
-    std::vector<int> pick(items.size());
-    int32_t s = static_cast<int32_t>(cur.size()) - 1;
-    for (size_t i = items.size(); i-- > 0;) {
-      const State& st = i + 1 == items.size() ? cur[s] : layers[i + 1][s];
-      pick[i] = st.option;
-      s = st.prev;
-    }
-    return Summarise(items, std::move(pick), true);
-  }
-
-  // Lagrangian: the smallest multiplier whose per-item picks fit, by bisection, then spend
-  // the leftover budget greedily on the upgrade with the best latency saved per byte.
-  auto bytes_of = [&](const std::vector<int>& pick) {
-    int64_t b = 0;
-    for (size_t i = 0; i < items.size(); ++i) b += items[i][pick[i]].bytes;
-    return b;
-  };
-  std::vector<int> pick = PickForLambda(items, 0.0);
-  if (bytes_of(pick) > budget) {
-    double lo = 0, hi = 1e-9;
-    while (bytes_of(PickForLambda(items, hi)) > budget) hi *= 2;
-    for (int it = 0; it < 100; ++it) {
-      const double mid = 0.5 * (lo + hi);
-      (bytes_of(PickForLambda(items, mid)) > budget ? lo : hi) = mid;
-    }
-    pick = PickForLambda(items, hi);
-    int64_t slack = budget - bytes_of(pick);
-    while (true) {
-      double best_rate = 0;
-      int bi = -1, bj = -1;
-      for (size_t i = 0; i < items.size(); ++i) {
-        const Option& c = items[i][pick[i]];
-        for (size_t j = 0; j < items[i].size(); ++j) {
-          const Option& o = items[i][j];
-          const int64_t extra = o.bytes - c.bytes;
-          const double saved = c.latency - o.latency;
-          if (saved <= 0 || extra > slack) continue;
-          const double rate = extra <= 0 ? std::numeric_limits<double>::infinity() : saved / extra;
-          if (rate > best_rate) {
-            best_rate = rate;
-            bi = static_cast<int>(i);
-            bj = static_cast<int>(j);
-          }
-        }
-      }
-      if (bi < 0) break;
-      slack -= items[bi][bj].bytes - items[bi][pick[bi]].bytes;
-      pick[bi] = bj;
-    }
-  }
-  return Summarise(items, std::move(pick), false);
+  return Summarise(items, LagrangianPick(items, budget), false);
 }
 
 }  // namespace tailor::entropy

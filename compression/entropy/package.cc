@@ -184,6 +184,86 @@ absl::StatusOr<Json> ParseSettings(const std::string& dir) {
   return j;
 }
 
+// Sums over the tensors written so far, for the settings' "totals".
+struct PackageTotals {
+  int64_t resident = 0;  // bytes of the stored files (data + scales)
+  int64_t dense = 0;     // bytes the same tensors take uncoded
+  int64_t weights = 0;
+  double entropy_bits = 0;  // sum over tensors of entropy bits per weight * weights
+};
+
+Json TotalsJson(const PackageTotals& t) {
+  return {{"weights", t.weights},
+          {"resident_bytes", t.resident},
+          {"dense_bytes", t.dense},
+          {"bits_per_weight", t.weights ? 8.0 * t.resident / t.weights : 0.0},
+          {"entropy_bits_per_weight", t.weights ? t.entropy_bits / t.weights : 0.0}};
+}
+
+// The bytes stored for `in`: its rANS container when coded (the codec config goes into the
+// entry `t`), otherwise its raw storage.
+absl::StatusOr<std::vector<uint8_t>> StoredBytes(const PackageTensorInput& in, Json& t) {
+  const QuantizedTensor& q = in.tensor;
+  if (!in.coded) return q.data;
+  TAILOR_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, Encode(q.view(), in.config));
+  t["config"] = {{"symbols_per_codeword", in.config.symbols_per_codeword},
+                 {"table_log", in.config.table_log},
+                 {"chunk_width", in.config.chunk_width}};
+  return bytes;
+}
+
+// Writes the per-row scales of `in` next to its data when its dtype has them (named in the
+// entry `t`); returns their size in bytes, 0 when there are none.
+absl::StatusOr<int64_t> WriteScales(const std::string& dir, const std::string& stem,
+                                    const PackageTensorInput& in, Json& t) {
+  const QuantizedTensor& q = in.tensor;
+  if (!HasScales(q.dtype)) return 0;
+  if (static_cast<int64_t>(q.scales.size()) != q.rows) {
+    return absl::InvalidArgumentError(absl::StrCat(in.name, ": ", q.scales.size(),
+                                                   " scales for ", q.rows, " rows"));
+  }
+  const std::string sfile = stem + ".scale";
+  const int64_t scale_bytes = q.rows * 4;
+  TAILOR_RETURN_IF_ERROR(WriteAll(absl::StrCat(dir, "/", sfile), q.scales.data(), scale_bytes));
+  t["scale_file"] = sfile;
+  t["scale_crc32"] = Crc32(reinterpret_cast<const uint8_t*>(q.scales.data()), scale_bytes);
+  return scale_bytes;
+}
+
+// Writes tensor `i` of a package into `dir` and returns its settings entry; adds it to
+// `totals`.
+absl::StatusOr<Json> WriteTensor(const std::string& dir, size_t i, const PackageTensorInput& in,
+                                 PackageTotals& totals) {
+  const QuantizedTensor& q = in.tensor;
+  TAILOR_RETURN_IF_ERROR(ValidateView(q.view()));
+  const std::string stem = absl::StrFormat("t%04d", static_cast<int>(i));
+  Json t;
+  t["name"] = in.name;
+  t["shape"] = in.shape;
+  t["dtype"] = DTypeName(q.dtype);
+  t["storage"] = in.coded ? "coded" : "dense";
+  TAILOR_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, StoredBytes(in, t));
+  const std::string file = stem + (in.coded ? ".rans" : ".raw");
+  TAILOR_RETURN_IF_ERROR(WriteAll(absl::StrCat(dir, "/", file), bytes.data(), bytes.size()));
+  t["file"] = file;
+  t["bytes"] = static_cast<int64_t>(bytes.size());
+  t["crc32"] = Crc32(bytes.data(), bytes.size());
+  TAILOR_ASSIGN_OR_RETURN(const int64_t scale_bytes, WriteScales(dir, stem, in, t));
+  const int64_t n = q.rows * q.cols;
+  t["dense_bytes"] = DenseBytes(q.dtype, q.rows, q.cols);
+  t["bits_per_weight"] = n == 0 ? 0.0 : 8.0 * bytes.size() / static_cast<double>(n);
+  t["entropy_bits_per_weight"] = in.entropy_bits_per_weight;
+  Json frontier = Json::array();
+  for (const ConfigPoint& p : in.frontier) frontier.push_back(PointToJson(p));
+  t["frontier"] = frontier;
+  t["chosen"] = in.chosen;
+  totals.resident += static_cast<int64_t>(bytes.size()) + scale_bytes;
+  totals.dense += DenseBytes(q.dtype, q.rows, q.cols) + scale_bytes;
+  totals.weights += n;
+  totals.entropy_bits += in.entropy_bits_per_weight * static_cast<double>(n);
+  return t;
+}
+
 }  // namespace
 
 int64_t PackageTensorInfo::cols() const {
@@ -231,69 +311,16 @@ absl::Status WritePackage(const std::string& dir, const std::string& config_json
   settings["source"] = summary.source;
   Json list = Json::array();
   std::set<std::string> names;
-  int64_t resident = 0, dense = 0, weights = 0;
-  double entropy_bits = 0;
+  PackageTotals totals;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const PackageTensorInput& in = tensors[i];
-    const QuantizedTensor& q = in.tensor;
-    if (!names.insert(in.name).second) {
-      return absl::InvalidArgumentError(absl::StrCat("duplicate tensor ", in.name));
+    if (!names.insert(tensors[i].name).second) {
+      return absl::InvalidArgumentError(absl::StrCat("duplicate tensor ", tensors[i].name));
     }
-    TAILOR_RETURN_IF_ERROR(ValidateView(q.view()));
-    const std::string stem = absl::StrFormat("t%04d", static_cast<int>(i));
-    Json t;
-    t["name"] = in.name;
-    t["shape"] = in.shape;
-    t["dtype"] = DTypeName(q.dtype);
-    t["storage"] = in.coded ? "coded" : "dense";
-    std::vector<uint8_t> bytes;
-    if (in.coded) {
-      TAILOR_ASSIGN_OR_RETURN(bytes, Encode(q.view(), in.config));
-      t["config"] = {{"symbols_per_codeword", in.config.symbols_per_codeword},
-                     {"table_log", in.config.table_log},
-                     {"chunk_width", in.config.chunk_width}};
-    } else {
-      bytes = q.data;
-    }
-    const std::string file = stem + (in.coded ? ".rans" : ".raw");
-    TAILOR_RETURN_IF_ERROR(WriteAll(absl::StrCat(dir, "/", file), bytes.data(), bytes.size()));
-    t["file"] = file;
-    t["bytes"] = static_cast<int64_t>(bytes.size());
-    t["crc32"] = Crc32(bytes.data(), bytes.size());
-    int64_t scale_bytes = 0;
-    if (HasScales(q.dtype)) {
-      if (static_cast<int64_t>(q.scales.size()) != q.rows) {
-        return absl::InvalidArgumentError(absl::StrCat(in.name, ": ", q.scales.size(),
-                                                       " scales for ", q.rows, " rows"));
-      }
-      const std::string sfile = stem + ".scale";
-      scale_bytes = q.rows * 4;
-      TAILOR_RETURN_IF_ERROR(
-          WriteAll(absl::StrCat(dir, "/", sfile), q.scales.data(), scale_bytes));
-      t["scale_file"] = sfile;
-      t["scale_crc32"] =
-          Crc32(reinterpret_cast<const uint8_t*>(q.scales.data()), scale_bytes);
-    }
-    const int64_t n = q.rows * q.cols;
-    t["dense_bytes"] = DenseBytes(q.dtype, q.rows, q.cols);
-    t["bits_per_weight"] = n == 0 ? 0.0 : 8.0 * bytes.size() / static_cast<double>(n);
-    t["entropy_bits_per_weight"] = in.entropy_bits_per_weight;
-    Json frontier = Json::array();
-    for (const ConfigPoint& p : in.frontier) frontier.push_back(PointToJson(p));
-    t["frontier"] = frontier;
-    t["chosen"] = in.chosen;
+    TAILOR_ASSIGN_OR_RETURN(Json t, WriteTensor(dir, i, tensors[i], totals));
     list.push_back(t);
-    resident += static_cast<int64_t>(bytes.size()) + scale_bytes;
-    dense += DenseBytes(q.dtype, q.rows, q.cols) + scale_bytes;
-    weights += n;
-    entropy_bits += in.entropy_bits_per_weight * static_cast<double>(n);
   }
   settings["tensors"] = list;
-  settings["totals"] = {{"weights", weights},
-                        {"resident_bytes", resident},
-                        {"dense_bytes", dense},
-                        {"bits_per_weight", weights ? 8.0 * resident / weights : 0.0},
-                        {"entropy_bits_per_weight", weights ? entropy_bits / weights : 0.0}};
+  settings["totals"] = TotalsJson(totals);
   const std::string text = settings.dump(1);
   return WriteAll(absl::StrCat(dir, "/", kPackageSettingsFile), text.data(), text.size());
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace tailor::coordinator {
@@ -96,6 +97,122 @@ void FailSubmission(SlurmAttemptSink* sink, const std::string& lease, const std:
   }
 }
 
+// What the script's resources and directive values must satisfy before any is written.
+absl::Status ValidateScriptInputs(const SlurmLauncherOptions& o, const v1::ResourceSpec& r) {
+  if (!SafeGresName(r.gpu_type())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "resources.gpu_type: must be a GRES type name of [A-Za-z0-9_.-] (at most 64), got '",
+        r.gpu_type().substr(0, 64), "'"));
+  }
+  if (r.gpus_per_node() < 0 || r.memory_mib() < 0 || r.time_limit_s() < 0) {
+    return absl::InvalidArgumentError("resources: negative gpus, memory or time limit");
+  }
+  for (const std::string* v : {&o.partition, &o.account}) {
+    if (!SafeDirectiveValue(*v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Slurm partition/account '", *v, "' contains blanks or '#'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int RanksPerNode(const v1::ResourceSpec& r) { return std::max(1, r.ranks_per_node()); }
+
+// Where an attempt writes: its log files' common prefix and the job's work directory.
+struct ScriptPaths {
+  std::string log_base;  // <data>/logs/<job>/attempt-N
+  std::string work;      // <data>/work/<job>
+};
+
+ScriptPaths PathsOf(const SlurmLauncherOptions& o, const v1::AcquireJobResponse& a) {
+  const std::string& job_id = a.job().id();
+  const int attempt = a.lease().attempt();
+  return {absl::StrCat(o.data_dir, "/logs/", job_id, "/attempt-", attempt),
+          absl::StrCat(o.data_dir, "/work/", job_id)};
+}
+
+// The #SBATCH directives: the job's resources, tailor's settings, then the operator's extra
+// sbatch arguments. Each must be one --option[=value] without blanks.
+absl::StatusOr<std::vector<std::string>> SbatchDirectives(const SlurmLauncherOptions& o,
+                                                          const v1::AcquireJobResponse& a,
+                                                          const ScriptPaths& paths) {
+  const v1::ResourceSpec& r = a.job().resources();
+  std::vector<std::string> d;
+  d.push_back(absl::StrCat("--job-name=",
+                           SlurmLauncher::JobName(a.campaign_id(), a.job().id(),
+                                                  a.lease().attempt())));
+  d.push_back(absl::StrCat("--nodes=", std::max(1, r.nodes())));
+  d.push_back(absl::StrCat("--ntasks-per-node=", RanksPerNode(r)));
+  if (r.gpus_per_node() > 0) {
+    d.push_back(r.gpu_type().empty()
+                    ? absl::StrCat("--gres=gpu:", r.gpus_per_node())
+                    : absl::StrCat("--gres=gpu:", r.gpu_type(), ":", r.gpus_per_node()));
+  }
+  if (r.memory_mib() > 0) d.push_back(absl::StrCat("--mem=", r.memory_mib(), "M"));
+  if (r.time_limit_s() > 0) d.push_back(absl::StrCat("--time=", SlurmTime(r.time_limit_s())));
+  if (!o.partition.empty()) d.push_back(absl::StrCat("--partition=", o.partition));
+  if (!o.account.empty()) d.push_back(absl::StrCat("--account=", o.account));
+  d.push_back(absl::StrCat("--output=", paths.log_base, ".log"));
+  // slurmstepd and rank 0 both write the attempt log: neither may truncate the other.
+  d.push_back("--open-mode=append");
+  d.push_back(o.requeue ? "--requeue" : "--no-requeue");
+  for (const std::string& extra : o.sbatch_args) {
+    if (extra.rfind("--", 0) != 0 || extra.find('\n') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sbatch argument '", extra, "' must be one --option[=value]"));
+    }
+    d.push_back(extra);
+  }
+  for (const std::string& v : d) {
+    if (v.find('\n') != std::string::npos || v.find(' ') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("bad sbatch directive '", v, "'"));
+    }
+  }
+  return d;
+}
+
+// The environment every rank's tailor-worker reads: coordinator, lease, directories and
+// credentials, and the rendezvous port.
+void AppendEnvironment(const SlurmLauncherOptions& o, const v1::AcquireJobResponse& a,
+                       const ScriptPaths& paths, std::string& s) {
+  absl::StrAppend(
+      &s, "set -u\n",
+      "export TAILOR_COORDINATOR=", ShellQuote(o.coordinator), "\n",
+      "export TAILOR_LEASE_ID=", ShellQuote(a.lease().id()), "\n",
+      "export TAILOR_WORK_DIR=",
+      ShellQuote(absl::StrCat(paths.work, "/attempt-", a.lease().attempt())), "\n",
+      "# Survives attempts: a retried search or distillation resumes from its checkpoints.\n",
+      "export TAILOR_CHECKPOINT_DIR=", ShellQuote(absl::StrCat(paths.work, "/checkpoints")), "\n",
+      "export TAILOR_LAUNCHER=slurm\n",
+      o.token_file.empty()
+          ? std::string()
+          : absl::StrCat("export TAILOR_TOKEN=\"$(cat ", ShellQuote(o.token_file), ")\"\n"),
+      o.ca_cert.empty() ? std::string()
+                        : absl::StrCat("export TAILOR_CA_CERT=", ShellQuote(o.ca_cert), "\n"),
+      "# The c10d store listens on the first node; a port derived from the job id keeps jobs\n",
+      "# sharing a node apart.\n",
+      "export MASTER_PORT=$((", o.master_port_base, " + SLURM_JOB_ID % ", o.master_port_span,
+      "))\n",
+      "# Each rank derives RANK/WORLD_SIZE/LOCAL_RANK from SLURM_PROCID/SLURM_NTASKS/\n",
+      "# SLURM_LOCALID and MASTER_ADDR from the first host of SLURM_JOB_NODELIST.\n",
+      "unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR\n");
+}
+
+// The directories, a banner line in the log, and the srun that starts one worker per task.
+void AppendLaunch(const SlurmLauncherOptions& o, int per_node, const ScriptPaths& paths,
+                  std::string& s) {
+  absl::StrAppend(
+      &s, "mkdir -p \"$TAILOR_WORK_DIR\" \"$TAILOR_CHECKPOINT_DIR\"\n",
+      "echo \"tailor: Slurm job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, $SLURM_NTASKS ranks, "
+      "rendezvous port $MASTER_PORT, restart ${SLURM_RESTART_COUNT:-0}\"\n",
+      "# One tailor-worker per task; rank 0 writes the attempt log (what `tailor logs` shows),\n",
+      "# the others attempt-N.rankR.log. A rank that fails takes the others down with it.\n",
+      "exec srun --kill-on-bad-exit=1 --ntasks-per-node=", per_node, " /bin/sh -c ",
+      ShellQuote("if [ \"$SLURM_PROCID\" = 0 ]; then exec \"$1\" >>\"$2.log\" 2>&1; "
+                 "else exec \"$1\" >>\"$2.rank$SLURM_PROCID.log\" 2>&1; fi"),
+      " tailor-rank ", ShellQuote(o.worker_bin), " ", ShellQuote(paths.log_base), "\n");
+}
+
 }  // namespace
 
 // --- the coordinator side -----------------------------------------------------------------
@@ -140,93 +257,18 @@ std::string SlurmLauncher::JobName(const std::string& campaign_id, const std::st
 
 absl::StatusOr<std::string> BuildSbatchScript(const SlurmLauncherOptions& o,
                                               const v1::AcquireJobResponse& a) {
-  const v1::ResourceSpec& r = a.job().resources();
-  const int nodes = std::max(1, r.nodes());
-  const int per_node = std::max(1, r.ranks_per_node());
-  if (!SafeGresName(r.gpu_type())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "resources.gpu_type: must be a GRES type name of [A-Za-z0-9_.-] (at most 64), got '",
-        r.gpu_type().substr(0, 64), "'"));
-  }
-  if (r.gpus_per_node() < 0 || r.memory_mib() < 0 || r.time_limit_s() < 0) {
-    return absl::InvalidArgumentError("resources: negative gpus, memory or time limit");
-  }
-  for (const std::string* v : {&o.partition, &o.account}) {
-    if (!SafeDirectiveValue(*v)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Slurm partition/account '", *v, "' contains blanks or '#'"));
-    }
-  }
-  const std::string job_id = a.job().id();
-  const int attempt = a.lease().attempt();
-  const std::string log_base = absl::StrCat(o.data_dir, "/logs/", job_id, "/attempt-", attempt);
-  const std::string work = absl::StrCat(o.data_dir, "/work/", job_id);
-
-  std::vector<std::string> d;  // #SBATCH directives
-  d.push_back(absl::StrCat("--job-name=", SlurmLauncher::JobName(a.campaign_id(), job_id, attempt)));
-  d.push_back(absl::StrCat("--nodes=", nodes));
-  d.push_back(absl::StrCat("--ntasks-per-node=", per_node));
-  if (r.gpus_per_node() > 0) {
-    d.push_back(r.gpu_type().empty()
-                    ? absl::StrCat("--gres=gpu:", r.gpus_per_node())
-                    : absl::StrCat("--gres=gpu:", r.gpu_type(), ":", r.gpus_per_node()));
-  }
-  if (r.memory_mib() > 0) d.push_back(absl::StrCat("--mem=", r.memory_mib(), "M"));
-  if (r.time_limit_s() > 0) d.push_back(absl::StrCat("--time=", SlurmTime(r.time_limit_s())));
-  if (!o.partition.empty()) d.push_back(absl::StrCat("--partition=", o.partition));
-  if (!o.account.empty()) d.push_back(absl::StrCat("--account=", o.account));
-  d.push_back(absl::StrCat("--output=", log_base, ".log"));
-  // slurmstepd and rank 0 both write the attempt log: neither may truncate the other.
-  d.push_back("--open-mode=append");
-  d.push_back(o.requeue ? "--requeue" : "--no-requeue");
-  for (const std::string& extra : o.sbatch_args) {
-    if (extra.rfind("--", 0) != 0 || extra.find('\n') != std::string::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sbatch argument '", extra, "' must be one --option[=value]"));
-    }
-    d.push_back(extra);
-  }
-  for (const std::string& v : d) {
-    if (v.find('\n') != std::string::npos || v.find(' ') != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("bad sbatch directive '", v, "'"));
-    }
-  }
-
+  TAILOR_RETURN_IF_ERROR(ValidateScriptInputs(o, a.job().resources()));
+  const ScriptPaths paths = PathsOf(o, a);
+  TAILOR_ASSIGN_OR_RETURN(const std::vector<std::string> d, SbatchDirectives(o, a, paths));
   std::string s = "#!/bin/bash\n";
-  absl::StrAppend(&s, "# tailor ", a.job().kind(), " job ", job_id, " of campaign ",
-                  a.campaign_id(), ", attempt ", attempt, ", lease ", a.lease().id(), ".\n",
+  absl::StrAppend(&s, "# tailor ", a.job().kind(), " job ", a.job().id(), " of campaign ",
+                  a.campaign_id(), ", attempt ", a.lease().attempt(), ", lease ", a.lease().id(),
+                  ".\n",
                   "# Written by tailor-coordinator --launcher slurm and kept as the record of "
                   "what was submitted.\n");
   for (const std::string& v : d) absl::StrAppend(&s, "#SBATCH ", v, "\n");
-  absl::StrAppend(
-      &s, "set -u\n",
-      "export TAILOR_COORDINATOR=", ShellQuote(o.coordinator), "\n",
-      "export TAILOR_LEASE_ID=", ShellQuote(a.lease().id()), "\n",
-      "export TAILOR_WORK_DIR=", ShellQuote(absl::StrCat(work, "/attempt-", attempt)), "\n",
-      "# Survives attempts: a retried search or distillation resumes from its checkpoints.\n",
-      "export TAILOR_CHECKPOINT_DIR=", ShellQuote(absl::StrCat(work, "/checkpoints")), "\n",
-      "export TAILOR_LAUNCHER=slurm\n",
-      o.token_file.empty()
-          ? std::string()
-          : absl::StrCat("export TAILOR_TOKEN=\"$(cat ", ShellQuote(o.token_file), ")\"\n"),
-      o.ca_cert.empty() ? std::string()
-                        : absl::StrCat("export TAILOR_CA_CERT=", ShellQuote(o.ca_cert), "\n"),
-      "# The c10d store listens on the first node; a port derived from the job id keeps jobs\n",
-      "# sharing a node apart.\n",
-      "export MASTER_PORT=$((", o.master_port_base, " + SLURM_JOB_ID % ", o.master_port_span,
-      "))\n",
-      "# Each rank derives RANK/WORLD_SIZE/LOCAL_RANK from SLURM_PROCID/SLURM_NTASKS/\n",
-      "# SLURM_LOCALID and MASTER_ADDR from the first host of SLURM_JOB_NODELIST.\n",
-      "unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR\n",
-      "mkdir -p \"$TAILOR_WORK_DIR\" \"$TAILOR_CHECKPOINT_DIR\"\n",
-      "echo \"tailor: Slurm job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, $SLURM_NTASKS ranks, "
-      "rendezvous port $MASTER_PORT, restart ${SLURM_RESTART_COUNT:-0}\"\n",
-      "# One tailor-worker per task; rank 0 writes the attempt log (what `tailor logs` shows),\n",
-      "# the others attempt-N.rankR.log. A rank that fails takes the others down with it.\n",
-      "exec srun --kill-on-bad-exit=1 --ntasks-per-node=", per_node, " /bin/sh -c ",
-      ShellQuote("if [ \"$SLURM_PROCID\" = 0 ]; then exec \"$1\" >>\"$2.log\" 2>&1; "
-                 "else exec \"$1\" >>\"$2.rank$SLURM_PROCID.log\" 2>&1; fi"),
-      " tailor-rank ", ShellQuote(o.worker_bin), " ", ShellQuote(log_base), "\n");
+  AppendEnvironment(o, a, paths, s);
+  AppendLaunch(o, RanksPerNode(a.job().resources()), paths, s);
   return s;
 }
 
