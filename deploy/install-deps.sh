@@ -36,13 +36,29 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# llama.cpp through node-llama-cpp, pinned, with its prebuilt linux-x64 CPU binaries
+# (tools/llama-sidecar: the GGUF export's equivalence tests and, later, the llama.cpp engine).
+# SKIP_DOWNLOAD: never build llama.cpp from source at install time. Skipped when the pinned
+# version is already there.
+NODE_LLAMA_CPP_VERSION=3.21.1
+SIDECAR_DIR="$(cd "$(dirname "$0")/.." && pwd)/tools/llama-sidecar"
+installed="$(node -p "require('$SIDECAR_DIR/node_modules/node-llama-cpp/package.json').version" \
+  2>/dev/null || true)"
+if [ "$installed" = "$NODE_LLAMA_CPP_VERSION" ] &&
+   [ -d "$SIDECAR_DIR/node_modules/@node-llama-cpp/linux-x64" ]; then
+  echo "install-deps: node-llama-cpp $NODE_LLAMA_CPP_VERSION present"
+else
+  echo "install-deps: installing node-llama-cpp $NODE_LLAMA_CPP_VERSION into $SIDECAR_DIR"
+  (cd "$SIDECAR_DIR" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm i --no-audit --no-fund -E \
+    "node-llama-cpp@$NODE_LLAMA_CPP_VERSION" "@node-llama-cpp/linux-x64@$NODE_LLAMA_CPP_VERSION")
+fi
 echo "install-deps: done"

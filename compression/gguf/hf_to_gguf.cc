@@ -1,0 +1,462 @@
+#include "compression/gguf/hf_to_gguf.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+
+namespace tailor::gguf {
+namespace {
+
+using Json = nlohmann::json;
+
+// IEEE half to float, written out so the export needs no F16 support from the compiler.
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exponent = (h >> 10) & 0x1f;
+  uint32_t mantissa = h & 0x3ff;
+  uint32_t bits;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000 | (mantissa << 13);  // inf / NaN
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    bits = sign;
+  } else {  // subnormal: normalise
+    exponent = 113;
+    while ((mantissa & 0x400) == 0) {
+      mantissa <<= 1;
+      --exponent;
+    }
+    bits = sign | (exponent << 23) | ((mantissa & 0x3ff) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Appends `n` elements of `src` (in dtype `from`) to `out` as `to`. Only same-type copies
+// and conversions to F32 occur.
+void AppendElements(const char* src, int64_t n, model::DType from, TensorType to,
+                    std::string& out) {
+  if (to != TensorType::kF32 || from == model::DType::kF32) {
+    out.append(src, n * model::DTypeSize(from));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t v = static_cast<uint16_t>(static_cast<uint8_t>(src[2 * i]) |
+                                             (static_cast<uint8_t>(src[2 * i + 1]) << 8));
+    float f;
+    if (from == model::DType::kBF16) {
+      const uint32_t bits = static_cast<uint32_t>(v) << 16;
+      std::memcpy(&f, &bits, 4);
+    } else {
+      f = HalfToFloat(v);
+    }
+    char b[4];
+    std::memcpy(b, &f, 4);  // GGUF is little-endian, as are the hosts tailor runs on
+    out.append(b, 4);
+  }
+}
+
+TensorType NativeType(model::DType d) {
+  if (d == model::DType::kBF16) return TensorType::kBF16;
+  if (d == model::DType::kF16) return TensorType::kF16;
+  return TensorType::kF32;
+}
+
+// A source that streams a checkpoint tensor, rows optionally reordered, in pieces of about
+// 1 MiB (never the whole tensor at once).
+TensorSource RowSource(hf::TensorView view, TensorType to, std::vector<int64_t> row_order) {
+  return [view, to, order = std::move(row_order)](const ByteSink& sink) -> absl::Status {
+    const std::vector<int64_t>& shape = *view.shape;
+    const int64_t rows = shape[0];
+    int64_t row_len = 1;
+    for (size_t d = 1; d < shape.size(); ++d) row_len *= shape[d];
+    const int64_t row_bytes = row_len * model::DTypeSize(view.dtype);
+    std::string buffer;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t src = order.empty() ? r : order[r];
+      AppendElements(view.data + src * row_bytes, row_len, view.dtype, to, buffer);
+      if (buffer.size() >= (1u << 20) || r + 1 == rows) {
+        absl::Status s = sink(buffer.data(), buffer.size());
+        if (!s.ok()) return s;
+        buffer.clear();
+      }
+    }
+    return absl::OkStatus();
+  };
+}
+
+// Layer-local HF names (after "model.layers.N.") and their GGUF names (after "blk.N.").
+constexpr std::pair<absl::string_view, absl::string_view> kLayerNames[] = {
+    {"input_layernorm", "attn_norm"},     {"post_attention_layernorm", "ffn_norm"},
+    {"self_attn.q_proj", "attn_q"},       {"self_attn.k_proj", "attn_k"},
+    {"self_attn.v_proj", "attn_v"},       {"self_attn.o_proj", "attn_output"},
+    {"self_attn.q_norm", "attn_q_norm"},  {"self_attn.k_norm", "attn_k_norm"},
+    {"mlp.gate_proj", "ffn_gate"},        {"mlp.up_proj", "ffn_up"},
+    {"mlp.down_proj", "ffn_down"},
+};
+
+absl::StatusOr<std::string> ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return std::move(s).str();
+}
+
+// True when any object in `j` has "type": "ByteLevel" (pre_tokenizer or decoder): the mark
+// of GPT-2 style byte-level BPE, which is what tokenizer.ggml.model "gpt2" means.
+bool HasByteLevel(const Json& j) {
+  if (j.is_object()) {
+    auto t = j.find("type");
+    if (t != j.end() && t->is_string() && *t == "ByteLevel") return true;
+    for (const auto& [k, v] : j.items()) {
+      if (HasByteLevel(v)) return true;
+    }
+  } else if (j.is_array()) {
+    for (const Json& v : j) {
+      if (HasByteLevel(v)) return true;
+    }
+  }
+  return false;
+}
+
+// GPT-2's byte -> printable code point table: printable Latin-1 bytes stand for themselves,
+// the others are moved to 256 + n in byte order, so every byte has a visible symbol.
+std::string ByteSymbol(int byte) {
+  auto printable = [](int b) {
+    return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+  };
+  int cp = byte;
+  if (!printable(byte)) {
+    cp = 256;
+    for (int b = 0; b < byte; ++b) cp += printable(b) ? 0 : 1;
+  }
+  std::string s;  // UTF-8 of a code point < 0x800
+  if (cp < 0x80) {
+    s.push_back(static_cast<char>(cp));
+  } else {
+    s.push_back(static_cast<char>(0xc0 | (cp >> 6)));
+    s.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+  }
+  return s;
+}
+
+GgufVocabulary SynthesizedVocabulary(int64_t vocab_size, std::string note) {
+  GgufVocabulary v;
+  v.note = std::move(note);
+  for (int64_t i = 0; i < vocab_size; ++i) {
+    v.tokens.push_back(i < 256 ? ByteSymbol(static_cast<int>(i))
+                               : absl::StrCat("<|tailor_token_", i, "|>"));
+    v.types.push_back(i < 256 ? 1 : 4);
+  }
+  return v;
+}
+
+// The byte-level BPE vocabulary of tokenizer.json, or an error saying why it cannot be
+// carried (the caller then synthesizes one).
+absl::StatusOr<GgufVocabulary> CarriedVocabulary(const std::string& path, int64_t vocab_size) {
+  absl::StatusOr<std::string> text = ReadText(path);
+  if (!text.ok()) return text.status();
+  const Json j = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.contains("model") || !j["model"].is_object()) {
+    return absl::InvalidArgumentError("tokenizer.json is not JSON with a model object");
+  }
+  const Json& m = j["model"];
+  if (m.value("type", "") != "BPE" || !HasByteLevel(j)) {
+    return absl::InvalidArgumentError("tokenizer.json is not a byte-level BPE tokenizer");
+  }
+  GgufVocabulary v;
+  v.tokens.assign(vocab_size, "");
+  v.types.assign(vocab_size, 1);
+  std::vector<bool> seen(vocab_size, false);
+  auto place = [&](const std::string& token, int64_t id, int32_t type) -> absl::Status {
+    if (id < 0 || id >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("tokenizer.json: token id ", id,
+                                                     " outside vocab_size ", vocab_size));
+    }
+    v.tokens[id] = token;
+    v.types[id] = type;
+    seen[id] = true;
+    return absl::OkStatus();
+  };
+  for (const auto& [token, id] : m.value("vocab", Json::object()).items()) {
+    if (!id.is_number_integer()) return absl::InvalidArgumentError("tokenizer.json: bad id");
+    absl::Status s = place(token, id.get<int64_t>(), 1);
+    if (!s.ok()) return s;
+  }
+  for (const Json& a : j.value("added_tokens", Json::array())) {
+    absl::Status s = place(a.value("content", ""), a.value("id", int64_t{-1}),
+                           a.value("special", false) ? 3 : 4);
+    if (!s.ok()) return s;
+  }
+  std::set<std::string> unique;
+  for (int64_t i = 0; i < vocab_size; ++i) {
+    // Rows of the embedding no token names (padding) get unused placeholders.
+    if (!seen[i]) v.tokens[i] = absl::StrCat("<|tailor_unused_", i, "|>"), v.types[i] = 5;
+    if (!unique.insert(v.tokens[i]).second) {
+      return absl::InvalidArgumentError(absl::StrCat("tokenizer.json: token \"", v.tokens[i],
+                                                     "\" appears twice"));
+    }
+  }
+  for (const Json& merge : m.value("merges", Json::array())) {
+    if (merge.is_string()) {
+      v.merges.push_back(merge.get<std::string>());
+    } else if (merge.is_array() && merge.size() == 2) {  // newer ["a", "b"] spelling
+      v.merges.push_back(absl::StrCat(merge[0].get<std::string>(), " ",
+                                      merge[1].get<std::string>()));
+    }
+  }
+  v.carried = true;
+  return v;
+}
+
+// bos/eos from config.json (eos may be a list: the first is the one generation starts with).
+void SpecialIds(const std::string& dir, GgufVocabulary& v) {
+  absl::StatusOr<std::string> text = ReadText(dir + "/config.json");
+  if (!text.ok()) return;
+  const Json c = Json::parse(*text, nullptr, false);
+  if (c.is_discarded()) return;
+  auto id = [&](const char* key) -> int64_t {
+    if (!c.contains(key)) return -1;
+    const Json& x = c[key].is_array() && !c[key].empty() ? c[key][0] : c[key];
+    const int64_t i = x.is_number_integer() ? x.get<int64_t>() : -1;
+    return i >= 0 && i < static_cast<int64_t>(v.tokens.size()) ? i : -1;
+  };
+  v.bos = id("bos_token_id");
+  v.eos = id("eos_token_id");
+}
+
+
+uint32_t U32(int64_t v) { return static_cast<uint32_t>(v); }
+
+absl::Status AddModelMetadata(const hf::HfConfig& c, const std::string& arch,
+                              const std::string& name, uint32_t file_type, GgufWriter& w) {
+  const std::vector<std::pair<std::string, Value>> kv = {
+      {"general.architecture", arch},
+      {"general.name", name},
+      {"general.file_type", file_type},
+      {arch + ".vocab_size", U32(c.vocab_size)},
+      {arch + ".context_length", U32(c.max_position_embeddings)},
+      {arch + ".embedding_length", U32(c.hidden_size)},
+      {arch + ".block_count", U32(c.num_hidden_layers)},
+      {arch + ".feed_forward_length", U32(c.intermediate_size)},
+      {arch + ".attention.head_count", U32(c.num_attention_heads)},
+      {arch + ".attention.head_count_kv", U32(c.num_key_value_heads)},
+      // Written always: Qwen3's head_dim is not hidden / heads, and llama.cpp would
+      // otherwise derive it from those.
+      {arch + ".attention.key_length", U32(c.head_dim)},
+      {arch + ".attention.value_length", U32(c.head_dim)},
+      {arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps)},
+      {arch + ".rope.dimension_count", U32(c.head_dim)},
+      {arch + ".rope.freq_base", static_cast<float>(c.rope_theta)},
+  };
+  for (const auto& [key, value] : kv) {
+    absl::Status s = w.Add(key, value);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AddVocabulary(const GgufVocabulary& v, GgufWriter& w) {
+  absl::Status s = w.Add("tokenizer.ggml.model", std::string("gpt2"));
+  // "default": llama.cpp's generic byte-level pre-tokenizer. Token ids evaluate exactly;
+  // only text -> ids may split differently from the HF pre-tokenizer.
+  if (s.ok()) s = w.Add("tokenizer.ggml.pre", std::string("default"));
+  if (s.ok()) s = w.Add("tokenizer.ggml.tokens", v.tokens);
+  if (s.ok()) s = w.Add("tokenizer.ggml.token_type", v.types);
+  if (s.ok()) s = w.Add("tokenizer.ggml.merges", v.merges);  // llama.cpp requires the key
+  if (s.ok() && v.bos >= 0) s = w.Add("tokenizer.ggml.bos_token_id", U32(v.bos));
+  if (s.ok() && v.eos >= 0) s = w.Add("tokenizer.ggml.eos_token_id", U32(v.eos));
+  return s;
+}
+
+// Adds every checkpoint tensor under its GGUF name, Q/K rows permuted for `llama`.
+absl::Status AddModelTensors(const hf::HfCheckpoint& ckpt, bool permute, bool all_f32,
+                             GgufExportSummary& summary, GgufWriter& w) {
+  const hf::HfConfig& c = ckpt.config();
+  for (const hf::ExpectedTensor& e : hf::ExpectedTensors(c)) {
+    absl::StatusOr<std::string> name = GgufTensorName(e.name);
+    if (!name.ok()) return name.status();
+    absl::StatusOr<hf::TensorView> view = ckpt.Tensor(e.name);
+    if (!view.ok()) return view.status();
+    const std::vector<int64_t>& shape = *view->shape;
+    std::vector<int64_t> order;
+    const bool q = absl::StrContains(e.name, "self_attn.q_proj.");
+    const bool k = absl::StrContains(e.name, "self_attn.k_proj.");
+    if (permute && (q || k)) {
+      order = RopeInterleaveRows(shape[0], q ? c.num_attention_heads : c.num_key_value_heads);
+    }
+    const TensorType type =
+        all_f32 || shape.size() == 1 ? TensorType::kF32 : NativeType(view->dtype);
+    absl::Status s = w.AddTensor(*name, shape, type, RowSource(*view, type, std::move(order)));
+    if (!s.ok()) return s;
+    summary.map.emplace_back(e.name, *name);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> GgufArchitecture(const hf::HfConfig& config) {
+  const absl::string_view name = hf::ArchitectureName(config.architecture);
+  const bool llama3_rope = config.rope_scaling.type == hf::RopeScaling::Type::kLlama3;
+  if (llama3_rope && config.family != hf::Family::kLlama) {
+    return absl::UnimplementedError(absl::StrCat(
+        name, ": llama3 rope scaling is only exported for the `llama` arch"));
+  }
+  switch (config.architecture) {
+    case hf::Architecture::kLlama:
+    case hf::Architecture::kMistral:
+      if (config.sliding_window != 0) {
+        return absl::UnimplementedError(absl::StrCat(
+            name, ": sliding_window ", config.sliding_window,
+            " has no GGUF `llama` equivalent (llama.cpp would attend to the whole context)"));
+      }
+      return std::string("llama");
+    case hf::Architecture::kQwen2:
+      if (llama3_rope) {
+        return absl::UnimplementedError(absl::StrCat(
+            name, ": llama3 rope scaling is only exported for the `llama` arch"));
+      }
+      return std::string("qwen2");
+    case hf::Architecture::kQwen3:
+      if (config.o_bias) {
+        return absl::UnimplementedError(absl::StrCat(
+            name, ": attention_bias (o_proj.bias) is not loaded by llama.cpp's `qwen3` arch"));
+      }
+      return std::string("qwen3");
+    default:
+      return absl::UnimplementedError(absl::StrCat(
+          "GGUF export of ", name,
+          " is not implemented yet (supported: LlamaForCausalLM, MistralForCausalLM, "
+          "Qwen2ForCausalLM, Qwen3ForCausalLM)"));
+  }
+}
+
+absl::StatusOr<std::string> GgufTensorName(absl::string_view hf_name) {
+  if (hf_name == "model.embed_tokens.weight") return std::string("token_embd.weight");
+  if (hf_name == "model.norm.weight") return std::string("output_norm.weight");
+  if (hf_name == "lm_head.weight") return std::string("output.weight");
+  const std::vector<absl::string_view> parts = absl::StrSplit(hf_name, absl::MaxSplits('.', 3));
+  int layer = 0;
+  if (parts.size() == 4 && parts[0] == "model" && parts[1] == "layers" &&
+      absl::SimpleAtoi(parts[2], &layer)) {
+    for (const auto& [hf, gguf] : kLayerNames) {
+      for (absl::string_view suffix : {".weight", ".bias"}) {
+        if (parts[3] == absl::StrCat(hf, suffix)) {
+          return absl::StrCat("blk.", layer, ".", gguf, suffix);
+        }
+      }
+    }
+  }
+  return absl::UnimplementedError(absl::StrCat("tensor ", hf_name, " has no GGUF name"));
+}
+
+std::vector<int64_t> RopeInterleaveRows(int64_t rows, int64_t n_heads) {
+  const int64_t d = rows / n_heads, half = d / 2;
+  std::vector<int64_t> order(rows);
+  for (int64_t h = 0; h < n_heads; ++h) {
+    for (int64_t p = 0; p < d; ++p) {
+      // Output position p = 2j + s takes element j of half s.
+      order[h * d + p] = h * d + (p % 2) * half + p / 2;
+    }
+  }
+  return order;
+}
+
+std::vector<float> Llama3RopeFactors(const hf::HfConfig& config) {
+  const hf::RopeScaling& r = config.rope_scaling;
+  const double pi = std::acos(-1.0);
+  const double old_context = static_cast<double>(r.original_max_position_embeddings);
+  const double low_wavelen = old_context / r.low_freq_factor;
+  const double high_wavelen = old_context / r.high_freq_factor;
+  std::vector<float> factors;
+  for (int64_t i = 0; i < config.head_dim; i += 2) {
+    // HF computes the inverse frequencies in float32; so do we, for the same wavelengths.
+    const float inv_freq = static_cast<float>(
+        1.0 / std::pow(config.rope_theta, static_cast<double>(i) / config.head_dim));
+    const double wavelen = 2 * pi / inv_freq;
+    double factor = 1.0;  // short wavelengths: unscaled
+    if (wavelen > low_wavelen) {
+      factor = r.factor;
+    } else if (wavelen >= high_wavelen) {
+      const double smooth =
+          (old_context / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+      factor = 1.0 / ((1.0 - smooth) / r.factor + smooth);
+    }
+    factors.push_back(static_cast<float>(factor));
+  }
+  return factors;
+}
+
+GgufVocabulary BuildVocabulary(const hf::HfCheckpoint& checkpoint) {
+  const int64_t vocab_size = checkpoint.config().vocab_size;
+  const auto& files = checkpoint.tokenizer_files();
+  GgufVocabulary v;
+  if (std::find(files.begin(), files.end(), "tokenizer.json") == files.end()) {
+    v = SynthesizedVocabulary(vocab_size, "no tokenizer.json");
+  } else {
+    absl::StatusOr<GgufVocabulary> carried =
+        CarriedVocabulary(checkpoint.dir() + "/tokenizer.json", vocab_size);
+    v = carried.ok() ? *std::move(carried)
+                     : SynthesizedVocabulary(vocab_size, std::string(carried.status().message()));
+  }
+  SpecialIds(checkpoint.dir(), v);
+  return v;
+}
+
+
+absl::StatusOr<GgufExportSummary> ExportHfToGguf(const hf::HfCheckpoint& checkpoint,
+                                                 const std::string& path,
+                                                 const GgufExportOptions& options) {
+  const hf::HfConfig& c = checkpoint.config();
+  GgufExportSummary summary;
+  absl::StatusOr<std::string> arch = GgufArchitecture(c);
+  if (!arch.ok()) return arch.status();
+  summary.arch = *arch;
+  summary.qk_permuted = summary.arch == "llama";
+  summary.vocabulary = BuildVocabulary(checkpoint);
+
+  // general.file_type: the type most matrices have (0 all F32, 1 mostly F16, 32 mostly BF16).
+  uint32_t file_type = 0;
+  if (!options.all_f32) {
+    absl::StatusOr<hf::TensorView> embed = checkpoint.Tensor("model.embed_tokens.weight");
+    if (!embed.ok()) return embed.status();
+    if (embed->dtype == model::DType::kF16) file_type = 1;
+    if (embed->dtype == model::DType::kBF16) file_type = 32;
+  }
+  std::string name = options.name;
+  if (name.empty()) {
+    name = checkpoint.dir();
+    while (!name.empty() && name.back() == '/') name.pop_back();
+    name = name.substr(name.find_last_of('/') + 1);
+  }
+  GgufWriter w;
+  absl::Status s = AddModelMetadata(c, summary.arch, name, file_type, w);
+  if (s.ok()) s = AddVocabulary(summary.vocabulary, w);
+  if (s.ok()) s = AddModelTensors(checkpoint, summary.qk_permuted, options.all_f32, summary, w);
+  // llama3 rope scaling: llama.cpp divides each frequency by its factor from this tensor.
+  std::vector<float> factors;
+  if (s.ok() && c.rope_scaling.type == hf::RopeScaling::Type::kLlama3) {
+    factors = Llama3RopeFactors(c);
+    s = w.AddTensorBytes("rope_freqs.weight", {static_cast<int64_t>(factors.size())},
+                         TensorType::kF32, reinterpret_cast<const char*>(factors.data()),
+                         factors.size() * sizeof(float));
+  }
+  if (s.ok()) s = w.Write(path);
+  if (!s.ok()) return s;
+  return summary;
+}
+
+}  // namespace tailor::gguf

@@ -1,0 +1,82 @@
+#ifndef TAILOR_COMPRESSION_GGUF_HF_TO_GGUF_H_
+#define TAILOR_COMPRESSION_GGUF_HF_TO_GGUF_H_
+
+// Export of a Hugging Face checkpoint (compression/hf) to a GGUF file llama.cpp loads
+// (docs/model.md, "Export to GGUF"). Supported: the Llama family (LlamaForCausalLM,
+// MistralForCausalLM -> arch `llama`; Qwen2ForCausalLM -> `qwen2`) and Qwen3ForCausalLM
+// (`qwen3`). Everything else (MoE, Nemotron-H, heterogeneous students) is Unimplemented
+// naming the architecture.
+//
+// Tensor data is streamed from the checkpoint's memory-mapped shards into the file; Q/K
+// rows are permuted for the `llama` arch (see hf_to_gguf.cc) and BF16/F16 converted to F32
+// where the options ask for it.
+//
+// No LibTorch here.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "compression/gguf/gguf_writer.h"
+#include "compression/hf/hf_checkpoint.h"
+#include "compression/hf/hf_config.h"
+
+namespace tailor::gguf {
+
+struct GgufExportOptions {
+  // true: every tensor F32 (what exact comparisons with an FP32 reference need).
+  // false: matrices keep the checkpoint's dtype (F32, F16 or BF16); vectors (norms, biases,
+  // rope factors) are F32 either way, as llama.cpp's own converter writes them.
+  bool all_f32 = false;
+  std::string name;  // general.name; empty: the checkpoint folder's name
+};
+
+// The vocabulary written to the GGUF (tokenizer.ggml.*).
+struct GgufVocabulary {
+  std::vector<std::string> tokens;  // exactly vocab_size entries
+  std::vector<int32_t> types;       // 1 normal, 3 control, 4 user-defined, 5 unused
+  std::vector<std::string> merges;  // "a b" (may be empty)
+  int64_t bos = -1;                 // -1: not written
+  int64_t eos = -1;
+  bool carried = false;  // true: from tokenizer.json; false: synthesized
+  std::string note;      // why it was synthesized, for the export summary
+};
+
+struct GgufExportSummary {
+  std::string arch;                                       // "llama", "qwen2", "qwen3"
+  std::vector<std::pair<std::string, std::string>> map;   // HF tensor -> GGUF tensor
+  bool qk_permuted = false;
+  GgufVocabulary vocabulary;
+};
+
+// "llama", "qwen2" or "qwen3"; Unimplemented naming the architecture otherwise, or a config
+// feature the GGUF arch cannot express (Mistral sliding_window, Qwen3 o_proj biases).
+absl::StatusOr<std::string> GgufArchitecture(const hf::HfConfig& config);
+
+// The GGUF name of an HF tensor ("model.layers.3.self_attn.q_proj.weight" ->
+// "blk.3.attn_q.weight"); Unimplemented naming it when it has none.
+absl::StatusOr<std::string> GgufTensorName(absl::string_view hf_name);
+
+// The Q/K row order llama.cpp's `llama` arch expects: HF keeps each head's RoPE pairs as
+// (i, i + D/2) ("rotate half"), llama.cpp's normal RoPE pairs (2i, 2i + 1). Returns, for each
+// output row, the source row, over `n_heads` heads of `rows / n_heads` rows each.
+std::vector<int64_t> RopeInterleaveRows(int64_t rows, int64_t n_heads);
+
+// llama3 rope scaling as llama.cpp's `rope_freqs` tensor: one divisor per frequency pair.
+std::vector<float> Llama3RopeFactors(const hf::HfConfig& config);
+
+// tokenizer.json's byte-level BPE vocabulary when it maps onto [0, vocab_size), else a
+// synthesized byte-level one (the 256 GPT-2 byte symbols first, then placeholders).
+GgufVocabulary BuildVocabulary(const hf::HfCheckpoint& checkpoint);
+
+// Writes `path` (atomically). Errors name the tensor or key.
+absl::StatusOr<GgufExportSummary> ExportHfToGguf(const hf::HfCheckpoint& checkpoint,
+                                                 const std::string& path,
+                                                 const GgufExportOptions& options = {});
+
+}  // namespace tailor::gguf
+
+#endif  // TAILOR_COMPRESSION_GGUF_HF_TO_GGUF_H_

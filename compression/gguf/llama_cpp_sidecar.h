@@ -1,0 +1,59 @@
+#ifndef TAILOR_COMPRESSION_GGUF_LLAMA_CPP_SIDECAR_H_
+#define TAILOR_COMPRESSION_GGUF_LLAMA_CPP_SIDECAR_H_
+
+// llama.cpp as a child process: runs tools/llama-sidecar/next_token_logprobs.mjs (node +
+// node-llama-cpp 3.21.1, installed by deploy/install-deps.sh) on a GGUF and returns the
+// next-token log-probabilities it prints (docs/model.md, "Export to GGUF").
+//
+// A child process, not a library call, because llama.cpp aborts its process (GGML_ASSERT)
+// on some layer patterns: here an abort, a crash or a hang (the timeout kills it) is an
+// error naming the signal or the exit code with the child's last stderr lines, never a
+// crash of the caller.
+//
+// No LibTorch here.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace tailor::gguf {
+
+struct SidecarOptions {
+  std::string node = "node";  // resolved through PATH
+  // The script; empty: $TAILOR_LLAMA_SIDECAR, else tools/llama-sidecar/ of the source tree
+  // this binary was built from.
+  std::string script;
+  absl::Duration timeout = absl::Seconds(120);
+  int threads = 1;
+};
+
+struct NextTokenLogprobs {
+  int64_t vocab_size = 0;
+  std::vector<int64_t> positions;
+  // logprobs[i][t] = log P(t | tokens[0..positions[i]]); -inf where float32 underflowed.
+  std::vector<std::vector<double>> logprobs;
+  std::string node_llama_cpp_version;  // the package's version, e.g. "3.21.1"
+  std::string llama_cpp_release;       // the llama.cpp release it bundles
+};
+
+// The script path SidecarOptions{}.script resolves to.
+std::string DefaultSidecarScript();
+
+// NotFound when node, the script or node-llama-cpp is missing (so tests can say what to
+// install); Internal naming the exit code or signal when the child fails;
+// DeadlineExceeded when it runs past the timeout (it is killed).
+// `positions` empty means every position.
+absl::StatusOr<NextTokenLogprobs> RunNextTokenLogprobs(const std::string& gguf_path,
+                                                       const std::vector<int32_t>& tokens,
+                                                       const std::vector<int64_t>& positions,
+                                                       const SidecarOptions& options = {});
+
+// Parses the sidecar's stdout (exposed for tests).
+absl::StatusOr<NextTokenLogprobs> ParseSidecarOutput(const std::string& json);
+
+}  // namespace tailor::gguf
+
+#endif  // TAILOR_COMPRESSION_GGUF_LLAMA_CPP_SIDECAR_H_

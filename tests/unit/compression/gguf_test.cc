@@ -1,0 +1,542 @@
+// GGUF (compression/gguf): the writer's exact bytes and a round trip through the reader, the
+// HF -> GGUF mapping of the Llama and Qwen3 test checkpoints, and llama.cpp itself (the
+// node-llama-cpp sidecar) evaluating the exported files, compared with an FP32 forward pass
+// written here from the HF tensors.
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "compression/gguf/gguf_reader.h"
+#include "compression/gguf/gguf_writer.h"
+#include "compression/gguf/hf_to_gguf.h"
+#include "compression/gguf/llama_cpp_sidecar.h"
+#include "compression/hf/hf_checkpoint.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/hf_test_checkpoint.h"
+#include "tests/testing/status_matchers.h"
+
+namespace tailor::gguf {
+namespace {
+
+using ::tailor::testing::IsOk;
+using ::tailor::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string NewDir() {
+  std::string pattern = ::testing::TempDir() + "/gguf_XXXXXX";
+  EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
+  return pattern;
+}
+
+std::string ReadAll(const std::string& path) {
+  FILE* in = std::fopen(path.c_str(), "rb");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while (in != nullptr && (n = std::fread(buf, 1, sizeof(buf), in)) > 0) out.append(buf, n);
+  if (in != nullptr) std::fclose(in);
+  return out;
+}
+
+TEST(GgufWriterTest, TinyFileBytesExactly) {
+  GgufWriter w;
+  ASSERT_THAT(w.Add("a", uint32_t{7}), IsOk());
+  const float data[2] = {1.0f, -2.0f};
+  ASSERT_THAT(w.AddTensorBytes("t", {2}, TensorType::kF32, reinterpret_cast<const char*>(data),
+                               sizeof(data)),
+              IsOk());
+  const std::string path = NewDir() + "/tiny.gguf";
+  ASSERT_THAT(w.Write(path), IsOk());
+  std::string expected("GGUF", 4);
+  auto put = [&](uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) expected.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  put(3, 4), put(1, 8), put(1, 8);                          // version, tensors, keys
+  put(1, 8), expected += "a", put(4, 4), put(7, 4);         // "a": uint32 7
+  put(1, 8), expected += "t", put(1, 4), put(2, 8);         // "t": 1 dim, ne {2}
+  put(0, 4), put(0, 8);                                     // F32 at offset 0
+  ASSERT_EQ(expected.size(), 74u);
+  expected.resize(96, '\0');                                // aligned to 32
+  expected.append(reinterpret_cast<const char*>(data), 8);
+  expected.resize(128, '\0');
+  EXPECT_EQ(ReadAll(path), expected);
+  EXPECT_EQ(w.DataSectionOffset(), 96u);
+}
+
+TEST(GgufWriterTest, RoundTripThroughReader) {
+  GgufWriter w(64);
+  ASSERT_THAT(w.Add("general.architecture", std::string("llama")), IsOk());
+  ASSERT_THAT(w.Add("x.i", int32_t{-5}), IsOk());
+  ASSERT_THAT(w.Add("x.f", 0.25f), IsOk());
+  ASSERT_THAT(w.Add("x.b", true), IsOk());
+  ASSERT_THAT(w.Add("x.u64", uint64_t{1} << 40), IsOk());
+  ASSERT_THAT(w.Add("x.strings", std::vector<std::string>{"a", "", "Ċ"}), IsOk());
+  ASSERT_THAT(w.Add("x.ints", std::vector<int32_t>{1, -2}), IsOk());
+  ASSERT_THAT(w.Add("x.floats", std::vector<float>{}), IsOk());
+  EXPECT_THAT(w.Add("x.i", int32_t{1}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                  HasSubstr("key x.i added twice")));
+  std::string matrix(3 * 5 * 2, '\0');
+  for (size_t i = 0; i < matrix.size(); ++i) matrix[i] = static_cast<char>(i);
+  ASSERT_THAT(w.AddTensorBytes("m", {3, 5}, TensorType::kBF16, matrix.data(), matrix.size()),
+              IsOk());
+  ASSERT_THAT(w.AddTensor("streamed", {4}, TensorType::kF16,
+                          [](const ByteSink& sink) {
+                            absl::Status s = sink("abcd", 4);
+                            return s.ok() ? sink("efgh", 4) : s;
+                          }),
+              IsOk());
+  EXPECT_THAT(w.AddTensorBytes(std::string(65, 'n'), {1}, TensorType::kF32, "", 4),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("1 to 64 bytes")));
+  EXPECT_THAT(w.AddTensorBytes("m", {1}, TensorType::kF32, "", 4),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("GGUF tensor m [1]")));
+  const std::string path = NewDir() + "/rt.gguf";
+  ASSERT_THAT(w.Write(path), IsOk());
+
+  absl::StatusOr<GgufFile> f = GgufFile::Read(path);
+  ASSERT_THAT(f.status(), IsOk());
+  EXPECT_EQ(f->version(), 3u);
+  EXPECT_EQ(f->alignment(), 64u);
+  EXPECT_EQ(f->data_offset() % 64, 0u);
+  EXPECT_EQ(std::get<uint32_t>(*f->Find("general.alignment")), 64u);
+  EXPECT_EQ(std::get<std::string>(*f->Find("general.architecture")), "llama");
+  EXPECT_EQ(std::get<int32_t>(*f->Find("x.i")), -5);
+  EXPECT_EQ(std::get<float>(*f->Find("x.f")), 0.25f);
+  EXPECT_TRUE(std::get<bool>(*f->Find("x.b")));
+  EXPECT_EQ(std::get<uint64_t>(*f->Find("x.u64")), uint64_t{1} << 40);
+  EXPECT_THAT(std::get<std::vector<std::string>>(*f->Find("x.strings")),
+              ElementsAre("a", "", "Ċ"));
+  EXPECT_THAT(std::get<std::vector<int32_t>>(*f->Find("x.ints")), ElementsAre(1, -2));
+  EXPECT_TRUE(std::get<std::vector<float>>(*f->Find("x.floats")).empty());
+  const TensorInfo* m = f->FindTensor("m");
+  ASSERT_NE(m, nullptr);
+  EXPECT_THAT(m->ne, ElementsAre(5, 3));  // ggml order: fastest dimension first
+  EXPECT_EQ(m->type, TensorType::kBF16);
+  EXPECT_EQ(f->TensorData(*m), matrix);
+  const TensorInfo* s = f->FindTensor("streamed");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->offset % 64, 0u);
+  EXPECT_EQ(f->TensorData(*s), "abcdefgh");
+}
+
+TEST(GgufWriterTest, SourceProducingTheWrongSizeFailsNamingTheTensorAndLeavesNoFile) {
+  GgufWriter w;
+  ASSERT_THAT(w.AddTensor("short", {4}, TensorType::kF32,
+                          [](const ByteSink& sink) { return sink("abc", 3); }),
+              IsOk());
+  const std::string path = NewDir() + "/bad.gguf";
+  EXPECT_THAT(w.Write(path), StatusIs(absl::StatusCode::kInternal,
+                                      HasSubstr("tensor short: 3 bytes produced, 16 expected")));
+  EXPECT_NE(access(path.c_str(), F_OK), 0);
+  EXPECT_NE(access((path + ".tmp").c_str(), F_OK), 0);
+}
+
+TEST(GgufReaderTest, TruncatedFileIsDataLoss) {
+  EXPECT_THAT(GgufFile::Parse(std::string("GGUF\3\0\0\0", 8), "x.gguf").status(),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("x.gguf: tensor count: truncated")));
+}
+
+// --- HF -> GGUF mapping -----------------------------------------------------------------
+
+struct Exported {
+  std::string dir;
+  std::string gguf;
+  GgufExportSummary summary;
+};
+
+Exported Export(absl::string_view arch, bool all_f32 = true,
+                model::DType dtype = model::DType::kF32) {
+  Exported e;
+  e.dir = NewDir();
+  testing::HfTestCheckpointOptions o;
+  o.dtype = dtype;
+  EXPECT_THAT(testing::WriteHfTestCheckpoint(e.dir, arch, o), IsOk());
+  absl::StatusOr<hf::HfCheckpoint> ckpt = hf::HfCheckpoint::Open(e.dir);
+  EXPECT_THAT(ckpt.status(), IsOk());
+  e.gguf = e.dir + "/model.gguf";
+  GgufExportOptions options;
+  options.all_f32 = all_f32;
+  absl::StatusOr<GgufExportSummary> s = ExportHfToGguf(*ckpt, e.gguf, options);
+  EXPECT_THAT(s.status(), IsOk());
+  if (s.ok()) e.summary = *s;
+  return e;
+}
+
+TEST(HfToGgufTest, TensorNames) {
+  EXPECT_EQ(*GgufTensorName("model.embed_tokens.weight"), "token_embd.weight");
+  EXPECT_EQ(*GgufTensorName("model.layers.12.self_attn.o_proj.weight"),
+            "blk.12.attn_output.weight");
+  EXPECT_EQ(*GgufTensorName("model.layers.0.self_attn.q_proj.bias"), "blk.0.attn_q.bias");
+  EXPECT_EQ(*GgufTensorName("model.layers.1.self_attn.k_norm.weight"),
+            "blk.1.attn_k_norm.weight");
+  EXPECT_EQ(*GgufTensorName("model.layers.1.post_attention_layernorm.weight"),
+            "blk.1.ffn_norm.weight");
+  EXPECT_THAT(GgufTensorName("model.layers.0.block_sparse_moe.gate.weight").status(),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("model.layers.0.block_sparse_moe.gate.weight")));
+}
+
+TEST(HfToGgufTest, RopeInterleaveRows) {
+  // One head of 8 rows: HF pairs (0,4) (1,5) (2,6) (3,7); llama.cpp wants them adjacent.
+  EXPECT_THAT(RopeInterleaveRows(8, 1), ElementsAre(0, 4, 1, 5, 2, 6, 3, 7));
+  EXPECT_THAT(RopeInterleaveRows(8, 2), ElementsAre(0, 2, 1, 3, 4, 6, 5, 7));
+}
+
+TEST(HfToGgufTest, UnsupportedFamiliesAreRefusedNamingThem) {
+  for (const char* arch : {"MixtralForCausalLM", "NemotronHForCausalLM"}) {
+    const std::string dir = NewDir();
+    ASSERT_THAT(testing::WriteHfTestCheckpoint(dir, arch), IsOk());
+    absl::StatusOr<hf::HfCheckpoint> ckpt = hf::HfCheckpoint::Open(dir);
+    ASSERT_THAT(ckpt.status(), IsOk());
+    EXPECT_THAT(ExportHfToGguf(*ckpt, dir + "/m.gguf").status(),
+                StatusIs(absl::StatusCode::kUnimplemented, HasSubstr(arch)));
+    EXPECT_NE(access((dir + "/m.gguf").c_str(), F_OK), 0);
+  }
+}
+
+const std::vector<float> Floats(absl::string_view bytes) {
+  std::vector<float> v(bytes.size() / 4);
+  std::memcpy(v.data(), bytes.data(), v.size() * 4);
+  return v;
+}
+
+std::vector<float> HfFloats(const hf::HfCheckpoint& c, const std::string& name) {
+  absl::StatusOr<hf::TensorView> t = c.Tensor(name);
+  EXPECT_THAT(t.status(), IsOk());
+  return Floats(absl::string_view(t->data, t->size_bytes));
+}
+
+TEST(HfToGgufTest, LlamaMetadataTensorsAndPermutation) {
+  const Exported e = Export("LlamaForCausalLM");
+  EXPECT_EQ(e.summary.arch, "llama");
+  EXPECT_TRUE(e.summary.qk_permuted);
+  absl::StatusOr<GgufFile> f = GgufFile::Read(e.gguf);
+  ASSERT_THAT(f.status(), IsOk());
+  auto u32 = [&](const char* k) { return std::get<uint32_t>(*f->Find(k)); };
+  EXPECT_EQ(std::get<std::string>(*f->Find("general.architecture")), "llama");
+  EXPECT_EQ(u32("llama.vocab_size"), 64u);
+  EXPECT_EQ(u32("llama.context_length"), 128u);
+  EXPECT_EQ(u32("llama.embedding_length"), 32u);
+  EXPECT_EQ(u32("llama.block_count"), 2u);
+  EXPECT_EQ(u32("llama.feed_forward_length"), 48u);
+  EXPECT_EQ(u32("llama.attention.head_count"), 4u);
+  EXPECT_EQ(u32("llama.attention.head_count_kv"), 2u);
+  EXPECT_EQ(u32("llama.attention.key_length"), 8u);
+  EXPECT_EQ(std::get<float>(*f->Find("llama.attention.layer_norm_rms_epsilon")), 1e-5f);
+  EXPECT_EQ(std::get<float>(*f->Find("llama.rope.freq_base")), 500000.0f);
+  EXPECT_EQ(std::get<std::string>(*f->Find("tokenizer.ggml.model")), "gpt2");
+  const auto& tokens = std::get<std::vector<std::string>>(*f->Find("tokenizer.ggml.tokens"));
+  ASSERT_EQ(tokens.size(), 64u);
+  EXPECT_EQ(tokens[10], "Ċ");  // the byte-level newline llama.cpp looks up
+  EXPECT_EQ(tokens[32], "Ġ");  // space
+  EXPECT_EQ(tokens[33], "!");
+  EXPECT_EQ(u32("tokenizer.ggml.bos_token_id"), 1u);
+  EXPECT_EQ(u32("tokenizer.ggml.eos_token_id"), 2u);
+  EXPECT_FALSE(e.summary.vocabulary.carried);  // the test tokenizer is not byte-level
+
+  // 1 embedding + 2 x 9 + norm + output + rope_freqs.
+  EXPECT_EQ(f->tensors().size(), 22u);
+  const TensorInfo* q = f->FindTensor("blk.1.attn_q.weight");
+  const TensorInfo* k = f->FindTensor("blk.1.attn_k.weight");
+  ASSERT_NE(q, nullptr);
+  ASSERT_NE(k, nullptr);
+  EXPECT_THAT(q->ne, ElementsAre(32, 32));
+  EXPECT_THAT(k->ne, ElementsAre(32, 16));
+  EXPECT_THAT(f->FindTensor("blk.0.ffn_gate.weight")->ne, ElementsAre(32, 48));
+  EXPECT_THAT(f->FindTensor("blk.0.ffn_down.weight")->ne, ElementsAre(48, 32));
+  EXPECT_THAT(f->FindTensor("token_embd.weight")->ne, ElementsAre(32, 64));
+  ASSERT_NE(f->FindTensor("output.weight"), nullptr);
+  absl::StatusOr<hf::HfCheckpoint> ckpt = hf::HfCheckpoint::Open(e.dir);
+  ASSERT_THAT(ckpt.status(), IsOk());
+  const std::vector<float> hf_k = HfFloats(*ckpt, "model.layers.1.self_attn.k_proj.weight");
+  const std::vector<float> gg_k = Floats(f->TensorData(*k));
+  const std::vector<int64_t> order = RopeInterleaveRows(16, 2);
+  for (int64_t r = 0; r < 16; ++r) {
+    for (int64_t c = 0; c < 32; ++c) ASSERT_EQ(gg_k[r * 32 + c], hf_k[order[r] * 32 + c]);
+  }
+  EXPECT_EQ(Floats(f->TensorData(*f->FindTensor("blk.0.attn_v.weight"))),
+            HfFloats(*ckpt, "model.layers.0.self_attn.v_proj.weight"));
+  // llama3 scaling, factor 8, original context 64, theta 5e5, head_dim 8: the highest
+  // frequency (wavelength 2 pi < 64 / 4) is unscaled, the lowest (wavelength 2 pi * 5e5^0.75
+  // > 64) divided by 8.
+  const std::vector<float> rope = Floats(f->TensorData(*f->FindTensor("rope_freqs.weight")));
+  ASSERT_EQ(rope.size(), 4u);
+  EXPECT_EQ(rope[0], 1.0f);
+  EXPECT_EQ(rope[3], 8.0f);
+}
+
+TEST(HfToGgufTest, Qwen3KeepsRowOrderAndWritesQkNorms) {
+  const Exported e = Export("Qwen3ForCausalLM");
+  EXPECT_EQ(e.summary.arch, "qwen3");
+  EXPECT_FALSE(e.summary.qk_permuted);
+  absl::StatusOr<GgufFile> f = GgufFile::Read(e.gguf);
+  ASSERT_THAT(f.status(), IsOk());
+  EXPECT_EQ(std::get<uint32_t>(*f->Find("qwen3.attention.key_length")), 16u);
+  EXPECT_EQ(std::get<uint32_t>(*f->Find("qwen3.rope.dimension_count")), 16u);
+  EXPECT_THAT(f->FindTensor("blk.0.attn_q.weight")->ne, ElementsAre(32, 64));
+  EXPECT_THAT(f->FindTensor("blk.0.attn_q_norm.weight")->ne, ElementsAre(16));
+  EXPECT_THAT(f->FindTensor("blk.1.attn_k_norm.weight")->ne, ElementsAre(16));
+  EXPECT_EQ(f->FindTensor("rope_freqs.weight"), nullptr);
+  absl::StatusOr<hf::HfCheckpoint> ckpt = hf::HfCheckpoint::Open(e.dir);
+  ASSERT_THAT(ckpt.status(), IsOk());
+  EXPECT_EQ(Floats(f->TensorData(*f->FindTensor("blk.1.attn_q.weight"))),
+            HfFloats(*ckpt, "model.layers.1.self_attn.q_proj.weight"));
+}
+
+TEST(HfToGgufTest, Qwen2TiedEmbeddingsHaveNoOutputAndBf16IsKept) {
+  const Exported e = Export("Qwen2ForCausalLM", /*all_f32=*/false, model::DType::kBF16);
+  absl::StatusOr<GgufFile> f = GgufFile::Read(e.gguf);
+  ASSERT_THAT(f.status(), IsOk());
+  EXPECT_EQ(e.summary.arch, "qwen2");
+  EXPECT_EQ(f->FindTensor("output.weight"), nullptr);
+  EXPECT_EQ(f->FindTensor("token_embd.weight")->type, TensorType::kBF16);
+  EXPECT_EQ(f->FindTensor("blk.0.attn_q.bias")->type, TensorType::kF32);  // vectors F32
+  EXPECT_EQ(f->FindTensor("output_norm.weight")->type, TensorType::kF32);
+  EXPECT_EQ(std::get<uint32_t>(*f->Find("general.file_type")), 32u);
+}
+
+// --- llama.cpp on the exported files ----------------------------------------------------
+
+// A straightforward FP32-weights forward pass (in double) of a Llama / Qwen3 checkpoint,
+// written from the HF modeling code's definitions and reading the HF tensors, so agreement
+// with llama.cpp on the GGUF shows the mapping (names, permutation, rope, metadata) right.
+class Reference {
+ public:
+  explicit Reference(const hf::HfCheckpoint& c) : c_(c), cfg_(c.config()) {
+    const int64_t half = cfg_.head_dim / 2;
+    const double pi = std::acos(-1.0);
+    for (int64_t i = 0; i < half; ++i) {
+      double f = std::pow(cfg_.rope_theta, -2.0 * i / cfg_.head_dim);
+      const hf::RopeScaling& r = cfg_.rope_scaling;
+      if (r.type == hf::RopeScaling::Type::kLlama3) {  // transformers' llama3 rule
+        const double old = r.original_max_position_embeddings, wavelen = 2 * pi / f;
+        if (wavelen > old / r.low_freq_factor) {
+          f /= r.factor;
+        } else if (wavelen >= old / r.high_freq_factor) {
+          const double smooth =
+              (old / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+          f = (1 - smooth) * f / r.factor + smooth * f;
+        }
+      }
+      inv_freq_.push_back(f);
+    }
+  }
+
+  // Log-softmax of the next-token logits after each position.
+  std::vector<std::vector<double>> LogProbs(const std::vector<int32_t>& tokens) const {
+    const int64_t h = cfg_.hidden_size, n = static_cast<int64_t>(tokens.size());
+    const std::vector<float> embed = W("model.embed_tokens.weight");
+    std::vector<std::vector<double>> x(n, std::vector<double>(h));
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < h; ++j) x[t][j] = embed[tokens[t] * h + j];
+    }
+    for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) Layer(l, x);
+    const std::vector<float> norm = W("model.norm.weight");
+    const std::vector<float> head =
+        W(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+    std::vector<std::vector<double>> out;
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<double> logits = MatVec(head, RmsNorm(x[t], norm), cfg_.vocab_size);
+      double mx = logits[0], sum = 0;
+      for (double v : logits) mx = std::max(mx, v);
+      for (double v : logits) sum += std::exp(v - mx);
+      for (double& v : logits) v -= mx + std::log(sum);
+      out.push_back(std::move(logits));
+    }
+    return out;
+  }
+
+ private:
+  std::vector<float> W(const std::string& name) const { return HfFloats(c_, name); }
+
+  static std::vector<double> MatVec(const std::vector<float>& w, const std::vector<double>& v,
+                                    int64_t rows) {
+    const int64_t cols = static_cast<int64_t>(v.size());
+    std::vector<double> out(rows, 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) out[r] += w[r * cols + c] * v[c];
+    }
+    return out;
+  }
+
+  std::vector<double> RmsNorm(const std::vector<double>& v, const std::vector<float>& w,
+                              int64_t offset = 0, int64_t len = -1) const {
+    if (len < 0) len = static_cast<int64_t>(v.size());
+    double ms = 0;
+    for (int64_t i = 0; i < len; ++i) ms += v[offset + i] * v[offset + i];
+    const double scale = 1.0 / std::sqrt(ms / len + cfg_.rms_norm_eps);
+    std::vector<double> out(len);
+    for (int64_t i = 0; i < len; ++i) out[i] = v[offset + i] * scale * w[i];
+    return out;
+  }
+
+  // Per-head q/k norm (Qwen3) and HF "rotate half" RoPE at position `pos`, in place.
+  void HeadsRope(std::vector<double>& v, int64_t heads, int64_t pos,
+                 const std::string& norm) const {
+    const int64_t d = cfg_.head_dim, half = d / 2;
+    const std::vector<float> w = cfg_.qk_norm ? W(norm) : std::vector<float>();
+    for (int64_t hd = 0; hd < heads; ++hd) {
+      if (cfg_.qk_norm) {
+        const std::vector<double> n = RmsNorm(v, w, hd * d, d);
+        std::copy(n.begin(), n.end(), v.begin() + hd * d);
+      }
+      for (int64_t i = 0; i < half; ++i) {
+        const double a = pos * inv_freq_[i], x1 = v[hd * d + i], x2 = v[hd * d + i + half];
+        v[hd * d + i] = x1 * std::cos(a) - x2 * std::sin(a);
+        v[hd * d + i + half] = x2 * std::cos(a) + x1 * std::sin(a);
+      }
+    }
+  }
+
+  void Layer(int64_t l, std::vector<std::vector<double>>& x) const {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    const int64_t h = cfg_.hidden_size, d = cfg_.head_dim, nh = cfg_.num_attention_heads;
+    const int64_t nkv = cfg_.num_key_value_heads, n = static_cast<int64_t>(x.size());
+    const std::vector<float> wq = W(p + "self_attn.q_proj.weight"),
+                             wk = W(p + "self_attn.k_proj.weight"),
+                             wv = W(p + "self_attn.v_proj.weight"),
+                             wo = W(p + "self_attn.o_proj.weight"),
+                             in_norm = W(p + "input_layernorm.weight");
+    std::vector<std::vector<double>> q(n), k(n), v(n);
+    for (int64_t t = 0; t < n; ++t) {
+      const std::vector<double> a = RmsNorm(x[t], in_norm);
+      q[t] = MatVec(wq, a, nh * d);
+      k[t] = MatVec(wk, a, nkv * d);
+      v[t] = MatVec(wv, a, nkv * d);
+      HeadsRope(q[t], nh, t, p + "self_attn.q_norm.weight");
+      HeadsRope(k[t], nkv, t, p + "self_attn.k_norm.weight");
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<double> attn(nh * d, 0.0);
+      for (int64_t hd = 0; hd < nh; ++hd) {
+        const int64_t g = hd / (nh / nkv);
+        std::vector<double> s(t + 1);
+        double mx = -1e300, sum = 0;
+        for (int64_t u = 0; u <= t; ++u) {
+          s[u] = 0;
+          for (int64_t i = 0; i < d; ++i) s[u] += q[t][hd * d + i] * k[u][g * d + i];
+          s[u] /= std::sqrt(static_cast<double>(d));
+          mx = std::max(mx, s[u]);
+        }
+        for (double& e : s) sum += (e = std::exp(e - mx));
+        for (int64_t u = 0; u <= t; ++u) {
+          for (int64_t i = 0; i < d; ++i) attn[hd * d + i] += s[u] / sum * v[u][g * d + i];
+        }
+      }
+      const std::vector<double> o = MatVec(wo, attn, h);
+      for (int64_t j = 0; j < h; ++j) x[t][j] += o[j];
+    }
+    const std::vector<float> post = W(p + "post_attention_layernorm.weight"),
+                             wg = W(p + "mlp.gate_proj.weight"), wu = W(p + "mlp.up_proj.weight"),
+                             wd = W(p + "mlp.down_proj.weight");
+    for (int64_t t = 0; t < n; ++t) {
+      const std::vector<double> a = RmsNorm(x[t], post);
+      std::vector<double> g = MatVec(wg, a, cfg_.intermediate_size);
+      const std::vector<double> u = MatVec(wu, a, cfg_.intermediate_size);
+      for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
+      const std::vector<double> m = MatVec(wd, g, h);
+      for (int64_t j = 0; j < h; ++j) x[t][j] += m[j];
+    }
+  }
+
+  const hf::HfCheckpoint& c_;
+  const hf::HfConfig& cfg_;
+  std::vector<double> inv_freq_;
+};
+
+// Why the sidecar cannot run here, or "" when it can.
+std::string SidecarMissing() {
+  const std::string script = DefaultSidecarScript();
+  const std::string dir = script.substr(0, script.find_last_of('/'));
+  if (access(script.c_str(), R_OK) != 0) return "no " + script;
+  if (access((dir + "/node_modules/node-llama-cpp/package.json").c_str(), R_OK) != 0) {
+    return "node-llama-cpp is not installed in " + dir + " (run deploy/install-deps.sh)";
+  }
+  if (std::system("command -v node >/dev/null 2>&1") != 0) return "node is not on PATH";
+  return "";
+}
+
+void CheckAgainstLlamaCpp(absl::string_view arch) {
+  const std::string missing = SidecarMissing();
+  if (!missing.empty()) GTEST_SKIP() << "llama.cpp sidecar unavailable: " << missing;
+  const Exported e = Export(arch);
+  const std::vector<int32_t> tokens = {1, 17, 5, 33, 60, 2, 9, 41, 41, 12, 0, 63, 28, 7, 50, 3};
+  absl::StatusOr<NextTokenLogprobs> got = RunNextTokenLogprobs(e.gguf, tokens, {});
+  ASSERT_THAT(got.status(), IsOk());
+  EXPECT_EQ(got->node_llama_cpp_version, "3.21.1");
+  ASSERT_EQ(got->vocab_size, 64);
+  ASSERT_EQ(got->logprobs.size(), tokens.size());
+  absl::StatusOr<hf::HfCheckpoint> ckpt = hf::HfCheckpoint::Open(e.dir);
+  ASSERT_THAT(ckpt.status(), IsOk());
+  const std::vector<std::vector<double>> ref = Reference(*ckpt).LogProbs(tokens);
+  double max_kl = 0;
+  int argmax_agree = 0;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    double mass = 0, kl = 0;
+    int64_t a_ref = 0, a_got = 0;
+    for (int64_t v = 0; v < 64; ++v) {
+      const double lp = got->logprobs[t][v];
+      ASSERT_TRUE(std::isfinite(lp)) << "position " << t << " token " << v;
+      mass += std::exp(lp);
+      kl += std::exp(ref[t][v]) * (ref[t][v] - lp);
+      if (ref[t][v] > ref[t][a_ref]) a_ref = v;
+      if (lp > got->logprobs[t][a_got]) a_got = v;
+    }
+    EXPECT_NEAR(mass, 1.0, 1e-4) << "position " << t;
+    max_kl = std::max(max_kl, kl);
+    argmax_agree += a_ref == a_got;
+  }
+  std::printf("%s: llama.cpp %s vs FP32 reference over %zu positions: max KL %.3g, argmax "
+              "agreement %d/%zu\n",
+              std::string(arch).c_str(), got->llama_cpp_release.c_str(), tokens.size(), max_kl,
+              argmax_agree, tokens.size());
+  EXPECT_LE(max_kl, 1e-4);
+}
+
+TEST(LlamaCppSidecarTest, LlamaExportMatchesReference) { CheckAgainstLlamaCpp("LlamaForCausalLM"); }
+TEST(LlamaCppSidecarTest, Qwen3ExportMatchesReference) { CheckAgainstLlamaCpp("Qwen3ForCausalLM"); }
+
+TEST(LlamaCppSidecarTest, FailuresAreErrorsNotCrashes) {
+  const std::string missing = SidecarMissing();
+  if (!missing.empty()) GTEST_SKIP() << "llama.cpp sidecar unavailable: " << missing;
+  const std::string dir = NewDir();
+  // Not a GGUF: the child exits non-zero and the error carries its message.
+  FILE* f = std::fopen((dir + "/bad.gguf").c_str(), "wb");
+  std::fputs("not a gguf", f);
+  std::fclose(f);
+  EXPECT_THAT(RunNextTokenLogprobs(dir + "/bad.gguf", {1, 2}, {}).status(),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("exit code 1")));
+  // A child that aborts (as llama.cpp does on GGML_ASSERT) is reported by its signal.
+  const std::string abort_script = dir + "/abort.mjs";
+  f = std::fopen(abort_script.c_str(), "wb");
+  std::fputs("process.stderr.write('GGML_ASSERT(x) failed\\n'); process.abort();\n", f);
+  std::fclose(f);
+  SidecarOptions options;
+  options.script = abort_script;
+  EXPECT_THAT(RunNextTokenLogprobs(dir + "/bad.gguf", {1}, {}, options).status(),
+              StatusIs(absl::StatusCode::kInternal,
+                       ::testing::AllOf(HasSubstr("signal 6 (Aborted)"),
+                                        HasSubstr("GGML_ASSERT(x) failed"))));
+  // A hang is killed at the timeout.
+  const std::string hang_script = dir + "/hang.mjs";
+  f = std::fopen(hang_script.c_str(), "wb");
+  std::fputs("setInterval(() => {}, 1000);\n", f);
+  std::fclose(f);
+  options.script = hang_script;
+  options.timeout = absl::Milliseconds(500);
+  EXPECT_THAT(RunNextTokenLogprobs(dir + "/bad.gguf", {1}, {}, options).status(),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("timeout")));
+}
+
+}  // namespace
+}  // namespace tailor::gguf
