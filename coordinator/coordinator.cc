@@ -3,8 +3,10 @@
 #include "coordinator/coordinator.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/contract_io.h"
 #include "common/ids.h"
 #include "common/job_output.h"
@@ -47,6 +49,29 @@ std::string ContractHash(const v1::DeploymentContract& contract) {
   }
   return Sha256::Hex(bytes);
 }
+
+// A submission's announcement to the committer (GroupCommitter::Expect): made when the call
+// starts, kept by queueing its unit, withdrawn when it ends without one (refused, idempotent
+// repeat, or waiting for a submission with the same request id).
+class ExpectedUnit {
+ public:
+  explicit ExpectedUnit(storage::GroupCommitter* committer) : committer_(committer) {
+    if (committer_ != nullptr) committer_->Expect();
+  }
+  ~ExpectedUnit() { Drop(); }
+  ExpectedUnit(const ExpectedUnit&) = delete;
+  ExpectedUnit& operator=(const ExpectedUnit&) = delete;
+
+  bool held() const { return committer_ != nullptr; }
+  // An Enqueue(..., /*expected=*/true) settled it.
+  void Kept() { committer_ = nullptr; }
+  void Drop() {
+    if (committer_ != nullptr) std::exchange(committer_, nullptr)->Unexpect();
+  }
+
+ private:
+  storage::GroupCommitter* committer_;
+};
 
 // The campaign row of a new submission; its jobs come from the plan.
 v1::Campaign NewCampaign(const ValidatedContract& validated, const std::string& request_id,
@@ -118,9 +143,45 @@ absl::Status Coordinator::InsertSubmissionLocked(UnitOfWork& uow, const v1::Camp
 
 Coordinator::Coordinator(storage::CoordinatorStore* store, storage::BlobStore* blobs,
                          Clock* clock, CoordinatorOptions options)
-    : store_(store), blobs_(blobs), clock_(clock), options_(std::move(options)) {}
+    : store_(store), blobs_(blobs), clock_(clock), options_(std::move(options)) {
+  // Its own connection, so that a batch is written while `store` serves reads under mu_.
+  absl::StatusOr<std::unique_ptr<storage::CoordinatorStore>> writer = store->OpenWriter();
+  if (writer.ok()) {
+    storage::GroupCommitter::Options committer_options;
+    committer_options.linger = options_.commit_linger;
+    committer_ = std::make_unique<storage::GroupCommitter>(*std::move(writer), committer_options);
+  } else {
+    committer_status_ = writer.status();
+    spdlog::error("cannot open the commit connection, every write will fail: {}",
+                  committer_status_.ToString());
+  }
+  completion_thread_ = std::thread([this] { RunCompletions(); });
+}
+
+absl::Status Coordinator::CommitWrite(storage::GroupCommitter::Write write) {
+  if (committer_ == nullptr) return committer_status_;
+  return committer_->Commit(std::move(write));
+}
 
 Coordinator::~Coordinator() {
+  // Done callbacks run in queue order on the committer thread: once an empty unit's has run,
+  // every submission queued before it has reached the completion thread, which answers them
+  // before it stops (and may still commit, e.g. a lease for a parked agent). Not Commit(): it
+  // may write the empty unit on this thread while the committer still hands over the last
+  // batch.
+  if (committer_ != nullptr) {
+    absl::Notification flushed;
+    committer_->Enqueue([](storage::CoordinatorStore&) { return absl::OkStatus(); },
+                        [&flushed](absl::Status) { flushed.Notify(); });
+    flushed.WaitForNotification();
+  }
+  {
+    absl::MutexLock lock(&completions_mu_);
+    stop_completions_ = true;
+    completions_ready_.Signal();
+  }
+  completion_thread_.join();
+  committer_.reset();
   // Answer every parked long-poll so no gRPC reactor is left without a Finish.
   std::list<Waiter> waiters;
   {
@@ -176,39 +237,39 @@ void Coordinator::UnitOfWork::Emit(const std::string& campaign_id, const std::st
   events_.push_back(std::move(e));
 }
 
-absl::Status Coordinator::PersistLocked(const UnitOfWork& uow) {
-  TAILOR_ASSIGN_OR_RETURN(storage::Transaction txn, store_->Begin());
+absl::Status Coordinator::Persist(const UnitOfWork& uow, storage::CoordinatorStore& store) {
+  // The committer's transaction (and this unit's savepoint in it) wraps these writes.
   if (uow.new_campaign_) {
-    TAILOR_RETURN_IF_ERROR(store_->InsertCampaign(uow.campaigns_.at(uow.new_campaign_->first.id()),
-                                                  uow.new_campaign_->second));
+    TAILOR_RETURN_IF_ERROR(store.InsertCampaign(uow.campaigns_.at(uow.new_campaign_->first.id()),
+                                                uow.new_campaign_->second));
   }
   int ord = 0;
   for (const std::string& id : uow.new_job_ids_) {
-    TAILOR_RETURN_IF_ERROR(store_->InsertJob(uow.jobs_.at(id), ord++));
+    TAILOR_RETURN_IF_ERROR(store.InsertJob(uow.jobs_.at(id), ord++));
   }
   for (const auto& [id, campaign] : uow.campaigns_) {
     if (uow.new_campaign_ && uow.new_campaign_->first.id() == id) continue;
-    TAILOR_RETURN_IF_ERROR(store_->UpdateCampaign(campaign));
+    TAILOR_RETURN_IF_ERROR(store.UpdateCampaign(campaign));
   }
   for (const auto& [id, job] : uow.jobs_) {
     if (std::find(uow.new_job_ids_.begin(), uow.new_job_ids_.end(), id) !=
         uow.new_job_ids_.end()) {
       continue;
     }
-    TAILOR_RETURN_IF_ERROR(store_->UpdateJob(job));
+    TAILOR_RETURN_IF_ERROR(store.UpdateJob(job));
   }
-  for (const auto& row : uow.new_attempts_) TAILOR_RETURN_IF_ERROR(store_->InsertAttempt(row));
+  for (const auto& row : uow.new_attempts_) TAILOR_RETURN_IF_ERROR(store.InsertAttempt(row));
   for (const auto& e : uow.ended_attempts_) {
-    TAILOR_RETURN_IF_ERROR(store_->EndAttempt(e.lease_id, e.state, uow.now(), e.error));
+    TAILOR_RETURN_IF_ERROR(store.EndAttempt(e.lease_id, e.state, uow.now(), e.error));
   }
   for (const auto& [lease_id, t] : uow.extended_) {
-    TAILOR_RETURN_IF_ERROR(store_->ExtendAttempt(lease_id, t));
+    TAILOR_RETURN_IF_ERROR(store.ExtendAttempt(lease_id, t));
   }
   for (const auto& x : uow.externals_) {
-    TAILOR_RETURN_IF_ERROR(store_->SetAttemptExternal(x.lease_id, x.launcher, x.external_id));
+    TAILOR_RETURN_IF_ERROR(store.SetAttemptExternal(x.lease_id, x.launcher, x.external_id));
   }
-  for (const auto& e : uow.events_) TAILOR_RETURN_IF_ERROR(store_->AppendEvent(e));
-  return txn.Commit();
+  for (const auto& e : uow.events_) TAILOR_RETURN_IF_ERROR(store.AppendEvent(e));
+  return absl::OkStatus();
 }
 
 void Coordinator::ObserveLocked(const UnitOfWork& uow) {
@@ -278,7 +339,15 @@ void Coordinator::EvictFinalLocked(const UnitOfWork& uow) {
 }
 
 absl::Status Coordinator::CommitLocked(UnitOfWork& uow, Effects& fx) {
-  TAILOR_RETURN_IF_ERROR(PersistLocked(uow));
+  // Waits under mu_: what this operation read is then still what it changed when the write
+  // lands, and units queued before it (other submissions) go first, in the same batch.
+  TAILOR_RETURN_IF_ERROR(CommitWrite(
+      [&uow](storage::CoordinatorStore& store) { return Persist(uow, store); }));
+  ApplyCommittedLocked(uow, fx);
+  return absl::OkStatus();
+}
+
+void Coordinator::ApplyCommittedLocked(const UnitOfWork& uow, Effects& fx) {
   ObserveLocked(uow);
   // Durable; now mirror it in memory.
   MirrorLocked(uow);
@@ -287,7 +356,6 @@ absl::Status Coordinator::CommitLocked(UnitOfWork& uow, Effects& fx) {
   for (const std::string& id : touched) NotifyLocked(id, fx);
   // Final campaigns leave memory; reads fall back to the database.
   EvictFinalLocked(uow);
-  return absl::OkStatus();
 }
 
 void Coordinator::SetObserver(CoordinatorObserver* observer) {
@@ -379,60 +447,169 @@ void Coordinator::AdvanceCampaignLocked(UnitOfWork& uow, const std::string& camp
   }
 }
 
+struct Coordinator::PendingSubmission {
+  std::unique_ptr<UnitOfWork> uow;
+  std::pair<std::string, std::string> key;  // (team, request id), in submitting_
+  SubmitCallback done;
+  absl::Status committed;  // the unit's outcome, set by the committer
+  // The committer was idle: SubmitAsync writes the unit itself (GroupCommitter::TryClaim).
+  bool claimed = false;
+};
+
 absl::StatusOr<std::pair<v1::Campaign, bool>> Coordinator::Submit(
-    const v1::DeploymentContract& contract, const std::string& request_id_in) {
+    const v1::DeploymentContract& contract, const std::string& request_id) {
+  absl::StatusOr<std::pair<v1::Campaign, bool>> result;
+  absl::Notification answered;
+  SubmitAsync(contract, request_id, [&](absl::StatusOr<std::pair<v1::Campaign, bool>> r) {
+    result = std::move(r);
+    answered.Notify();
+  });
+  answered.WaitForNotification();
+  return result;
+}
+
+void Coordinator::SubmitAsync(const v1::DeploymentContract& contract,
+                              const std::string& request_id_in, SubmitCallback done) {
+  // First: the committer lingers for this unit while it is validated and planned.
+  ExpectedUnit expected(committer_.get());
   const absl::Time now = clock_->Now();
   std::string request_id = request_id_in;
   if (request_id.empty()) {
     request_id = NewId("req", now);
   } else if (!IsSafeToken(request_id, 128)) {
-    return absl::InvalidArgumentError(
-        "request_id: must be 1..128 characters of [A-Za-z0-9._:-]");
+    return done(absl::InvalidArgumentError(
+        "request_id: must be 1..128 characters of [A-Za-z0-9._:-]"));
   }
   // The wire limits first, whatever client sent it: nothing oversized or unknown is stored.
-  TAILOR_RETURN_IF_ERROR(CheckWireContract(contract));
+  if (absl::Status wire = CheckWireContract(contract); !wire.ok()) return done(wire);
   // Validated and defaulted once; everything below reads the stored, defaulted contract.
-  TAILOR_ASSIGN_OR_RETURN(const ValidatedContract validated, ValidatedContract::From(contract));
-  const v1::DeploymentContract& defaulted = validated.contract();
+  absl::StatusOr<ValidatedContract> validated = ValidatedContract::From(contract);
+  if (!validated.ok()) return done(validated.status());
+  const v1::DeploymentContract& defaulted = validated->contract();
   // A parent named by digest must be here: jobs would otherwise fail long after the submit.
   const std::string& parent_digest = defaulted.parent().artifact_digest();
   if (!parent_digest.empty() && !blobs_->Exists(parent_digest)) {
-    return absl::InvalidArgumentError(absl::StrCat(
+    return done(absl::InvalidArgumentError(absl::StrCat(
         "parent.artifact_digest: no artifact sha256:", parent_digest,
         " in this coordinator's blob store; upload the parent first (admin upload), or set "
-        "parent.path"));
+        "parent.path")));
   }
   const std::string hash = ContractHash(defaulted);
-  TAILOR_ASSIGN_OR_RETURN(std::vector<PlannedJob> plan, PlanCampaign(validated));
+  absl::StatusOr<std::vector<PlannedJob>> plan = PlanCampaign(*validated);
+  if (!plan.ok()) return done(plan.status());
 
-  Effects fx;
-  absl::StatusOr<std::pair<v1::Campaign, bool>> result;
+  auto pending = std::make_shared<PendingSubmission>();
+  pending->key = {defaulted.team(), request_id};
+  pending->done = std::move(done);
+  absl::StatusOr<std::optional<v1::Campaign>> existing;
   {
     absl::MutexLock lock(&mu_);
-    TAILOR_ASSIGN_OR_RETURN(auto existing,
-                            store_->FindByRequestId(defaulted.team(), request_id));
-    if (existing.has_value()) {
-      if (existing->second != hash) {
-        return absl::AlreadyExistsError(absl::StrCat(
-            "request id '", request_id, "' was already used for campaign ",
-            existing->first.id(), " with a different contract; use a new request id"));
-      }
-      TAILOR_ASSIGN_OR_RETURN(v1::Campaign c, CampaignWithJobsLocked(existing->first.id()));
-      return std::make_pair(std::move(c), false);
+    while (submitting_.count(pending->key) > 0) {
+      expected.Drop();  // the unit it waits for may be the one the committer lingers for
+      submitted_.Wait(&mu_);
     }
+    pending->uow = std::make_unique<UnitOfWork>(this, now);
+    existing = StageSubmissionLocked(pending, *validated, request_id, hash, *plan,
+                                     expected.held());
+    if (existing.ok() && !existing->has_value()) {
+      if (!pending->claimed) expected.Kept();
+      submitting_.insert(pending->key);
+    }
+  }
+  if (!existing.ok()) return pending->done(existing.status());
+  if (existing->has_value()) return pending->done(std::make_pair(**std::move(existing), false));
+  if (pending->claimed) {
+    // Alone: nothing to share a transaction with, so no thread switch either.
+    expected.Drop();
+    UnitOfWork& uow = *pending->uow;
+    pending->committed = committer_->WriteClaimed(
+        [&uow](storage::CoordinatorStore& store) { return Persist(uow, store); });
+    FinishSubmissions({pending});
+  }
+  // Otherwise queued: the completion thread answers once the unit's batch committed, and
+  // this thread serves the next calls meanwhile, whose units join the same or the next batch.
+}
 
-    const v1::Campaign campaign = NewCampaign(validated, request_id, now);
-    UnitOfWork uow(this, now);
-    TAILOR_RETURN_IF_ERROR(InsertSubmissionLocked(uow, campaign, hash, plan));
-    AdvanceCampaignLocked(uow, campaign.id());
-    TAILOR_RETURN_IF_ERROR(CommitLocked(uow, fx));
+absl::StatusOr<std::optional<v1::Campaign>> Coordinator::StageSubmissionLocked(
+    const std::shared_ptr<PendingSubmission>& pending, const ValidatedContract& validated,
+    const std::string& request_id, const std::string& contract_hash,
+    const std::vector<PlannedJob>& plan, bool expected) {
+  const v1::DeploymentContract& defaulted = validated.contract();
+  TAILOR_ASSIGN_OR_RETURN(auto existing, store_->FindByRequestId(defaulted.team(), request_id));
+  if (existing.has_value()) {
+    if (existing->second != contract_hash) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "request id '", request_id, "' was already used for campaign ", existing->first.id(),
+          " with a different contract; use a new request id"));
+    }
+    TAILOR_ASSIGN_OR_RETURN(v1::Campaign c, CampaignWithJobsLocked(existing->first.id()));
+    return std::optional<v1::Campaign>(std::move(c));
+  }
+  if (committer_ == nullptr) return committer_status_;
+  UnitOfWork& uow = *pending->uow;
+  const v1::Campaign campaign = NewCampaign(validated, request_id, uow.now());
+  TAILOR_RETURN_IF_ERROR(InsertSubmissionLocked(uow, campaign, contract_hash, plan));
+  AdvanceCampaignLocked(uow, campaign.id());
+  // Claimed or queued under mu_, so it is ordered after every unit an earlier operation
+  // queued. Nothing else can see this campaign before it is mirrored (FinishSubmissions), so
+  // no later unit depends on this one.
+  if (committer_->TryClaim()) {
+    pending->claimed = true;
+    return std::optional<v1::Campaign>();
+  }
+  committer_->Enqueue(
+      [&uow](storage::CoordinatorStore& store) { return Persist(uow, store); },
+      [this, pending](absl::Status committed) {
+        pending->committed = std::move(committed);
+        absl::MutexLock lock(&completions_mu_);
+        completions_.push_back(pending);
+        completions_ready_.Signal();
+      },
+      expected);
+  return std::optional<v1::Campaign>();
+}
+
+void Coordinator::RunCompletions() {
+  while (true) {
+    std::vector<std::shared_ptr<PendingSubmission>> batch;
+    {
+      absl::MutexLock lock(&completions_mu_);
+      while (completions_.empty() && !stop_completions_) completions_ready_.Wait(&completions_mu_);
+      if (completions_.empty()) return;  // stopping, and nobody is owed an answer
+      batch.swap(completions_);
+    }
+    FinishSubmissions(batch);
+  }
+}
+
+void Coordinator::FinishSubmissions(
+    const std::vector<std::shared_ptr<PendingSubmission>>& batch) {
+  Effects fx;
+  std::vector<absl::StatusOr<std::pair<v1::Campaign, bool>>> results;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& p : batch) {
+      submitting_.erase(p->key);
+      if (p->committed.ok()) ApplyCommittedLocked(*p->uow, fx);
+    }
+    submitted_.SignalAll();
+    // Once for the whole batch: parked agents get the new jobs.
     DispatchLocked(fx);
-    auto view = CampaignWithJobsLocked(campaign.id());
-    if (!view.ok()) return view.status();
-    result = std::make_pair(*std::move(view), true);
+    for (const auto& p : batch) {
+      if (!p->committed.ok()) {
+        results.push_back(p->committed);
+        continue;
+      }
+      auto view = CampaignWithJobsLocked(p->uow->new_campaign_->first.id());
+      if (!view.ok()) {
+        results.push_back(view.status());
+      } else {
+        results.push_back(std::make_pair(*std::move(view), true));
+      }
+    }
   }
   fx.Run();
-  return result;
+  for (size_t i = 0; i < batch.size(); ++i) batch[i]->done(std::move(results[i]));
 }
 
 absl::StatusOr<v1::Campaign> Coordinator::Cancel(const std::string& id,
@@ -510,7 +687,8 @@ absl::Status Coordinator::Recover() {
   // Holders could not heartbeat while we were down: give every live lease a fresh TTL rather
   // than expiring work that is probably still running.
   const absl::Time fresh = now + options_.lease_ttl;
-  TAILOR_ASSIGN_OR_RETURN(storage::Transaction txn, store_->Begin());
+  std::vector<storage::AttemptRow> stale;
+  std::vector<storage::AttemptRow> extended;
   for (const auto& a : attempts) {
     LiveLease lease{a.lease_id, a.job_id, a.holder, a.attempt, std::max(a.expires_at, fresh),
                     false, a.external_id};
@@ -519,13 +697,22 @@ absl::Status Coordinator::Recover() {
         job->second.lease_id() != a.lease_id) {
       // The job moved on in the same transaction that should have ended this attempt; a
       // stale row can only come from an older binary. Close it.
-      TAILOR_RETURN_IF_ERROR(store_->EndAttempt(a.lease_id, "expired", now, "stale at recovery"));
+      stale.push_back(a);
       continue;
     }
-    TAILOR_RETURN_IF_ERROR(store_->ExtendAttempt(a.lease_id, lease.expires_at));
+    extended.push_back(a);
+    extended.back().expires_at = lease.expires_at;
     leases_[a.lease_id] = lease;
   }
-  TAILOR_RETURN_IF_ERROR(txn.Commit());
+  TAILOR_RETURN_IF_ERROR(CommitWrite([&](storage::CoordinatorStore& store) -> absl::Status {
+    for (const auto& a : stale) {
+      TAILOR_RETURN_IF_ERROR(store.EndAttempt(a.lease_id, "expired", now, "stale at recovery"));
+    }
+    for (const auto& a : extended) {
+      TAILOR_RETURN_IF_ERROR(store.ExtendAttempt(a.lease_id, a.expires_at));
+    }
+    return absl::OkStatus();
+  }));
   size_t runnable = 0;
   for (const auto& [id, job] : jobs_) {
     if (job.state() == v1::JOB_RUNNABLE) {

@@ -7,7 +7,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -20,6 +22,7 @@
 #include "coordinator/scheduler.h"
 #include "storage/blob_store.h"
 #include "storage/coordinator_store.h"
+#include "storage/group_commit.h"
 #include "tailor/v1/admin.pb.h"
 #include "tailor/v1/agent.pb.h"
 #include "tailor/v1/campaign.pb.h"
@@ -46,6 +49,9 @@ struct CoordinatorOptions {
   // the profiler agent: a distillation running beside a verify job would inflate the latency
   // it measures. Off for clusters, where the launcher's jobs run on other machines.
   bool isolate_measurements = false;
+  // How long a commit waits for submissions that are still being validated, so that they
+  // share its transaction (storage/group_commit.h, "Lingering"). Zero: never waits.
+  absl::Duration commit_linger = absl::Milliseconds(1);
 };
 
 // An active attempt held by a launcher, as the database knows it (for reconciliation after a
@@ -112,8 +118,10 @@ struct LeaseCaller {
 };
 
 // The coordinator's state machine: campaigns, their job graphs, leases, agents and the event
-// log. Every change is one SQLite transaction first and an in-memory update second, so a crash
-// at any point leaves the database consistent and Recover() rebuilds memory from it.
+// log. Every change is committed to SQLite first and mirrored in memory second, so a crash at
+// any point leaves the database consistent and Recover() rebuilds memory from it. Changes go
+// through a group committer (storage/group_commit.h) on a second connection: concurrent
+// submissions share transactions (docs/architecture.md "Group commit").
 // Thread-safe; gRPC services are thin wrappers over these methods.
 class Coordinator {
  public:
@@ -135,6 +143,13 @@ class Coordinator {
   // Validates, plans and stores a campaign in one transaction. Idempotent by request id.
   absl::StatusOr<std::pair<v1::Campaign, bool>> Submit(const v1::DeploymentContract& contract,
                                                        const std::string& request_id);
+  using SubmitCallback = std::function<void(absl::StatusOr<std::pair<v1::Campaign, bool>>)>;
+  // Submit without blocking the caller on the commit: `done` is called exactly once, maybe
+  // before this returns, and otherwise from the coordinator's completion thread once the
+  // campaign is durable (never before). For gRPC handlers: their threads are few, and a
+  // handler waiting for its commit would keep the next submissions from joining the batch.
+  void SubmitAsync(const v1::DeploymentContract& contract, const std::string& request_id,
+                   SubmitCallback done);
   absl::StatusOr<v1::Campaign> GetCampaign(const std::string& id);
   absl::StatusOr<v1::ListCampaignsResponse> ListCampaigns(const v1::ListCampaignsRequest& req);
   absl::StatusOr<v1::Campaign> Cancel(const std::string& id, const std::string& reason);
@@ -263,9 +278,29 @@ class Coordinator {
                                       const std::string& contract_hash,
                                       const std::vector<PlannedJob>& plan)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes `uow` in one transaction, then mirrors it in memory and notifies watchers.
+  // A submission whose unit is queued for commit; answered by the completion thread.
+  struct PendingSubmission;
+  // Validated and planned submission into `pending`'s unit of work, queued for commit
+  // (`expected`: it keeps the call's announcement, GroupCommitter::Expect). Returns the
+  // existing campaign instead when `request_id` was already used with the same contract.
+  absl::StatusOr<std::optional<v1::Campaign>> StageSubmissionLocked(
+      const std::shared_ptr<PendingSubmission>& pending, const ValidatedContract& validated,
+      const std::string& request_id, const std::string& contract_hash,
+      const std::vector<PlannedJob>& plan, bool expected) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The completion thread: mirrors committed submissions and answers their callers.
+  void RunCompletions() ABSL_LOCKS_EXCLUDED(mu_, completions_mu_);
+  void FinishSubmissions(const std::vector<std::shared_ptr<PendingSubmission>>& batch)
+      ABSL_LOCKS_EXCLUDED(mu_, completions_mu_);
+  // Writes `uow` (waiting, under mu_, for the batch that carries it), then mirrors it in
+  // memory and notifies watchers.
   absl::Status CommitLocked(UnitOfWork& uow, Effects& fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status PersistLocked(const UnitOfWork& uow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The in-memory half of CommitLocked, once `uow` is durable.
+  void ApplyCommittedLocked(const UnitOfWork& uow, Effects& fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every row of `uow`, through `store` (the committer's connection, inside its transaction).
+  static absl::Status Persist(const UnitOfWork& uow, storage::CoordinatorStore& store);
+  // Writes outside a UnitOfWork through the committer. Callers hold mu_, which orders their
+  // write after every unit queued before.
+  absl::Status CommitWrite(storage::GroupCommitter::Write write);
   // Logs the events and tells the observer, before the mirroring changes `jobs_`.
   void ObserveLocked(const UnitOfWork& uow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MirrorLocked(const UnitOfWork& uow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -302,8 +337,13 @@ class Coordinator {
   void NotifyLocked(const std::string& campaign_id, Effects& fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Duration BackoffFor(int attempt) const;
 
-  // Not thread-safe (storage/coordinator_store.h): every query and transaction runs under mu_.
+  // Not thread-safe (storage/coordinator_store.h): every query runs under mu_. Writes go
+  // through committer_, on its own connection.
   storage::CoordinatorStore* const store_ ABSL_PT_GUARDED_BY(mu_);
+  // Thread-safe. Null only when its connection could not be opened: then every write fails
+  // with committer_status_ (Recover does, so a server refuses to start).
+  std::unique_ptr<storage::GroupCommitter> committer_;
+  absl::Status committer_status_;
   storage::BlobStore* const blobs_;
   Clock* const clock_;
   const CoordinatorOptions options_;
@@ -318,6 +358,19 @@ class Coordinator {
   std::map<std::string, std::string> agent_by_name_ ABSL_GUARDED_BY(mu_);
   RunnableQueue queue_ ABSL_GUARDED_BY(mu_);
   std::list<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  // (team, request id) of submissions queued for commit and not yet mirrored: a second
+  // submission with the same id waits for the first to land or fail (Submit), since the
+  // database cannot show it a campaign that is not committed yet.
+  std::set<std::pair<std::string, std::string>> submitting_ ABSL_GUARDED_BY(mu_);
+  absl::CondVar submitted_;
+
+  // Submissions whose batch ended, for the completion thread. Never held with mu_: the
+  // committer fills it while operations holding mu_ wait for that committer.
+  absl::Mutex completions_mu_;
+  absl::CondVar completions_ready_;
+  std::vector<std::shared_ptr<PendingSubmission>> completions_ ABSL_GUARDED_BY(completions_mu_);
+  bool stop_completions_ ABSL_GUARDED_BY(completions_mu_) = false;
+  std::thread completion_thread_;
   uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
 
   absl::Mutex sub_mu_;

@@ -156,7 +156,8 @@ absl::StatusOr<v1::RegisterAgentResponse> Coordinator::Register(const v1::AgentI
   if (agent.info().max_concurrent_jobs() == 0) agent.mutable_info()->set_max_concurrent_jobs(1);
   if (agent.state() != v1::AGENT_DRAINED) agent.set_state(v1::AGENT_ONLINE);
   *agent.mutable_last_heartbeat() = ToProto(now);
-  TAILOR_RETURN_IF_ERROR(store_->UpsertAgent(agent));
+  TAILOR_RETURN_IF_ERROR(
+      CommitWrite([&agent](storage::CoordinatorStore& store) { return store.UpsertAgent(agent); }));
   agent_by_name_[info.name()] = agent.id();
   agents_[agent.id()] = agent;
   spdlog::info("agent={} registered name={} device_kind='{}' kinds={}", agent.id(), info.name(),
@@ -738,7 +739,8 @@ absl::StatusOr<v1::Artifact> Coordinator::RecordArtifact(const LeaseInfo& lease,
     // An admin upload: a blob of no campaign (e.g. a parent model). The row keeps it in
     // backups; only admins and agents may download it (it belongs to no team).
     absl::MutexLock lock(&mu_);
-    TAILOR_RETURN_IF_ERROR(store_->InsertArtifact(a));
+    TAILOR_RETURN_IF_ERROR(
+        CommitWrite([&a](storage::CoordinatorStore& store) { return store.InsertArtifact(a); }));
     spdlog::info("admin upload: {} '{}' {} bytes sha256:{}", kind, name, blob.size_bytes,
                  blob.digest);
     return a;
@@ -757,14 +759,16 @@ absl::StatusOr<v1::Artifact> Coordinator::RecordArtifact(const LeaseInfo& lease,
           "lease '", lease.lease_id, "' ended while its upload ran (expired, completed or ",
           "cancelled): artifact '", name, "' is not recorded"));
     }
-    TAILOR_ASSIGN_OR_RETURN(storage::Transaction txn, store_->Begin());
-    TAILOR_RETURN_IF_ERROR(store_->InsertArtifact(a));
     UnitOfWork uow(this, now);
     uow.Emit(lease.campaign_id, lease.job_id, "artifact_uploaded",
              absl::StrCat(kind, " '", name, "' ", blob.size_bytes, " bytes sha256:",
                           blob.digest.substr(0, 12)));
-    for (const auto& e : uow.events_) TAILOR_RETURN_IF_ERROR(store_->AppendEvent(e));
-    TAILOR_RETURN_IF_ERROR(txn.Commit());
+    TAILOR_RETURN_IF_ERROR(
+        CommitWrite([&a, &uow](storage::CoordinatorStore& store) -> absl::Status {
+          TAILOR_RETURN_IF_ERROR(store.InsertArtifact(a));
+          for (const auto& e : uow.events_) TAILOR_RETURN_IF_ERROR(store.AppendEvent(e));
+          return absl::OkStatus();
+        }));
     for (const auto& [id, seq] : uow.seqs_) campaigns_[id].last_seq = seq;
     NotifyLocked(lease.campaign_id, fx);
   }
@@ -791,7 +795,8 @@ absl::StatusOr<v1::CostTable> Coordinator::PutCostTable(const v1::PutCostTableRe
   table.set_job_id(lease.job_id);
   *table.mutable_created_at() = ToProto(now);
   absl::MutexLock lock(&mu_);
-  TAILOR_RETURN_IF_ERROR(store_->InsertCostTable(table));
+  TAILOR_RETURN_IF_ERROR(CommitWrite(
+      [&table](storage::CoordinatorStore& store) { return store.InsertCostTable(table); }));
   spdlog::info("campaign={} job={} cost table {} stored ({} entries, latency MAPE {:.2f}%)",
                lease.campaign_id, lease.job_id, table.id(), table.entries_size(),
                100 * table.latency_mape());

@@ -350,7 +350,8 @@ absl::StatusOr<v1::Agent> Coordinator::DrainAgent(const v1::DrainAgentRequest& r
   }
   v1::Agent updated = it->second;
   updated.set_state(req.undrain() ? v1::AGENT_ONLINE : v1::AGENT_DRAINED);
-  TAILOR_RETURN_IF_ERROR(store_->UpsertAgent(updated));
+  TAILOR_RETURN_IF_ERROR(CommitWrite(
+      [&updated](storage::CoordinatorStore& store) { return store.UpsertAgent(updated); }));
   it->second = updated;
   spdlog::info("agent={} {}", req.agent_id(), req.undrain() ? "undrained" : "drained");
   return updated;
@@ -364,9 +365,11 @@ absl::StatusOr<v1::DeleteCampaignResponse> Coordinator::DeleteCampaign(
         "campaign ", campaign_id, " is ", v1::CampaignState_Name(live->second.campaign.state()),
         "; cancel it first (tailor cancel ", campaign_id, "), then delete its record"));
   }
-  TAILOR_ASSIGN_OR_RETURN(storage::Transaction txn, store_->Begin());
-  TAILOR_ASSIGN_OR_RETURN(v1::DeleteCampaignResponse deleted, store_->DeleteCampaign(campaign_id));
-  TAILOR_RETURN_IF_ERROR(txn.Commit());
+  v1::DeleteCampaignResponse deleted;
+  TAILOR_RETURN_IF_ERROR(CommitWrite([&](storage::CoordinatorStore& store) -> absl::Status {
+    TAILOR_ASSIGN_OR_RETURN(deleted, store.DeleteCampaign(campaign_id));
+    return absl::OkStatus();
+  }));
   spdlog::info("campaign={} record deleted ({} jobs, {} events, {} artifact rows)", campaign_id,
                deleted.jobs(), deleted.events(), deleted.artifacts());
   return deleted;

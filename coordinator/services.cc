@@ -569,19 +569,30 @@ CampaignServiceImpl::CampaignServiceImpl(Coordinator* core, ServiceAuth auth)
 grpc::ServerUnaryReactor* CampaignServiceImpl::SubmitCampaign(
     grpc::CallbackServerContext* ctx, const v1::SubmitCampaignRequest* req,
     v1::SubmitCampaignResponse* resp) {
-  return AuthorizedRespond(
-      auth_, ctx, Rpc<v1::CampaignService>("SubmitCampaign"), resp,
-      [&](const Principal& p) -> absl::StatusOr<v1::SubmitCampaignResponse> {
-        v1::DeploymentContract contract = req->contract();
-        TAILOR_RETURN_IF_ERROR(ScopeSubmission(p, &contract));
-        auto r = core_->Submit(contract, req->request_id());
-        if (!r.ok()) return r.status();
-        HideLeaseIds(p, &r->first);  // a repeated submission returns the running campaign
-        v1::SubmitCampaignResponse out;
-        *out.mutable_campaign() = std::move(r->first);
-        out.set_created(r->second);
-        return out;
-      });
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<Principal> p = Authorize(auth_, ctx, Rpc<v1::CampaignService>("SubmitCampaign"));
+  v1::DeploymentContract contract = req->contract();
+  absl::Status st = p.status();
+  if (st.ok()) st = ScopeSubmission(*p, &contract);
+  if (!st.ok()) {
+    reactor->Finish(ToGrpcStatus(st));
+    return reactor;
+  }
+  // Answered when the campaign is durable, usually from the coordinator's completion thread:
+  // gRPC has only a few callback threads, and one blocked on its commit could not hand the
+  // next submissions to the group committer (docs/architecture.md "Group commit").
+  core_->SubmitAsync(contract, req->request_id(),
+                     [reactor, resp, principal = *std::move(p)](
+                         absl::StatusOr<std::pair<v1::Campaign, bool>> r) {
+                       if (r.ok()) {
+                         // A repeated submission returns the running campaign.
+                         HideLeaseIds(principal, &r->first);
+                         *resp->mutable_campaign() = std::move(r->first);
+                         resp->set_created(r->second);
+                       }
+                       reactor->Finish(ToGrpcStatus(r.status()));
+                     });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* CampaignServiceImpl::GetCampaign(grpc::CallbackServerContext* ctx,

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/proto_time.h"
@@ -91,7 +92,26 @@ absl::StatusOr<std::unique_ptr<CoordinatorStore>> CoordinatorStore::Open(
   TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::Open(path));
   TAILOR_RETURN_IF_ERROR(db->Migrate(CoordinatorMigrations(std::move(convert))));
   if (external_checkpoints) TAILOR_RETURN_IF_ERROR(db->Exec("PRAGMA wal_autocheckpoint = 0"));
-  return std::unique_ptr<CoordinatorStore>(new CoordinatorStore(std::move(db)));
+  return std::unique_ptr<CoordinatorStore>(
+      new CoordinatorStore(std::move(db), external_checkpoints));
+}
+
+absl::StatusOr<std::unique_ptr<CoordinatorStore>> CoordinatorStore::OpenWriter() {
+  const std::string& path = db_->path();
+  if (path.empty() || path == ":memory:" || absl::StrContains(path, "mode=memory") ||
+      absl::StartsWith(path, "file::memory:")) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("database '", path, "' is in memory: a second connection cannot share it"));
+  }
+  // The schema is current: Open migrated it through the first connection.
+  TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::Open(path));
+  if (external_checkpoints_) {
+    TAILOR_RETURN_IF_ERROR(db->Exec("PRAGMA wal_autocheckpoint = 0"));
+  }
+  Database* watched = db_.get();
+  db->set_commit_observer([watched](absl::Duration took) { watched->ReportCommit(took); });
+  return std::unique_ptr<CoordinatorStore>(
+      new CoordinatorStore(std::move(db), external_checkpoints_));
 }
 
 absl::Status CoordinatorStore::InsertCampaign(const v1::Campaign& c,

@@ -65,6 +65,12 @@ class CoordinatorStore {
       const std::string& path, bool external_checkpoints = false,
       LegacyResultConverter convert = nullptr);
 
+  // A second connection to the same file for the group committer (storage/group_commit.h),
+  // so that its transactions can run while this connection serves reads. It checkpoints as
+  // this one does, and its commits are reported to this connection's commit observer.
+  // FAILED_PRECONDITION for an in-memory database (another connection would see another one).
+  absl::StatusOr<std::unique_ptr<CoordinatorStore>> OpenWriter();
+
   Database* db() { return db_.get(); }
   absl::StatusOr<Transaction> Begin() { return Transaction::Begin(db_.get()); }
 
@@ -153,8 +159,10 @@ class CoordinatorStore {
   absl::StatusOr<std::vector<std::string>> TeamsOfArtifact(const std::string& digest);
 
  private:
-  explicit CoordinatorStore(std::unique_ptr<Database> db) : db_(std::move(db)) {}
+  CoordinatorStore(std::unique_ptr<Database> db, bool external_checkpoints)
+      : db_(std::move(db)), external_checkpoints_(external_checkpoints) {}
   std::unique_ptr<Database> db_;
+  bool external_checkpoints_;
 };
 
 // Copies the WAL back into the database from its own connection, so the fsyncs of a

@@ -300,6 +300,8 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
   return db;
 }
 
+bool Database::InTransaction() const { return sqlite3_get_autocommit(db_) == 0; }
+
 absl::Status Database::Exec(absl::string_view sql) {
   std::string owned(sql);  // sqlite3_exec needs NUL termination
   int rc = sqlite3_exec(db_, owned.c_str(), nullptr, nullptr, nullptr);

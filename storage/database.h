@@ -128,6 +128,15 @@ class Database {
     commit_observer_ = std::move(observer);
   }
 
+  // Reports a commit made on another connection to this one's observer: the coordinator's
+  // group committer writes through its own connection, and /metrics watches this one.
+  void ReportCommit(absl::Duration took) const {
+    if (commit_observer_) commit_observer_(took);
+  }
+  // True inside BEGIN ... COMMIT. Some errors (SQLITE_FULL, IOERR) roll the whole
+  // transaction back on their own; a caller that goes on after an error must check.
+  bool InTransaction() const;
+
   sqlite3* raw() const { return db_; }
   const std::string& path() const { return path_; }
 

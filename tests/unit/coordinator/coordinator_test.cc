@@ -3,11 +3,15 @@
 #include "coordinator/coordinator.h"
 
 #include <filesystem>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/proto_time.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/unknown_field_set.h"
+#include "storage/database.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
@@ -357,6 +361,81 @@ TEST_F(CoordinatorTest, InvalidContractWritesNothing) {
   ASSERT_THAT(count, IsOk());
   ASSERT_TRUE(*count->Step());
   EXPECT_EQ(count->ColumnInt(0), 0);
+}
+
+// Group commit (storage/group_commit.h): concurrent submissions share transactions, and each
+// is answered only once its campaign is in the file, as a fresh connection (a restarted
+// coordinator) sees it.
+TEST_F(CoordinatorTest, ConcurrentSubmissionsAreDurableWhenAnswered) {
+  constexpr int kThreads = 16;
+  constexpr int kEach = 10;
+  std::vector<std::thread> threads;
+  std::vector<int> missing(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto reader = storage::Database::Open((dir_ / "tailor.db").string());
+      ASSERT_THAT(reader, IsOk());
+      for (int i = 0; i < kEach; ++i) {
+        auto r = core_->Submit(ProbeContract(), absl::StrCat("t", t, "-", i));
+        ASSERT_THAT(r, IsOk());
+        EXPECT_TRUE(r->second);
+        auto q = (*reader)->Prepare("SELECT COUNT(*) FROM jobs WHERE campaign_id = ?");
+        ASSERT_THAT(q, IsOk());
+        q->Bind(1, r->first.id());
+        ASSERT_TRUE(*q->Step());
+        if (q->ColumnInt(0) != 1) ++missing[t];
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(missing[t], 0) << "thread " << t;
+  EXPECT_EQ(core_->RunnableCountForTest(), size_t{kThreads * kEach});
+  // What memory holds is what the file holds.
+  Open();
+  EXPECT_EQ(core_->RunnableCountForTest(), size_t{kThreads * kEach});
+}
+
+// The same request id from many callers at once: one campaign, and every caller gets it.
+TEST_F(CoordinatorTest, ConcurrentRepeatsOfARequestIdCreateOneCampaign) {
+  constexpr int kThreads = 12;
+  std::vector<std::thread> threads;
+  std::vector<absl::StatusOr<std::pair<v1::Campaign, bool>>> out(
+      kThreads, absl::UnknownError("not run"));
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] { out[t] = core_->Submit(ProbeContract("same"), "same-id"); });
+  }
+  for (auto& t : threads) t.join();
+  int created = 0;
+  for (const auto& r : out) {
+    ASSERT_THAT(r, IsOk());
+    created += r->second ? 1 : 0;
+    EXPECT_EQ(r->first.id(), out[0]->first.id());
+  }
+  EXPECT_EQ(created, 1);
+  EXPECT_EQ(core_->ListCampaigns(v1::ListCampaignsRequest())->campaigns_size(), 1);
+}
+
+// An asynchronous submission answers exactly once; a refused one answers at once.
+TEST_F(CoordinatorTest, SubmitAsyncAnswersOnce) {
+  absl::Mutex mu;
+  int answers = 0;
+  absl::Notification done;
+  core_->SubmitAsync(ProbeContract(), "async", [&](auto r) {
+    EXPECT_THAT(r, IsOk());
+    absl::MutexLock lock(&mu);
+    ++answers;
+    done.Notify();
+  });
+  done.WaitForNotification();
+  bool refused = false;
+  core_->SubmitAsync(ProbeContract(), "bad id!", [&](auto r) {
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("request_id")));
+    refused = true;
+  });
+  EXPECT_TRUE(refused);  // answered before SubmitAsync returned
+  core_.reset();  // joins the completion thread: no late second answer
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(answers, 1);
 }
 
 TEST_F(CoordinatorTest, AgentLeasesMatchingJobAndCompletes) {
