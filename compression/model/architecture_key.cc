@@ -12,6 +12,7 @@ std::string ArchitectureKey(const HybridConfig& config) {
   shape.max_seq = defaults.max_seq;
   shape.rope_theta = defaults.rope_theta;
   shape.norm_eps = defaults.norm_eps;
+  shape.rope_scaling = defaults.rope_scaling;
   return Sha256::Hex(HybridConfigToJson(shape));
 }
 

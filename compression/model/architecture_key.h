@@ -3,9 +3,10 @@
 
 // The part of a parent model a cost table depends on: vocabulary, hidden width and every
 // layer's kind and widths, not its weights nor the settings that change no cost (rope
-// theta, norm epsilon, longest sequence). Cost tables are keyed by it beside the target
-// fingerprint, so a second parent of another shape on the same target is profiled rather
-// than served the first parent's table (docs/costmodel.md, "Reuse"). No LibTorch.
+// theta and scaling, norm epsilon, longest sequence). Cost tables are keyed by it beside
+// the target fingerprint, so a second parent of another shape on the same target is
+// profiled rather than served the first parent's table (docs/costmodel.md, "Reuse").
+// No LibTorch.
 
 #include <string>
 

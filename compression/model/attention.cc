@@ -10,14 +10,30 @@
 namespace tailor::model {
 namespace {
 
+// Llama 3.1's rescaling of inv_freq (RopeScalingSpec::kLlama3), per frequency: long
+// wavelengths are divided by `factor`, short ones kept, the band between interpolated
+// linearly in old_context / wavelength.
+at::Tensor Llama3InvFreq(const at::Tensor& inv_freq, const RopeScalingSpec& r) {
+  const double old_context = static_cast<double>(r.original_max_positions);
+  at::Tensor wavelen = 2 * M_PI / inv_freq;
+  at::Tensor smooth =
+      (old_context / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+  at::Tensor blended = (1 - smooth) * inv_freq / r.factor + smooth * inv_freq;
+  at::Tensor out = torch::where(wavelen > old_context / r.low_freq_factor, inv_freq / r.factor,
+                                blended);
+  return torch::where(wavelen < old_context / r.high_freq_factor, inv_freq, out);
+}
+
 // cos/sin of shape [T, head_dim / 2] for absolute positions position .. position+T-1.
 // Computed per call rather than cached: it is tiny next to the projections, and a cached
 // table would have to follow the module across devices.
 std::pair<at::Tensor, at::Tensor> RopeTables(int64_t position, int64_t time, int64_t head_dim,
-                                             double theta, const at::TensorOptions& options) {
+                                             double theta, const RopeScalingSpec& scaling,
+                                             const at::TensorOptions& options) {
   auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
   at::Tensor inv_freq =
       torch::pow(theta, -torch::arange(0, head_dim, 2, f64) / static_cast<double>(head_dim));
+  if (scaling.type == RopeScalingSpec::Type::kLlama3) inv_freq = Llama3InvFreq(inv_freq, scaling);
   at::Tensor pos = torch::arange(position, position + time, f64);
   at::Tensor angles = torch::outer(pos, inv_freq);
   return {angles.cos().to(options), angles.sin().to(options)};
@@ -36,24 +52,54 @@ at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& cos, const at::Tenso
 }  // namespace
 
 AttentionImpl::AttentionImpl(const AttentionSpec& spec, const MixerInit& init)
-    : spec_(spec), rope_theta_(init.rope_theta) {
+    : spec_(spec),
+      rope_theta_(init.rope_theta),
+      rope_scaling_(init.rope_scaling),
+      norm_eps_(init.norm_eps) {
   const int64_t q = spec.heads * spec.head_dim;
   const int64_t kv = spec.kv_heads * spec.head_dim;
-  q_proj_ = register_parameter("q_proj", NormalInit({q, init.hidden}, init.std));
-  k_proj_ = register_parameter("k_proj", NormalInit({kv, init.hidden}, init.std));
-  v_proj_ = register_parameter("v_proj", NormalInit({kv, init.hidden}, init.std));
-  o_proj_ = register_parameter("o_proj", NormalInit({init.hidden, q}, init.out_std));
+  q_proj_ = register_parameter("q_proj", InitWeight({q, init.hidden}, init.std, init));
+  k_proj_ = register_parameter("k_proj", InitWeight({kv, init.hidden}, init.std, init));
+  v_proj_ = register_parameter("v_proj", InitWeight({kv, init.hidden}, init.std, init));
+  o_proj_ = register_parameter("o_proj", InitWeight({init.hidden, q}, init.out_std, init));
+  // Variants after the demo family's weights, and without generator draws (biases start at
+  // zero, norms at one), so a demo model's random weights are what they always were.
+  if (spec.qkv_bias) {
+    q_bias_ = register_parameter("q_bias", torch::zeros({q}));
+    k_bias_ = register_parameter("k_bias", torch::zeros({kv}));
+    v_bias_ = register_parameter("v_bias", torch::zeros({kv}));
+  }
+  if (spec.o_bias) o_bias_ = register_parameter("o_bias", torch::zeros({init.hidden}));
+  if (spec.qk_norm) {
+    q_norm_ = register_parameter("q_norm", torch::ones({spec.head_dim}));
+    k_norm_ = register_parameter("k_norm", torch::ones({spec.head_dim}));
+  }
 }
 
 at::Tensor AttentionImpl::Forward(const at::Tensor& x, const LayerContext& ctx) {
   const int64_t b = x.size(0), t = x.size(1);
   const int64_t h = spec_.heads, kvh = spec_.kv_heads, d = spec_.head_dim, g = h / kvh;
-  at::Tensor q = Project(ctx, x, q_proj_).view({b, t, h, d});
-  at::Tensor k = Project(ctx, x, k_proj_).view({b, t, kvh, d});
-  at::Tensor v = Project(ctx, x, v_proj_).view({b, t, kvh, d});
-  auto [cos, sin] = RopeTables(ctx.position, t, d, rope_theta_, x.options());
-  q = ApplyRope(q, cos, sin);
-  k = ApplyRope(k, cos, sin).transpose(1, 2);  // [B, KV, T, D]
+  at::Tensor q = Project(ctx, x, q_proj_);
+  at::Tensor k = Project(ctx, x, k_proj_);
+  at::Tensor v = Project(ctx, x, v_proj_);
+  if (spec_.qkv_bias) {
+    q = q + q_bias_;
+    k = k + k_bias_;
+    v = v + v_bias_;
+  }
+  q = q.view({b, t, h, d});
+  k = k.view({b, t, kvh, d});
+  v = v.view({b, t, kvh, d});
+  if (spec_.qk_norm) {
+    q = RmsNorm(q, q_norm_, norm_eps_);
+    k = RmsNorm(k, k_norm_, norm_eps_);
+  }
+  if (spec_.rope) {
+    auto [cos, sin] = RopeTables(ctx.position, t, d, rope_theta_, rope_scaling_, x.options());
+    q = ApplyRope(q, cos, sin);
+    k = ApplyRope(k, cos, sin);
+  }
+  k = k.transpose(1, 2);  // [B, KV, T, D]
   v = v.transpose(1, 2);
   at::Tensor keys = k, values = v;
   if (ctx.cache != nullptr) {
@@ -79,7 +125,8 @@ at::Tensor AttentionImpl::Forward(const at::Tensor& x, const LayerContext& ctx) 
   if (ctx.observer != nullptr) {
     ctx.observer->Observe({Site::kAttentionHeads, ctx.layer}, out);
   }
-  return Project(ctx, out.reshape({b, t, h * d}), o_proj_);
+  at::Tensor y = Project(ctx, out.reshape({b, t, h * d}), o_proj_);
+  return spec_.o_bias ? y + o_bias_ : y;
 }
 
 void AttentionImpl::InitCache(LayerCache& cache, int64_t batch, int64_t capacity,
@@ -93,6 +140,7 @@ void AttentionImpl::PermuteHidden(const at::Tensor& perm) {
   AssignParameter(k_proj_, k_proj_.index_select(1, perm));
   AssignParameter(v_proj_, v_proj_.index_select(1, perm));
   AssignParameter(o_proj_, o_proj_.index_select(0, perm));
+  if (spec_.o_bias) AssignParameter(o_bias_, o_bias_.index_select(0, perm));
 }
 
 absl::Status AttentionImpl::Permute(const LayerPermutation& perm) {
@@ -123,6 +171,11 @@ absl::Status AttentionImpl::Permute(const LayerPermutation& perm) {
   AssignParameter(k_proj_, k_proj_.index_select(0, kv_rows));
   AssignParameter(v_proj_, v_proj_.index_select(0, kv_rows));
   AssignParameter(o_proj_, o_proj_.index_select(1, q_rows));
+  if (spec_.qkv_bias) {  // biases move with their heads; q/k norms are shared by all heads
+    AssignParameter(q_bias_, q_bias_.index_select(0, q_rows));
+    AssignParameter(k_bias_, k_bias_.index_select(0, kv_rows));
+    AssignParameter(v_bias_, v_bias_.index_select(0, kv_rows));
+  }
   return absl::OkStatus();
 }
 
@@ -131,6 +184,11 @@ absl::Status AttentionImpl::CopyPrefixFrom(const Mixer& parent_mixer, const at::
   if (parent == nullptr) return absl::InvalidArgumentError("parent layer is not attention");
   const AttentionSpec& p = parent->spec_;
   const int64_t pg = p.heads / p.kv_heads, cg = spec_.heads / spec_.kv_heads;
+  if (p.qkv_bias != spec_.qkv_bias || p.o_bias != spec_.o_bias || p.qk_norm != spec_.qk_norm ||
+      p.rope != spec_.rope) {
+    return absl::InvalidArgumentError(
+        "attention variants (qkv_bias, o_bias, qk_norm, rope) must match the parent's");
+  }
   if (p.head_dim != spec_.head_dim || spec_.kv_heads > p.kv_heads || cg > pg) {
     return absl::InvalidArgumentError(absl::StrCat(
         "attention heads=", spec_.heads, " kv_heads=", spec_.kv_heads, " head_dim=", spec_.head_dim,
@@ -149,7 +207,22 @@ absl::Status AttentionImpl::CopyPrefixFrom(const Mixer& parent_mixer, const at::
   AssignParameter(k_proj_, parent->k_proj_.narrow(0, 0, kv_rows).index_select(1, hidden));
   AssignParameter(v_proj_, parent->v_proj_.narrow(0, 0, kv_rows).index_select(1, hidden));
   AssignParameter(o_proj_, parent->o_proj_.index_select(0, hidden).index_select(1, q_rows));
+  CopyVariantsFrom(*parent, q_rows, kv_rows, hidden);
   return absl::OkStatus();
+}
+
+void AttentionImpl::CopyVariantsFrom(const AttentionImpl& parent, const at::Tensor& q_rows,
+                                     int64_t kv_rows, const at::Tensor& hidden) {
+  if (spec_.qkv_bias) {
+    AssignParameter(q_bias_, parent.q_bias_.index_select(0, q_rows));
+    AssignParameter(k_bias_, parent.k_bias_.narrow(0, 0, kv_rows));
+    AssignParameter(v_bias_, parent.v_bias_.narrow(0, 0, kv_rows));
+  }
+  if (spec_.o_bias) AssignParameter(o_bias_, parent.o_bias_.index_select(0, hidden));
+  if (spec_.qk_norm) {
+    AssignParameter(q_norm_, parent.q_norm_);
+    AssignParameter(k_norm_, parent.k_norm_);
+  }
 }
 
 }  // namespace tailor::model

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -153,6 +154,18 @@ absl::StatusOr<double> GetNumber(const Json& obj, const std::string& path, const
   return v->get<double>();
 }
 
+// A bool that may be left out: `fallback` when absent.
+absl::StatusOr<bool> GetOptionalBool(const Json& obj, const std::string& path,
+                                     const std::string& key, bool fallback) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return fallback;
+  if (!it->is_boolean()) {
+    return FieldError(path.empty() ? key : absl::StrCat(path, ".", key),
+                      absl::StrCat("must be true or false, got ", it->dump()));
+  }
+  return it->get<bool>();
+}
+
 absl::StatusOr<const Json*> GetObject(const Json& obj, const std::string& path,
                                       const std::string& key) {
   TAILOR_ASSIGN_OR_RETURN(const Json* v, GetField(obj, path, key));
@@ -178,10 +191,17 @@ absl::StatusOr<LayerSpec> ParseLayer(const Json& j, const std::string& p) {
   const std::string sp = absl::StrCat(p, ".", section);
   switch (spec.kind) {
     case LayerKind::kAttention: {
-      TAILOR_RETURN_IF_ERROR(CheckKeys(*s, sp, {"heads", "kv_heads", "head_dim"}));
-      TAILOR_ASSIGN_OR_RETURN(spec.attention.heads, GetInt(*s, sp, "heads"));
-      TAILOR_ASSIGN_OR_RETURN(spec.attention.kv_heads, GetInt(*s, sp, "kv_heads"));
-      TAILOR_ASSIGN_OR_RETURN(spec.attention.head_dim, GetInt(*s, sp, "head_dim"));
+      TAILOR_RETURN_IF_ERROR(CheckKeys(
+          *s, sp, {"heads", "kv_heads", "head_dim", "qkv_bias", "o_bias", "qk_norm", "rope"}));
+      AttentionSpec& a = spec.attention;
+      TAILOR_ASSIGN_OR_RETURN(a.heads, GetInt(*s, sp, "heads"));
+      TAILOR_ASSIGN_OR_RETURN(a.kv_heads, GetInt(*s, sp, "kv_heads"));
+      TAILOR_ASSIGN_OR_RETURN(a.head_dim, GetInt(*s, sp, "head_dim"));
+      // The variants are optional so that configs written before them read unchanged.
+      TAILOR_ASSIGN_OR_RETURN(a.qkv_bias, GetOptionalBool(*s, sp, "qkv_bias", false));
+      TAILOR_ASSIGN_OR_RETURN(a.o_bias, GetOptionalBool(*s, sp, "o_bias", false));
+      TAILOR_ASSIGN_OR_RETURN(a.qk_norm, GetOptionalBool(*s, sp, "qk_norm", false));
+      TAILOR_ASSIGN_OR_RETURN(a.rope, GetOptionalBool(*s, sp, "rope", true));
       break;
     }
     case LayerKind::kMamba: {
@@ -203,8 +223,9 @@ absl::StatusOr<LayerSpec> ParseLayer(const Json& j, const std::string& p) {
       break;
     }
     case LayerKind::kMlp: {
-      TAILOR_RETURN_IF_ERROR(CheckKeys(*s, sp, {"ffn"}));
+      TAILOR_RETURN_IF_ERROR(CheckKeys(*s, sp, {"ffn", "bias"}));
       TAILOR_ASSIGN_OR_RETURN(spec.mlp.ffn, GetInt(*s, sp, "ffn"));
+      TAILOR_ASSIGN_OR_RETURN(spec.mlp.bias, GetOptionalBool(*s, sp, "bias", false));
       break;
     }
   }
@@ -218,6 +239,12 @@ Json LayerToJson(const LayerSpec& l) {
       section = {{"heads", l.attention.heads},
                  {"kv_heads", l.attention.kv_heads},
                  {"head_dim", l.attention.head_dim}};
+      // Only non-default variants are written: the demo family's configs (and the digests
+      // and architecture keys computed from their text) stay exactly as they were.
+      if (l.attention.qkv_bias) section["qkv_bias"] = true;
+      if (l.attention.o_bias) section["o_bias"] = true;
+      if (l.attention.qk_norm) section["qk_norm"] = true;
+      if (!l.attention.rope) section["rope"] = false;
       break;
     case LayerKind::kMamba:
       section = {{"heads", l.mamba.heads},
@@ -234,12 +261,52 @@ Json LayerToJson(const LayerSpec& l) {
       break;
     case LayerKind::kMlp:
       section = {{"ffn", l.mlp.ffn}};
+      if (l.mlp.bias) section["bias"] = true;
       break;
   }
   Json j;
   j["kind"] = std::string(LayerKindName(l.kind));
   j[std::string(LayerKindName(l.kind))] = section;
   return j;
+}
+
+absl::StatusOr<RopeScalingSpec> ParseRopeScaling(const Json& j) {
+  const std::string p = "rope_scaling";
+  if (!j.is_object()) return FieldError(p, "must be an object");
+  TAILOR_RETURN_IF_ERROR(CheckKeys(j, p,
+                                   {"type", "factor", "low_freq_factor", "high_freq_factor",
+                                    "original_max_positions"}));
+  TAILOR_ASSIGN_OR_RETURN(const Json* type, GetField(j, p, "type"));
+  RopeScalingSpec r;
+  if (*type == "none") return r;
+  if (*type != "llama3") {
+    return FieldError(p + ".type", absl::StrCat("want \"none\" or \"llama3\", got ", type->dump()));
+  }
+  r.type = RopeScalingSpec::Type::kLlama3;
+  TAILOR_ASSIGN_OR_RETURN(r.factor, GetNumber(j, p, "factor"));
+  TAILOR_ASSIGN_OR_RETURN(r.low_freq_factor, GetNumber(j, p, "low_freq_factor"));
+  TAILOR_ASSIGN_OR_RETURN(r.high_freq_factor, GetNumber(j, p, "high_freq_factor"));
+  TAILOR_ASSIGN_OR_RETURN(r.original_max_positions, GetInt(j, p, "original_max_positions"));
+  return r;
+}
+
+absl::Status ValidateRopeScaling(const RopeScalingSpec& r) {
+  if (r.type == RopeScalingSpec::Type::kNone) return absl::OkStatus();
+  for (const auto& [name, v] : {std::pair<const char*, double>{"factor", r.factor},
+                                {"low_freq_factor", r.low_freq_factor},
+                                {"high_freq_factor", r.high_freq_factor}}) {
+    if (!(v > 0) || !std::isfinite(v)) {
+      return FieldError(absl::StrCat("rope_scaling.", name),
+                        absl::StrCat("must be a finite number > 0, got ", v));
+    }
+  }
+  // The interpolation divides by the difference.
+  if (!(r.high_freq_factor > r.low_freq_factor)) {
+    return FieldError("rope_scaling.high_freq_factor",
+                      absl::StrCat("must be > low_freq_factor (", r.low_freq_factor, "), got ",
+                                   r.high_freq_factor));
+  }
+  return CheckPositive("rope_scaling.original_max_positions", r.original_max_positions);
 }
 
 constexpr absl::string_view kFormat = "tailor-hybrid-lm";
@@ -317,7 +384,9 @@ bool LayerSpec::operator==(const LayerSpec& o) const {
   switch (kind) {
     case LayerKind::kAttention:
       return attention.heads == o.attention.heads && attention.kv_heads == o.attention.kv_heads &&
-             attention.head_dim == o.attention.head_dim;
+             attention.head_dim == o.attention.head_dim &&
+             attention.qkv_bias == o.attention.qkv_bias && attention.o_bias == o.attention.o_bias &&
+             attention.qk_norm == o.attention.qk_norm && attention.rope == o.attention.rope;
     case LayerKind::kMamba:
       return mamba.heads == o.mamba.heads && mamba.head_dim == o.mamba.head_dim &&
              mamba.state == o.mamba.state && mamba.conv_kernel == o.mamba.conv_kernel &&
@@ -326,7 +395,7 @@ bool LayerSpec::operator==(const LayerSpec& o) const {
       return moe.experts == o.moe.experts && moe.top_k == o.moe.top_k &&
              moe.expert_ffn == o.moe.expert_ffn && moe.shared_ffn == o.moe.shared_ffn;
     case LayerKind::kMlp:
-      return mlp.ffn == o.mlp.ffn;
+      return mlp.ffn == o.mlp.ffn && mlp.bias == o.mlp.bias;
   }
   return false;
 }
@@ -341,6 +410,9 @@ int64_t LayerParams(const LayerSpec& l, int64_t h, bool active) {
     case LayerKind::kAttention: {
       const auto& a = l.attention;
       n += 2 * h * a.heads * a.head_dim + 2 * h * a.kv_heads * a.head_dim;
+      if (a.qkv_bias) n += (a.heads + 2 * a.kv_heads) * a.head_dim;
+      if (a.o_bias) n += h;
+      if (a.qk_norm) n += 2 * a.head_dim;
       break;
     }
     case LayerKind::kMamba: {
@@ -359,6 +431,7 @@ int64_t LayerParams(const LayerSpec& l, int64_t h, bool active) {
     }
     case LayerKind::kMlp:
       n += 3 * h * l.mlp.ffn;
+      if (l.mlp.bias) n += 2 * l.mlp.ffn + h;
       break;
   }
   return n;
@@ -367,20 +440,22 @@ int64_t LayerParams(const LayerSpec& l, int64_t h, bool active) {
 }  // namespace
 
 int64_t HybridConfig::ParameterCount() const {
-  int64_t n = 2 * vocab * hidden + hidden;  // embedding, untied head, final norm
+  // Embedding, head (unless tied to the embedding), final norm.
+  int64_t n = (tie_embeddings ? 1 : 2) * vocab * hidden + hidden;
   for (const LayerSpec& l : layers) n += LayerParams(l, hidden, /*active=*/false);
   return n;
 }
 
 int64_t HybridConfig::ActiveParameterCount() const {
-  int64_t n = 2 * vocab * hidden + hidden;
+  int64_t n = (tie_embeddings ? 1 : 2) * vocab * hidden + hidden;
   for (const LayerSpec& l : layers) n += LayerParams(l, hidden, /*active=*/true);
   return n;
 }
 
 bool HybridConfig::operator==(const HybridConfig& o) const {
   return vocab == o.vocab && hidden == o.hidden && max_seq == o.max_seq &&
-         rope_theta == o.rope_theta && norm_eps == o.norm_eps && layers == o.layers;
+         rope_theta == o.rope_theta && norm_eps == o.norm_eps && rope_scaling == o.rope_scaling &&
+         tie_embeddings == o.tie_embeddings && layers == o.layers;
 }
 
 absl::Status ValidateHybridConfig(const HybridConfig& c) {
@@ -397,6 +472,7 @@ absl::Status ValidateHybridConfig(const HybridConfig& c) {
   if (!(c.norm_eps > 0) || !std::isfinite(c.norm_eps)) {
     return FieldError("norm_eps", absl::StrCat("must be a finite number > 0, got ", c.norm_eps));
   }
+  TAILOR_RETURN_IF_ERROR(ValidateRopeScaling(c.rope_scaling));
   if (c.num_layers() > kMaxLayers) {
     return FieldError("layers",
                       absl::StrCat("at most ", kMaxLayers, " entries, got ", c.num_layers()));
@@ -434,7 +510,8 @@ absl::StatusOr<HybridConfig> ParseHybridConfigJson(absl::string_view json_text) 
   if (!j.is_object()) return absl::InvalidArgumentError("config: must be a JSON object");
   TAILOR_RETURN_IF_ERROR(CheckKeys(
       j, "",
-      {"format", "version", "vocab", "hidden", "max_seq", "rope_theta", "norm_eps", "layers"}));
+      {"format", "version", "vocab", "hidden", "max_seq", "rope_theta", "norm_eps", "rope_scaling",
+       "tie_embeddings", "layers"}));
   // format/version are optional so hand-written configs stay short, but when present they
   // must match: a future format must not be misread as this one.
   if (auto it = j.find("format");
@@ -454,6 +531,10 @@ absl::StatusOr<HybridConfig> ParseHybridConfigJson(absl::string_view json_text) 
   TAILOR_ASSIGN_OR_RETURN(c.max_seq, GetInt(j, "", "max_seq"));
   TAILOR_ASSIGN_OR_RETURN(c.rope_theta, GetNumber(j, "", "rope_theta"));
   TAILOR_ASSIGN_OR_RETURN(c.norm_eps, GetNumber(j, "", "norm_eps"));
+  if (auto it = j.find("rope_scaling"); it != j.end()) {
+    TAILOR_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(*it));
+  }
+  TAILOR_ASSIGN_OR_RETURN(c.tie_embeddings, GetOptionalBool(j, "", "tie_embeddings", false));
   TAILOR_ASSIGN_OR_RETURN(const Json* layers, GetField(j, "", "layers"));
   if (!layers->is_array()) return FieldError("layers", "must be an array");
   if (layers->size() > static_cast<size_t>(kMaxLayers)) {
@@ -477,6 +558,15 @@ std::string HybridConfigToJson(const HybridConfig& c) {
   j["max_seq"] = c.max_seq;
   j["rope_theta"] = c.rope_theta;
   j["norm_eps"] = c.norm_eps;
+  // Written only when set, so the demo family's config text is what it always was.
+  if (c.rope_scaling.type == RopeScalingSpec::Type::kLlama3) {
+    j["rope_scaling"] = {{"type", "llama3"},
+                         {"factor", c.rope_scaling.factor},
+                         {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                         {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                         {"original_max_positions", c.rope_scaling.original_max_positions}};
+  }
+  if (c.tie_embeddings) j["tie_embeddings"] = true;
   Json layers = Json::array();
   for (const LayerSpec& l : c.layers) layers.push_back(LayerToJson(l));
   j["layers"] = layers;

@@ -29,11 +29,18 @@ absl::StatusOr<LayerKind> ParseLayerKind(absl::string_view name);
 
 // Grouped-query attention with rotary positions. heads == 0 means the layer is absent
 // (then kv_heads must be 0 too). heads % kv_heads == 0; consecutive query heads share a
-// KV head (head h uses KV head h / (heads / kv_heads)).
+// KV head (head h uses KV head h / (heads / kv_heads)). head_dim is independent of hidden.
+//
+// The flags are the block variants of imported families (docs/model.md, "Block variants");
+// their defaults are the demo family's block, and a config leaves them out when default.
 struct AttentionSpec {
   int64_t heads = 0;
   int64_t kv_heads = 0;
-  int64_t head_dim = 0;  // even (rotary pairs)
+  int64_t head_dim = 0;   // even (rotary pairs)
+  bool qkv_bias = false;  // q/k/v projections add a bias (Qwen2, Llama attention_bias)
+  bool o_bias = false;    // the output projection adds a bias (Llama attention_bias)
+  bool qk_norm = false;   // per-head RMSNorm of q and k, weights [head_dim], before RoPE (Qwen3)
+  bool rope = true;       // false: no rotary positions (Nemotron-H attention)
 };
 
 // Mamba-2-style selective SSM with one B/C group shared by all heads, so heads can be
@@ -56,9 +63,31 @@ struct MoeSpec {
   int64_t shared_ffn = 0;
 };
 
-// Dense SwiGLU MLP. ffn == 0 means the layer is absent.
+// Dense SwiGLU MLP. ffn == 0 means the layer is absent. `bias`: the gate, up and down
+// projections add biases (Llama mlp_bias).
 struct MlpSpec {
   int64_t ffn = 0;
+  bool bias = false;
+};
+
+// RoPE frequency scaling. kNone: inv_freq_i = theta^(-2i / head_dim), the demo family's.
+// kLlama3: Llama 3.1's rule; frequencies whose wavelength exceeds
+// original_max_positions / low_freq_factor are divided by `factor`, those below
+// original_max_positions / high_freq_factor are kept, and the band between is interpolated.
+struct RopeScalingSpec {
+  enum class Type { kNone, kLlama3 };
+  Type type = Type::kNone;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 1.0;
+  int64_t original_max_positions = 0;
+
+  bool operator==(const RopeScalingSpec& o) const {
+    return type == o.type && factor == o.factor && low_freq_factor == o.low_freq_factor &&
+           high_freq_factor == o.high_freq_factor &&
+           original_max_positions == o.original_max_positions;
+  }
+  bool operator!=(const RopeScalingSpec& o) const { return !(*this == o); }
 };
 
 // One residual block: h += gate * mixer(RMSNorm(h)). Only the section matching `kind` is
@@ -91,6 +120,9 @@ struct HybridConfig {
   int64_t max_seq = 0;  // longest sequence (prompt + generated) the model accepts
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
+  RopeScalingSpec rope_scaling;  // written to config.json only when not kNone
+  // The LM head reuses the embedding table (no lm_head tensor), as HF tie_word_embeddings.
+  bool tie_embeddings = false;
   std::vector<LayerSpec> layers;
 
   int64_t num_layers() const { return static_cast<int64_t>(layers.size()); }

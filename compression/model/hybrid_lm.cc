@@ -102,8 +102,11 @@ absl::Status CheckSameShape(const HybridConfig& parent, const HybridConfig& chil
     return absl::InvalidArgumentError(
         absl::StrCat("hidden: child ", child.hidden, " exceeds the parent's ", parent.hidden));
   }
-  if (child.rope_theta != parent.rope_theta || child.norm_eps != parent.norm_eps) {
-    return absl::InvalidArgumentError("rope_theta and norm_eps must match the parent");
+  if (child.rope_theta != parent.rope_theta || child.norm_eps != parent.norm_eps ||
+      child.rope_scaling != parent.rope_scaling ||
+      child.tie_embeddings != parent.tie_embeddings) {
+    return absl::InvalidArgumentError(
+        "rope_theta, norm_eps, rope_scaling and tie_embeddings must match the parent");
   }
   if (child.num_layers() != parent.num_layers()) {
     return absl::InvalidArgumentError(absl::StrCat("layers: child has ", child.num_layers(),
@@ -157,16 +160,18 @@ void InferenceCache::Reset() {
 
 // --- HybridLMImpl ---------------------------------------------------------------------
 
-HybridLMImpl::HybridLMImpl(const HybridConfig& config) : config_(config) {
+HybridLMImpl::HybridLMImpl(const HybridConfig& config, bool random_init) : config_(config) {
   MixerInit init;
   init.hidden = config.hidden;
   init.norm_eps = config.norm_eps;
   init.rope_theta = config.rope_theta;
+  init.rope_scaling = config.rope_scaling;
+  init.random = random_init;
   init.std = 0.02;
   // GPT-2's residual scaling: output projections shrink with depth so the residual stream
   // does not grow with the number of blocks at init.
   init.out_std = 0.02 / std::sqrt(2.0 * std::max<int64_t>(1, config.num_layers()));
-  embed_ = register_parameter("embed", NormalInit({config.vocab, config.hidden}, init.std));
+  embed_ = register_parameter("embed", InitWeight({config.vocab, config.hidden}, init.std, init));
   torch::nn::ModuleList list;
   for (const LayerSpec& spec : config.layers) {
     auto block = std::make_shared<BlockImpl>(spec, init);
@@ -175,7 +180,11 @@ HybridLMImpl::HybridLMImpl(const HybridConfig& config) : config_(config) {
   }
   register_module("layers", list);
   final_norm_ = register_parameter("final_norm", torch::ones({config.hidden}));
-  lm_head_ = register_parameter("lm_head", NormalInit({config.vocab, config.hidden}, init.std));
+  // A tied head has no tensor of its own: Run projects onto embed_.
+  if (!config.tie_embeddings) {
+    lm_head_ =
+        register_parameter("lm_head", InitWeight({config.vocab, config.hidden}, init.std, init));
+  }
 }
 
 Mixer* HybridLMImpl::mixer(int64_t layer) const {
@@ -254,7 +263,7 @@ HybridLMImpl::RunOutput HybridLMImpl::Run(const at::Tensor& tokens_in, Inference
   if (obs != nullptr) obs->Observe({Site::kNormOutput, -1}, h);
   if (options.last_position_only) h = h.narrow(1, t - 1, 1);
   if (cache != nullptr) cache->length_ += t;
-  return {Project(linear_, h, lm_head_), aux};
+  return {Project(linear_, h, config_.tie_embeddings ? embed_ : lm_head_), aux};
 }
 
 absl::StatusOr<ForwardOutput> HybridLMImpl::Forward(const at::Tensor& tokens,
@@ -387,7 +396,7 @@ absl::Status HybridLMImpl::PermuteHidden(const std::vector<int64_t>& perm) {
   try {
     at::Tensor idx = IndexTensor(perm, embed_.device());
     AssignParameter(embed_, embed_.index_select(1, idx));
-    AssignParameter(lm_head_, lm_head_.index_select(1, idx));
+    if (lm_head_.defined()) AssignParameter(lm_head_, lm_head_.index_select(1, idx));
     AssignParameter(final_norm_, final_norm_.index_select(0, idx));
     for (auto& block : blocks_) {
       if (block->mixer == nullptr) continue;
@@ -442,7 +451,7 @@ absl::Status HybridLMImpl::CopyPrefixFrom(const HybridLMImpl& parent) {
   try {
     at::Tensor hidden = torch::arange(config_.hidden, torch::kLong).to(parent.embed_.device());
     AssignParameter(embed_, parent.embed_.index_select(1, hidden));
-    AssignParameter(lm_head_, parent.lm_head_.index_select(1, hidden));
+    if (lm_head_.defined()) AssignParameter(lm_head_, parent.lm_head_.index_select(1, hidden));
     AssignParameter(final_norm_, parent.final_norm_.index_select(0, hidden));
     for (int64_t i = 0; i < num_layers(); ++i) {
       BlockImpl& block = *blocks_[i];
@@ -467,6 +476,15 @@ absl::StatusOr<HybridLM> CreateHybridLM(const HybridConfig& config, uint64_t see
     return HybridLM(config);
   } catch (const c10::Error& e) {
     return FromTorch(e, "CreateHybridLM");
+  }
+}
+
+absl::StatusOr<HybridLM> CreateUninitializedHybridLM(const HybridConfig& config) {
+  TAILOR_RETURN_IF_ERROR(ValidateHybridConfig(config));
+  try {
+    return HybridLM(config, /*random_init=*/false);
+  } catch (const c10::Error& e) {
+    return FromTorch(e, "CreateUninitializedHybridLM");
   }
 }
 

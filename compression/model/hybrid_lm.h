@@ -73,8 +73,8 @@ class BlockImpl;
 class HybridLMImpl : public torch::nn::Module {
  public:
   // `config` must be valid (CreateHybridLM checks); weights are random, drawn from
-  // LibTorch's global generator.
-  explicit HybridLMImpl(const HybridConfig& config);
+  // LibTorch's global generator, or zero (norms one) without a draw when !random_init.
+  explicit HybridLMImpl(const HybridConfig& config, bool random_init = true);
 
   const HybridConfig& config() const { return config_; }
 
@@ -133,7 +133,7 @@ class HybridLMImpl : public torch::nn::Module {
   HybridConfig config_;
   at::Tensor embed_;       // [vocab, hidden]
   at::Tensor final_norm_;  // [hidden]
-  at::Tensor lm_head_;     // [vocab, hidden]
+  at::Tensor lm_head_;     // [vocab, hidden]; undefined with tie_embeddings (embed_ serves)
   std::vector<std::shared_ptr<BlockImpl>> blocks_;
   LinearProvider* linear_ = nullptr;
 };
@@ -142,6 +142,10 @@ TORCH_MODULE(HybridLM);
 // Validates the config, seeds LibTorch's global generator with `seed` and builds a model
 // with fresh weights (same config + seed = same weights).
 absl::StatusOr<HybridLM> CreateHybridLM(const HybridConfig& config, uint64_t seed = 0);
+// A model whose weights are about to be loaded: projections, embedding and head zero, norms
+// one, without seeding or drawing from the global generator (only Mamba's dt, A and conv
+// kernels are still drawn), so an import pays for no random init of a large model.
+absl::StatusOr<HybridLM> CreateUninitializedHybridLM(const HybridConfig& config);
 
 // DIR/config.json + DIR/model.safetensors (DIR is created). Weights are written as F32
 // unless `dtype` says BF16 or F16.

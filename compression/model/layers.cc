@@ -78,6 +78,10 @@ bool IsProjectionWeight(absl::string_view name) {
 
 at::Tensor NormalInit(std::vector<int64_t> shape, double std) { return torch::randn(shape) * std; }
 
+at::Tensor InitWeight(std::vector<int64_t> shape, double std, const MixerInit& init) {
+  return init.random ? NormalInit(std::move(shape), std) : torch::zeros(shape);
+}
+
 void AssignParameter(at::Tensor& dst, const at::Tensor& src) {
   torch::NoGradGuard no_grad;
   dst.copy_(src);

@@ -100,8 +100,12 @@ struct MixerInit {
   int64_t hidden = 0;
   double norm_eps = 1e-5;
   double rope_theta = 10000.0;
+  RopeScalingSpec rope_scaling;
   double std = 0.02;      // init std of input projections
   double out_std = 0.02;  // init std of output projections (scaled down with depth)
+  // false: every weight starts at zero (norms at one) without drawing from the generator,
+  // for a model whose weights are loaded next (an import need not pay for random init).
+  bool random = true;
 };
 
 // Serves a model's projections from weights it does not hold as dense parameters (an
@@ -183,6 +187,8 @@ at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps,
 // Parameter initialisation shared by all kinds: N(0, std) with a fixed std, since the
 // model is small and trained from scratch.
 at::Tensor NormalInit(std::vector<int64_t> shape, double std);
+// NormalInit(shape, std) when init.random, else zeros (no generator draw).
+at::Tensor InitWeight(std::vector<int64_t> shape, double std, const MixerInit& init);
 
 // Copies `src` into `dst` (a registered parameter) in place under NoGrad, so the module
 // keeps the same tensor object. Shapes must match (caller checked).

@@ -96,10 +96,10 @@ std::pair<at::Tensor, at::Tensor> SsdRecurrentScan(const at::Tensor& x, const at
 MambaImpl::MambaImpl(const MambaSpec& spec, const MixerInit& init)
     : spec_(spec), eps_(init.norm_eps) {
   const int64_t inner = spec.heads * spec.head_dim, bcw = 2 * spec.state, k = spec.conv_kernel;
-  z_proj_ = register_parameter("z_proj", NormalInit({inner, init.hidden}, init.std));
-  x_proj_ = register_parameter("x_proj", NormalInit({inner, init.hidden}, init.std));
-  bc_proj_ = register_parameter("bc_proj", NormalInit({bcw, init.hidden}, init.std));
-  dt_proj_ = register_parameter("dt_proj", NormalInit({spec.heads, init.hidden}, init.std));
+  z_proj_ = register_parameter("z_proj", InitWeight({inner, init.hidden}, init.std, init));
+  x_proj_ = register_parameter("x_proj", InitWeight({inner, init.hidden}, init.std, init));
+  bc_proj_ = register_parameter("bc_proj", InitWeight({bcw, init.hidden}, init.std, init));
+  dt_proj_ = register_parameter("dt_proj", InitWeight({spec.heads, init.hidden}, init.std, init));
   // dt starts log-uniform in [1e-3, 1e-1] (Mamba's init); dt_bias is its inverse softplus.
   at::Tensor dt =
       torch::exp(torch::rand({spec.heads}) * (std::log(0.1) - std::log(1e-3)) + std::log(1e-3));
@@ -113,7 +113,7 @@ MambaImpl::MambaImpl(const MambaSpec& spec, const MixerInit& init)
   conv_bc_ = register_parameter("conv_bc", (torch::rand({bcw, k}) * 2 - 1) * conv_bound);
   conv_bc_bias_ = register_parameter("conv_bc_bias", torch::zeros({bcw}));
   norm_ = register_parameter("norm", torch::ones({inner}));
-  out_proj_ = register_parameter("out_proj", NormalInit({init.hidden, inner}, init.out_std));
+  out_proj_ = register_parameter("out_proj", InitWeight({init.hidden, inner}, init.out_std, init));
 }
 
 at::Tensor MambaImpl::Forward(const at::Tensor& u, const LayerContext& ctx) {

@@ -8,22 +8,35 @@
 namespace tailor::model {
 
 MlpImpl::MlpImpl(const MlpSpec& spec, const MixerInit& init) : spec_(spec) {
-  w_gate_ = register_parameter("w_gate", NormalInit({spec.ffn, init.hidden}, init.std));
-  w_up_ = register_parameter("w_up", NormalInit({spec.ffn, init.hidden}, init.std));
-  w_down_ = register_parameter("w_down", NormalInit({init.hidden, spec.ffn}, init.out_std));
+  w_gate_ = register_parameter("w_gate", InitWeight({spec.ffn, init.hidden}, init.std, init));
+  w_up_ = register_parameter("w_up", InitWeight({spec.ffn, init.hidden}, init.std, init));
+  w_down_ = register_parameter("w_down", InitWeight({init.hidden, spec.ffn}, init.out_std, init));
+  if (spec.bias) {  // zeros: no generator draw, so the demo family's init is unchanged
+    b_gate_ = register_parameter("b_gate", torch::zeros({spec.ffn}));
+    b_up_ = register_parameter("b_up", torch::zeros({spec.ffn}));
+    b_down_ = register_parameter("b_down", torch::zeros({init.hidden}));
+  }
 }
 
 at::Tensor MlpImpl::Forward(const at::Tensor& x, const LayerContext& ctx) {
-  at::Tensor act = torch::silu(Project(ctx, x, w_gate_)) * Project(ctx, x, w_up_);
+  at::Tensor gate = Project(ctx, x, w_gate_);
+  at::Tensor up = Project(ctx, x, w_up_);
+  if (spec_.bias) {
+    gate = gate + b_gate_;
+    up = up + b_up_;
+  }
+  at::Tensor act = torch::silu(gate) * up;
   if (ctx.mask != nullptr) act = ApplyMask(act, ctx.mask->mlp_ffn);
   if (ctx.observer != nullptr) ctx.observer->Observe({Site::kMlpFfn, ctx.layer}, act);
-  return Project(ctx, act, w_down_);
+  at::Tensor y = Project(ctx, act, w_down_);
+  return spec_.bias ? y + b_down_ : y;
 }
 
 void MlpImpl::PermuteHidden(const at::Tensor& perm) {
   AssignParameter(w_gate_, w_gate_.index_select(1, perm));
   AssignParameter(w_up_, w_up_.index_select(1, perm));
   AssignParameter(w_down_, w_down_.index_select(0, perm));
+  if (spec_.bias) AssignParameter(b_down_, b_down_.index_select(0, perm));
 }
 
 absl::Status MlpImpl::Permute(const LayerPermutation& perm) {
@@ -33,12 +46,19 @@ absl::Status MlpImpl::Permute(const LayerPermutation& perm) {
   AssignParameter(w_gate_, w_gate_.index_select(0, idx));
   AssignParameter(w_up_, w_up_.index_select(0, idx));
   AssignParameter(w_down_, w_down_.index_select(1, idx));
+  if (spec_.bias) {
+    AssignParameter(b_gate_, b_gate_.index_select(0, idx));
+    AssignParameter(b_up_, b_up_.index_select(0, idx));
+  }
   return absl::OkStatus();
 }
 
 absl::Status MlpImpl::CopyPrefixFrom(const Mixer& parent_mixer, const at::Tensor& hidden) {
   const auto* parent = dynamic_cast<const MlpImpl*>(&parent_mixer);
   if (parent == nullptr) return absl::InvalidArgumentError("parent layer is not mlp");
+  if (spec_.bias != parent->spec_.bias) {
+    return absl::InvalidArgumentError("mlp bias must match the parent's");
+  }
   if (spec_.ffn > parent->spec_.ffn) {
     return absl::InvalidArgumentError(
         absl::StrCat("mlp ffn ", spec_.ffn, " exceeds the parent's ", parent->spec_.ffn));
@@ -47,6 +67,11 @@ absl::Status MlpImpl::CopyPrefixFrom(const Mixer& parent_mixer, const at::Tensor
   AssignParameter(w_gate_, parent->w_gate_.narrow(0, 0, f).index_select(1, hidden));
   AssignParameter(w_up_, parent->w_up_.narrow(0, 0, f).index_select(1, hidden));
   AssignParameter(w_down_, parent->w_down_.index_select(0, hidden).narrow(1, 0, f));
+  if (spec_.bias) {
+    AssignParameter(b_gate_, parent->b_gate_.narrow(0, 0, f));
+    AssignParameter(b_up_, parent->b_up_.narrow(0, 0, f));
+    AssignParameter(b_down_, parent->b_down_.index_select(0, hidden));
+  }
   return absl::OkStatus();
 }
 

@@ -6,7 +6,8 @@
 namespace tailor::model {
 
 // Dense SwiGLU MLP: w_down (SiLU(w_gate u) * w_up u).
-// Weights: w_gate, w_up [ffn, hidden]; w_down [hidden, ffn].
+// Weights: w_gate, w_up [ffn, hidden]; w_down [hidden, ffn]; with spec.bias also b_gate,
+// b_up [ffn] and b_down [hidden].
 class MlpImpl : public Mixer {
  public:
   MlpImpl(const MlpSpec& spec, const MixerInit& init);
@@ -21,6 +22,7 @@ class MlpImpl : public Mixer {
  private:
   MlpSpec spec_;
   at::Tensor w_gate_, w_up_, w_down_;
+  at::Tensor b_gate_, b_up_, b_down_;  // defined with spec.bias
 };
 
 }  // namespace tailor::model

@@ -10,15 +10,15 @@ namespace tailor::model {
 MoeImpl::MoeImpl(const MoeSpec& spec, const MixerInit& init) : spec_(spec) {
   const int64_t e = spec.experts, f = spec.expert_ffn, s = spec.shared_ffn, h = init.hidden;
   if (e > 0) {
-    router_ = register_parameter("router", NormalInit({e, h}, init.std));
-    w_gate_ = register_parameter("w_gate", NormalInit({e, f, h}, init.std));
-    w_up_ = register_parameter("w_up", NormalInit({e, f, h}, init.std));
-    w_down_ = register_parameter("w_down", NormalInit({e, h, f}, init.out_std));
+    router_ = register_parameter("router", InitWeight({e, h}, init.std, init));
+    w_gate_ = register_parameter("w_gate", InitWeight({e, f, h}, init.std, init));
+    w_up_ = register_parameter("w_up", InitWeight({e, f, h}, init.std, init));
+    w_down_ = register_parameter("w_down", InitWeight({e, h, f}, init.out_std, init));
   }
   if (s > 0) {
-    shared_gate_ = register_parameter("shared_gate", NormalInit({s, h}, init.std));
-    shared_up_ = register_parameter("shared_up", NormalInit({s, h}, init.std));
-    shared_down_ = register_parameter("shared_down", NormalInit({h, s}, init.out_std));
+    shared_gate_ = register_parameter("shared_gate", InitWeight({s, h}, init.std, init));
+    shared_up_ = register_parameter("shared_up", InitWeight({s, h}, init.std, init));
+    shared_down_ = register_parameter("shared_down", InitWeight({h, s}, init.out_std, init));
   }
 }
 

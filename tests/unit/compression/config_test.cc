@@ -44,6 +44,51 @@ TEST(HybridConfigTest, JsonRoundTrip) {
   EXPECT_THAT(text, HasSubstr("\"kind\": \"mamba\""));
 }
 
+// The block variants of imported families (docs/model.md, "Block variants"): written only
+// when set, so the demo family's config text (and every digest of it) is unchanged.
+TEST(HybridConfigTest, VariantsRoundTripAndStayOutOfDemoConfigs) {
+  const std::string demo = HybridConfigToJson(Sample());
+  for (const char* key : {"rope_scaling", "tie_embeddings", "qkv_bias", "o_bias", "qk_norm",
+                          "\"rope\"", "\"bias\""}) {
+    EXPECT_THAT(demo, ::testing::Not(HasSubstr(key))) << key;
+  }
+  HybridConfig c = Sample();
+  c.tie_embeddings = true;
+  c.rope_scaling = {RopeScalingSpec::Type::kLlama3, 8.0, 1.0, 4.0, 8192};
+  c.layers[0].attention.qkv_bias = true;
+  c.layers[0].attention.o_bias = true;
+  c.layers[0].attention.qk_norm = true;
+  c.layers[0].attention.rope = false;
+  c.layers[3].mlp.bias = true;
+  const std::string text = HybridConfigToJson(c);
+  TAILOR_ASSERT_OK_AND_ASSIGN(HybridConfig back, ParseHybridConfigJson(text));
+  EXPECT_EQ(back, c);
+  EXPECT_NE(back, Sample());
+  EXPECT_EQ(HybridConfigToJson(back), text);
+  // Tied: one vocab x hidden table fewer; biases and q/k norms counted.
+  EXPECT_EQ(c.ParameterCount(), Sample().ParameterCount() - 64 * 128 + (4 + 2 * 2) * 32 + 128 +
+                                    2 * 32 + 2 * 256 + 128);
+
+  Json j = Json::parse(text);
+  j["rope_scaling"]["high_freq_factor"] = 0.5;
+  EXPECT_THAT(ParseStatus(j), StatusIs(absl::StatusCode::kInvalidArgument,
+                                       HasSubstr("rope_scaling.high_freq_factor: must be > "
+                                                 "low_freq_factor (1), got 0.5")));
+  j = Json::parse(text);
+  j["rope_scaling"]["type"] = "yarn";
+  EXPECT_THAT(ParseStatus(j), StatusIs(absl::StatusCode::kInvalidArgument,
+                                       HasSubstr("rope_scaling.type")));
+  j = Json::parse(text);
+  j["layers"][0]["attention"]["qk_norm"] = 1;
+  EXPECT_THAT(ParseStatus(j), StatusIs(absl::StatusCode::kInvalidArgument,
+                                       HasSubstr("layers[0].attention.qk_norm: must be true or "
+                                                 "false")));
+  j = Json::parse(text);
+  j["tie_embeddings"] = "yes";
+  EXPECT_THAT(ParseStatus(j), StatusIs(absl::StatusCode::kInvalidArgument,
+                                       HasSubstr("tie_embeddings: must be true or false")));
+}
+
 TEST(HybridConfigTest, FileRoundTrip) {
   const std::string path = ::testing::TempDir() + "/config_test.json";
   TAILOR_ASSERT_OK(WriteHybridConfig(Sample(), path));
