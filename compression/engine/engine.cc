@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "compression/hf/hf_import.h"
 #include "compression/model/safetensors.h"
 
 namespace tailor::engine {
@@ -163,10 +164,25 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(model::HybridLM model,
   }
 }
 
+absl::StatusOr<std::unique_ptr<Engine>> Engine::LoadHfCheckpoint(const std::string& dir,
+                                                                 const EngineOptions& options,
+                                                                 int64_t min_positions) {
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM lm, hf::LoadModelDir(dir));
+  // The imported model is sized by max_position_embeddings; serving past it would compute
+  // positions the checkpoint was never trained for.
+  if (lm->config().max_seq < min_positions) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        dir, ": the workload needs ", min_positions,
+        " positions, the checkpoint's max_position_embeddings is ", lm->config().max_seq));
+  }
+  return Create(std::move(lm), options);
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& dir,
                                                      const EngineOptions& options,
                                                      int64_t min_positions) {
   if (entropy::IsPackageDir(dir)) return LoadPackage(dir, options, min_positions);
+  if (hf::IsHfCheckpointDir(dir)) return LoadHfCheckpoint(dir, options, min_positions);
   TAILOR_ASSIGN_OR_RETURN(model::HybridConfig config,
                           model::ReadHybridConfig(dir + "/config.json"));
   config.max_seq = std::max(config.max_seq, min_positions);

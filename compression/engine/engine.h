@@ -132,6 +132,13 @@ class Engine {
                                                       const EngineOptions& options,
                                                       int64_t min_positions = 0);
 
+  // A Hugging Face checkpoint folder (compression/hf/hf_import.h), imported, then Create.
+  // Unlike a tailor model, its max_position_embeddings is not raised: a workload needing
+  // more positions is INVALID_ARGUMENT naming both.
+  static absl::StatusOr<std::unique_ptr<Engine>> LoadHfCheckpoint(const std::string& dir,
+                                                                  const EngineOptions& options,
+                                                                  int64_t min_positions = 0);
+
   // An entropy-coded package (compression/entropy/package.h), validated, then FromPackage.
   static absl::StatusOr<std::unique_ptr<Engine>> LoadPackage(const std::string& dir,
                                                              const EngineOptions& options,

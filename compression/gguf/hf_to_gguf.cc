@@ -11,6 +11,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "compression/gguf/hf_to_gguf_moe.h"
+#include "compression/gguf/hf_to_gguf_nemotron_h.h"
 #include "nlohmann/json.hpp"
 
 namespace tailor::gguf {
@@ -268,7 +270,9 @@ absl::Status AddModelMetadata(const hf::HfConfig& c, const std::string& arch,
   return absl::OkStatus();
 }
 
-absl::Status AddVocabulary(const GgufVocabulary& v, GgufWriter& w) {
+}  // namespace
+
+absl::Status AddVocabularyKeys(const GgufVocabulary& v, GgufWriter& w) {
   absl::Status s = w.Add("tokenizer.ggml.model", std::string("gpt2"));
   // "default": llama.cpp's generic byte-level pre-tokenizer. Token ids evaluate exactly;
   // only text -> ids may split differently from the HF pre-tokenizer.
@@ -281,11 +285,14 @@ absl::Status AddVocabulary(const GgufVocabulary& v, GgufWriter& w) {
   return s;
 }
 
+namespace {
+
 // Adds every checkpoint tensor under its GGUF name, Q/K rows permuted for `llama`.
 absl::Status AddModelTensors(const hf::HfCheckpoint& ckpt, bool permute, bool all_f32,
                              GgufExportSummary& summary, GgufWriter& w) {
   const hf::HfConfig& c = ckpt.config();
   for (const hf::ExpectedTensor& e : hf::ExpectedTensors(c)) {
+    if (IsHfExpertTensor(e.name)) continue;  // stacked by AddStackedExperts
     absl::StatusOr<std::string> name = GgufTensorName(e.name);
     if (!name.ok()) return name.status();
     absl::StatusOr<hf::TensorView> view = ckpt.Tensor(e.name);
@@ -307,6 +314,28 @@ absl::Status AddModelTensors(const hf::HfCheckpoint& ckpt, bool permute, bool al
 }
 
 }  // namespace
+
+absl::StatusOr<uint32_t> GgufFileType(const hf::HfCheckpoint& checkpoint,
+                                      absl::string_view embedding, bool all_f32) {
+  if (all_f32) return 0u;
+  absl::StatusOr<hf::TensorView> embed = checkpoint.Tensor(embedding);
+  if (!embed.ok()) return embed.status();
+  if (embed->dtype == model::DType::kF16) return 1u;
+  if (embed->dtype == model::DType::kBF16) return 32u;
+  return 0u;
+}
+
+std::string GgufModelName(const std::string& dir, const GgufExportOptions& options) {
+  if (!options.name.empty()) return options.name;
+  std::string name = dir;
+  while (!name.empty() && name.back() == '/') name.pop_back();
+  return name.substr(name.find_last_of('/') + 1);
+}
+
+TensorSource CheckpointTensorSource(hf::TensorView view, TensorType to,
+                                    std::vector<int64_t> row_order) {
+  return RowSource(std::move(view), to, std::move(row_order));
+}
 
 absl::StatusOr<std::string> GgufArchitecture(const hf::HfConfig& config) {
   const absl::string_view name = hf::ArchitectureName(config.architecture);
@@ -330,6 +359,11 @@ absl::StatusOr<std::string> GgufArchitecture(const hf::HfConfig& config) {
             name, ": llama3 rope scaling is only exported for the `llama` arch"));
       }
       return std::string("qwen2");
+    case hf::Architecture::kNemotronH:
+      return NemotronHGgufArchitecture(config);  // hf_to_gguf_nemotron_h.cc
+    case hf::Architecture::kMixtral:
+    case hf::Architecture::kQwen3Moe:
+      return MoeGgufArchitecture(config);  // hf_to_gguf_moe.cc
     case hf::Architecture::kQwen3:
       if (config.o_bias) {
         return absl::UnimplementedError(absl::StrCat(
@@ -360,6 +394,8 @@ absl::StatusOr<std::string> GgufTensorName(absl::string_view hf_name) {
       }
     }
   }
+  absl::StatusOr<std::string> router = MoeRouterGgufName(hf_name);  // hf_to_gguf_moe.cc
+  if (router.ok()) return router;
   return absl::UnimplementedError(absl::StrCat("tensor ", hf_name, " has no GGUF name"));
 }
 
@@ -421,6 +457,7 @@ absl::StatusOr<GgufExportSummary> ExportHfToGguf(const hf::HfCheckpoint& checkpo
                                                  const std::string& path,
                                                  const GgufExportOptions& options) {
   const hf::HfConfig& c = checkpoint.config();
+  if (c.family == hf::Family::kNemotronH) return ExportNemotronHToGguf(checkpoint, path, options);
   GgufExportSummary summary;
   absl::StatusOr<std::string> arch = GgufArchitecture(c);
   if (!arch.ok()) return arch.status();
@@ -428,24 +465,18 @@ absl::StatusOr<GgufExportSummary> ExportHfToGguf(const hf::HfCheckpoint& checkpo
   summary.qk_permuted = summary.arch == "llama";
   summary.vocabulary = BuildVocabulary(checkpoint);
 
-  // general.file_type: the type most matrices have (0 all F32, 1 mostly F16, 32 mostly BF16).
-  uint32_t file_type = 0;
-  if (!options.all_f32) {
-    absl::StatusOr<hf::TensorView> embed = checkpoint.Tensor("model.embed_tokens.weight");
-    if (!embed.ok()) return embed.status();
-    if (embed->dtype == model::DType::kF16) file_type = 1;
-    if (embed->dtype == model::DType::kBF16) file_type = 32;
-  }
-  std::string name = options.name;
-  if (name.empty()) {
-    name = checkpoint.dir();
-    while (!name.empty() && name.back() == '/') name.pop_back();
-    name = name.substr(name.find_last_of('/') + 1);
-  }
+  absl::StatusOr<uint32_t> file_type =
+      GgufFileType(checkpoint, "model.embed_tokens.weight", options.all_f32);
+  if (!file_type.ok()) return file_type.status();
   GgufWriter w;
-  absl::Status s = AddModelMetadata(c, summary.arch, name, file_type, w);
-  if (s.ok()) s = AddVocabulary(summary.vocabulary, w);
+  absl::Status s = AddModelMetadata(c, summary.arch, GgufModelName(checkpoint.dir(), options),
+                                    *file_type, w);
+  if (s.ok()) s = AddVocabularyKeys(summary.vocabulary, w);
   if (s.ok()) s = AddModelTensors(checkpoint, summary.qk_permuted, options.all_f32, summary, w);
+  if (s.ok() && c.moe.num_experts > 0) {  // Mixtral, Qwen3-MoE (hf_to_gguf_moe.cc)
+    s = AddMoeMetadata(c, summary.arch, w);
+    if (s.ok()) s = AddStackedExperts(checkpoint, options.all_f32, summary, w);
+  }
   // llama3 rope scaling: llama.cpp divides each frequency by its factor from this tensor.
   std::vector<float> factors;
   if (s.ok() && c.rope_scaling.type == hf::RopeScaling::Type::kLlama3) {

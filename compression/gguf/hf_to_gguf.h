@@ -3,8 +3,9 @@
 
 // Export of a Hugging Face checkpoint (compression/hf) to a GGUF file llama.cpp loads
 // (docs/model.md, "Export to GGUF"). Supported: the Llama family (LlamaForCausalLM,
-// MistralForCausalLM -> arch `llama`; Qwen2ForCausalLM -> `qwen2`) and Qwen3ForCausalLM
-// (`qwen3`). Everything else (MoE, Nemotron-H, heterogeneous students) is Unimplemented
+// MistralForCausalLM -> arch `llama`; Qwen2ForCausalLM -> `qwen2`), Qwen3ForCausalLM
+// (`qwen3`) and the MoE families (MixtralForCausalLM -> `llama` with experts,
+// Qwen3MoeForCausalLM -> `qwen3moe`; hf_to_gguf_moe.h). Everything else is Unimplemented
 // naming the architecture.
 //
 // Tensor data is streamed from the checkpoint's memory-mapped shards into the file; Q/K
@@ -52,8 +53,9 @@ struct GgufExportSummary {
   GgufVocabulary vocabulary;
 };
 
-// "llama", "qwen2" or "qwen3"; Unimplemented naming the architecture otherwise, or a config
-// feature the GGUF arch cannot express (Mistral sliding_window, Qwen3 o_proj biases).
+// "llama", "qwen2", "qwen3" or "qwen3moe"; Unimplemented naming the architecture otherwise,
+// or a config feature the GGUF arch cannot express (Mistral / Mixtral sliding_window, Qwen3
+// o_proj biases, Qwen3-MoE norm_topk_prob = false or dense layers).
 absl::StatusOr<std::string> GgufArchitecture(const hf::HfConfig& config);
 
 // The GGUF name of an HF tensor ("model.layers.3.self_attn.q_proj.weight" ->
@@ -71,6 +73,23 @@ std::vector<float> Llama3RopeFactors(const hf::HfConfig& config);
 // tokenizer.json's byte-level BPE vocabulary when it maps onto [0, vocab_size), else a
 // synthesized byte-level one (the 256 GPT-2 byte symbols first, then placeholders).
 GgufVocabulary BuildVocabulary(const hf::HfCheckpoint& checkpoint);
+
+// Streams a checkpoint tensor as `to` (F32: BF16 / F16 converted; otherwise the stored bytes),
+// rows in `row_order` (empty: as stored), about 1 MiB at a time. Shared by the family
+// exporters (hf_to_gguf_nemotron_h.cc).
+TensorSource CheckpointTensorSource(hf::TensorView view, TensorType to,
+                                    std::vector<int64_t> row_order = {});
+
+// general.file_type of an export: 0 when every tensor is F32, else the type of
+// `embedding` (the dtype most matrices share): 1 F16, 32 BF16.
+absl::StatusOr<uint32_t> GgufFileType(const hf::HfCheckpoint& checkpoint,
+                                      absl::string_view embedding, bool all_f32);
+
+// general.name: options.name, else the last component of `dir`.
+std::string GgufModelName(const std::string& dir, const GgufExportOptions& options);
+
+// The tokenizer.ggml.* keys of `vocabulary`.
+absl::Status AddVocabularyKeys(const GgufVocabulary& vocabulary, GgufWriter& writer);
 
 // Writes `path` (atomically). Errors name the tensor or key.
 absl::StatusOr<GgufExportSummary> ExportHfToGguf(const hf::HfCheckpoint& checkpoint,

@@ -11,13 +11,79 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "compression/hf/hf_import_internal.h"
+#include "compression/hf/hf_import_moe.h"
+#include "compression/hf/hf_import_nemotron_h.h"
 #include "nlohmann/json.hpp"
 
 namespace tailor::hf {
+namespace internal {
 namespace {
 
+at::ScalarType TorchType(model::DType d) {
+  switch (d) {
+    case model::DType::kBF16:
+      return torch::kBFloat16;
+    case model::DType::kF16:
+      return torch::kHalf;
+    default:
+      return torch::kFloat;
+  }
+}
+
+}  // namespace
+
+at::Tensor TensorOfView(const TensorView& v) {
+  const at::ScalarType st = TorchType(v.dtype);
+  void* data = const_cast<char*>(v.data);  // read only: the tensor is a copy_ source
+  const auto element = static_cast<uintptr_t>(c10::elementSize(st));
+  if (reinterpret_cast<uintptr_t>(data) % element == 0) {
+    return torch::from_blob(data, *v.shape, torch::dtype(st));
+  }
+  at::Tensor out = torch::empty(*v.shape, torch::dtype(st));
+  std::memcpy(out.data_ptr(), v.data, v.size_bytes);
+  return out;
+}
+
+namespace {
+
+std::string GiB(uint64_t bytes) {
+  return absl::StrFormat("%.2f GiB (%d bytes)", static_cast<double>(bytes) / (1ull << 30), bytes);
+}
+
+}  // namespace
+
+absl::Status CheckModelFits(const HfCheckpoint& checkpoint, const model::HybridConfig& config,
+                            uint64_t limit) {
+  if (limit == 0) {
+    TAILOR_ASSIGN_OR_RETURN(limit, AvailableMemoryBytes());
+  }
+  const uint64_t bytes = static_cast<uint64_t>(config.ParameterCount()) * sizeof(float);
+  if (bytes > limit) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(checkpoint.dir(), ": the imported model takes ", GiB(bytes),
+                     " in F32, more than the ", GiB(limit), " of memory available"));
+  }
+  return absl::OkStatus();
+}
+
+std::string ShapeString(at::IntArrayRef shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+}  // namespace internal
+
+namespace {
+
+using internal::CheckModelFits;
+using internal::ShapeString;
+using internal::TensorOfView;
+
+
 constexpr absl::string_view kSupported =
-    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM";
+    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+    "MixtralForCausalLM, Qwen3MoeForCausalLM, "
+    "NemotronHForCausalLM";
 
 // What tailor's model family still lacks for the families it cannot import yet, so the
 // error says what the next step is rather than only "unsupported".
@@ -29,19 +95,15 @@ absl::Status RefuseUnsupported(const HfConfig& c) {
       break;
     case Family::kMixtral:
     case Family::kQwen3Moe:
-      return absl::UnimplementedError(absl::StrCat(
-          arch, ": importing routed experts is not implemented yet (missing: an attention + MoE "
-                "layer pair mapped onto tailor's moe block with per-expert tensors stacked, and "
-                "the router's top-k renormalisation",
-          c.family == Family::kQwen3Moe ? " (norm_topk_prob) and mlp_only_layers" : "",
-          "); importable: ", kSupported));
+      // hf_config.cc gives these families a softmax router without shared experts, which
+      // is what MoeLayerSpec builds; anything else would be a different block.
+      if (c.moe.router != Router::kSoftmax || c.moe.shared_intermediate != 0) {
+        return absl::UnimplementedError(
+            absl::StrCat(arch, ": only a softmax router without shared experts is imported"));
+      }
+      break;
     case Family::kNemotronH:
-      return absl::UnimplementedError(absl::StrCat(
-          arch, ": importing Nemotron-H is not implemented yet (missing block variants: Mamba-2 "
-                "with n_groups B/C groups and the grouped gated RMSNorm, the squared-ReLU "
-                "non-gated MLP, the sigmoid router with e_score_correction_bias and "
-                "routed_scaling_factor); importable: ",
-          kSupported));
+      return RefuseUnsupportedNemotronH(c);  // hf_import_nemotron_h.cc
   }
   if (c.sliding_window > 0 && c.sliding_window < c.max_position_embeddings) {
     return absl::UnimplementedError(absl::StrCat(
@@ -89,6 +151,9 @@ absl::StatusOr<std::string> MapLayerTensor(int64_t layer, absl::string_view rest
   };
   auto it = kTable->find(std::string(rest));
   if (it == kTable->end()) {
+    // Router and experts of a sparse layer (Mixtral, Qwen3-MoE) live in its second block.
+    absl::StatusOr<std::string> moe = MapMoeLayerTensor(rest);
+    if (moe.ok()) return absl::StrCat(mlp, *moe);
     return absl::UnimplementedError(absl::StrCat("no internal tensor for model.layers.", layer,
                                                  ".", rest));
   }
@@ -111,56 +176,32 @@ absl::StatusOr<std::string> MapTensor(absl::string_view name) {
   return absl::UnimplementedError(absl::StrCat("no internal tensor for ", name));
 }
 
-at::ScalarType TorchType(model::DType d) {
-  switch (d) {
-    case model::DType::kBF16:
-      return torch::kBFloat16;
-    case model::DType::kF16:
-      return torch::kHalf;
-    default:
-      return torch::kFloat;
-  }
-}
-
-// A tensor over the mapped bytes (no copy). Safetensors does not align tensors, so a
-// misaligned one is copied into an aligned buffer first (one tensor, never the model).
-at::Tensor TensorOfView(const TensorView& v) {
-  const at::ScalarType st = TorchType(v.dtype);
-  void* data = const_cast<char*>(v.data);  // read only: the tensor is a copy_ source
-  const auto element = static_cast<uintptr_t>(c10::elementSize(st));
-  if (reinterpret_cast<uintptr_t>(data) % element == 0) {
-    return torch::from_blob(data, *v.shape, torch::dtype(st));
-  }
-  at::Tensor out = torch::empty(*v.shape, torch::dtype(st));
-  std::memcpy(out.data_ptr(), v.data, v.size_bytes);
-  return out;
-}
-
-std::string GiB(uint64_t bytes) {
-  return absl::StrFormat("%.2f GiB (%d bytes)", static_cast<double>(bytes) / (1ull << 30), bytes);
-}
-
-absl::Status CheckModelFits(const HfCheckpoint& checkpoint, const model::HybridConfig& config,
-                            uint64_t limit) {
-  if (limit == 0) {
-    TAILOR_ASSIGN_OR_RETURN(limit, AvailableMemoryBytes());
-  }
-  const uint64_t bytes = static_cast<uint64_t>(config.ParameterCount()) * sizeof(float);
-  if (bytes > limit) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(checkpoint.dir(), ": the imported model takes ", GiB(bytes),
-                     " in F32, more than the ", GiB(limit), " of memory available"));
+// Stacks each expert-stacked parameter's slots into one tensor in `views`. The stack is one
+// parameter in the checkpoint's dtype at a time, never a second copy of the model.
+absl::Status StackExperts(const std::string& dir,
+                          std::map<std::string, std::vector<at::Tensor>>& stacks,
+                          model::TensorMap& views) {
+  for (auto& [name, experts] : stacks) {
+    for (size_t e = 0; e < experts.size(); ++e) {
+      if (!experts[e].defined()) {
+        return absl::InternalError(absl::StrCat(dir, ": no checkpoint tensor maps to ", name,
+                                                "[", e, "]"));
+      }
+      // Shards may store experts in different dtypes; stack needs one.
+      if (experts[e].scalar_type() != experts[0].scalar_type()) {
+        for (at::Tensor& t : experts) t = t.to(torch::kFloat);
+      }
+    }
+    views.emplace(name, torch::stack(experts));
+    experts.clear();
   }
   return absl::OkStatus();
-}
-
-std::string ShapeString(at::IntArrayRef shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
 }  // namespace
 
 absl::StatusOr<model::HybridConfig> HybridConfigFromHf(const HfConfig& c) {
+  if (c.family == Family::kNemotronH) return NemotronHHybridConfig(c);
   TAILOR_RETURN_IF_ERROR(RefuseUnsupported(c));
   model::HybridConfig out;
   out.vocab = c.vocab_size;
@@ -183,7 +224,7 @@ absl::StatusOr<model::HybridConfig> HybridConfigFromHf(const HfConfig& c) {
     model::LayerSpec mlp = model::LayerSpec::Mlp(c.intermediate_size);
     mlp.mlp.bias = c.mlp_bias;
     out.layers.push_back(attention);
-    out.layers.push_back(mlp);
+    out.layers.push_back(c.layers[i] == LayerKind::kAttentionMoe ? MoeLayerSpec(c) : mlp);
   }
   absl::Status valid = model::ValidateHybridConfig(out);
   if (!valid.ok()) {
@@ -196,6 +237,7 @@ absl::StatusOr<model::HybridConfig> HybridConfigFromHf(const HfConfig& c) {
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> HfTensorMapping(
     const HfConfig& config) {
+  if (config.family == Family::kNemotronH) return NemotronHTensorMapping(config);
   TAILOR_RETURN_IF_ERROR(RefuseUnsupported(config));
   std::vector<std::pair<std::string, std::string>> out;
   for (const ExpectedTensor& t : ExpectedTensors(config)) {
@@ -207,6 +249,9 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> HfTensorMapping
 
 absl::StatusOr<model::HybridLM> ImportHfModel(const HfCheckpoint& checkpoint,
                                               const HfImportOptions& options) {
+  if (checkpoint.config().family == Family::kNemotronH) {
+    return ImportNemotronH(checkpoint, options.memory_limit_bytes);
+  }
   TAILOR_ASSIGN_OR_RETURN(model::HybridConfig config, HybridConfigFromHf(checkpoint.config()));
   TAILOR_ASSIGN_OR_RETURN(auto mapping, HfTensorMapping(checkpoint.config()));
   TAILOR_RETURN_IF_ERROR(CheckModelFits(checkpoint, config, options.memory_limit_bytes));
@@ -214,22 +259,32 @@ absl::StatusOr<model::HybridLM> ImportHfModel(const HfCheckpoint& checkpoint,
   try {
     const auto params = model->named_parameters(/*recurse=*/true);
     model::TensorMap views;
+    std::map<std::string, std::vector<at::Tensor>> stacks;  // stacked parameter -> experts
     for (const auto& [hf_name, internal] : mapping) {
       TAILOR_ASSIGN_OR_RETURN(TensorView view, checkpoint.Tensor(hf_name));
       const std::string where = absl::StrCat(*view.file, ": tensor ", hf_name, " (-> ", internal,
                                              ")");
-      const at::Tensor* param = params.find(internal);
-      if (param == nullptr) {
+      // "name[e]": expert e of a stacked [experts, ...] parameter.
+      const auto [name, slot] = SplitStackSlot(internal);
+      const at::Tensor* param = params.find(name);
+      if (param == nullptr || (slot >= 0 && slot >= param->size(0))) {
         return absl::InternalError(absl::StrCat(where, ": the model has no such parameter"));
       }
       at::Tensor t = TensorOfView(view);
-      if (t.sizes() != param->sizes()) {
+      const at::IntArrayRef want = slot < 0 ? param->sizes() : param->sizes().slice(1);
+      if (t.sizes() != want) {
         return absl::InvalidArgumentError(absl::StrCat(where, ": shape ", ShapeString(t.sizes()),
-                                                       ", the model needs ",
-                                                       ShapeString(param->sizes())));
+                                                       ", the model needs ", ShapeString(want)));
       }
-      views.emplace(internal, std::move(t));
+      if (slot < 0) {
+        views.emplace(name, std::move(t));
+      } else {
+        std::vector<at::Tensor>& experts = stacks[name];
+        experts.resize(param->size(0));
+        experts[slot] = std::move(t);
+      }
     }
+    TAILOR_RETURN_IF_ERROR(StackExperts(checkpoint.dir(), stacks, views));
     // Checks that every parameter got a tensor, then copies (converting to F32).
     TAILOR_RETURN_IF_ERROR(model->LoadStateDict(views, checkpoint.dir()));
   } catch (const c10::Error& e) {
@@ -244,6 +299,18 @@ bool IsHfCheckpointDir(const std::string& dir) {
   if (!text.ok()) return false;
   const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   return j.is_object() && (j.contains("architectures") || j.contains("model_type"));
+}
+
+absl::StatusOr<model::HybridConfig> ReadModelConfig(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  if (!IsHfCheckpointDir(dir)) return model::ReadHybridConfig(path);
+  TAILOR_ASSIGN_OR_RETURN(HfConfig config, ReadHfConfig(path));
+  absl::StatusOr<model::HybridConfig> internal = HybridConfigFromHf(config);
+  if (!internal.ok()) {
+    return absl::Status(internal.status().code(),
+                        absl::StrCat(path, ": ", internal.status().message()));
+  }
+  return internal;
 }
 
 absl::StatusOr<model::HybridLM> LoadModelDir(const std::string& dir) {

@@ -4,12 +4,13 @@
 // Import of a Hugging Face checkpoint into tailor's own model (docs/model.md, "Import into
 // the model family"). The dense families map onto the hybrid family's block variants, no
 // second model class: HF decoder layer i becomes internal layers 2i (attention, normed by
-// input_layernorm) and 2i + 1 (SwiGLU MLP, normed by post_attention_layernorm), which is
-// exactly the pre-norm residual of the HF modeling code.
+// input_layernorm) and 2i + 1 (SwiGLU MLP, or for a sparse layer of MixtralForCausalLM /
+// Qwen3MoeForCausalLM the moe block with its experts stacked, hf_import_moe.h; normed by
+// post_attention_layernorm), which is exactly the pre-norm residual of the HF modeling code.
 //
 // Supported: LlamaForCausalLM, MistralForCausalLM (without a sliding window shorter than
-// max_position_embeddings), Qwen2ForCausalLM, Qwen3ForCausalLM. MoE and Nemotron-H are
-// Unimplemented naming what tailor's model still lacks for them.
+// max_position_embeddings), Qwen2ForCausalLM, Qwen3ForCausalLM, MixtralForCausalLM (same
+// sliding-window rule), Qwen3MoeForCausalLM; NemotronHForCausalLM in hf_import_nemotron_h.h.
 //
 // Also the pieces tailor-engine --next-token-logprobs uses: loading either layout from a
 // folder and the next-token log-probabilities of a prompt.
@@ -27,7 +28,7 @@
 
 namespace tailor::hf {
 
-// The internal config of a dense HF config; Unimplemented for MoE and Nemotron-H.
+// The internal config of an HF config; Unimplemented naming what tailor cannot express.
 absl::StatusOr<model::HybridConfig> HybridConfigFromHf(const HfConfig& config);
 
 // HF tensor name -> internal (state-dict) name, for every tensor of ExpectedTensors(config).
@@ -54,6 +55,10 @@ bool IsHfCheckpointDir(const std::string& dir);
 
 // A tailor model folder (LoadHybridLM) or an HF checkpoint folder (Open + ImportHfModel).
 absl::StatusOr<model::HybridLM> LoadModelDir(const std::string& dir);
+
+// The internal config of either layout's folder without loading weights: what the profile
+// job and the block-removal solver read of a parent. Errors name DIR/config.json.
+absl::StatusOr<model::HybridConfig> ReadModelConfig(const std::string& dir);
 
 // log P(next token | tokens[0..p]) for each p in `positions` (empty: the last position only),
 // each vocab-size long, from one FP32 causal forward pass. Tokens must be in [0, vocab) and

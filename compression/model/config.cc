@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 #include <utility>
 
@@ -84,6 +86,38 @@ absl::Status ValidateMamba(const std::string& p, const MambaSpec& m) {
   TAILOR_RETURN_IF_ERROR(CheckAtMost(p + ".conv_kernel", m.conv_kernel, kMaxConvKernel));
   TAILOR_RETURN_IF_ERROR(CheckPositive(p + ".chunk", m.chunk));
   TAILOR_RETURN_IF_ERROR(CheckAtMost(p + ".chunk", m.chunk, kMaxChunk));
+  TAILOR_RETURN_IF_ERROR(CheckPositive(p + ".groups", m.groups));
+  if (m.heads % m.groups != 0) {
+    return FieldError(p + ".groups",
+                      absl::StrCat("must divide heads (", m.heads, "), got ", m.groups));
+  }
+  return absl::OkStatus();
+}
+
+// The routing variant of a block with routed experts (config.h, MoeSpec).
+absl::Status ValidateMoeRouting(const std::string& p, const MoeSpec& m) {
+  TAILOR_RETURN_IF_ERROR(CheckPositive(p + ".groups", m.groups));
+  if (m.experts % m.groups != 0) {
+    return FieldError(p + ".groups",
+                      absl::StrCat("must divide experts (", m.experts, "), got ", m.groups));
+  }
+  // A group's score is the sum of its two best experts (DeepSeek-V3 / Nemotron-H).
+  if (m.groups > 1 && m.experts / m.groups < 2) {
+    return FieldError(p + ".groups", absl::StrCat("groups need >= 2 experts each, got ",
+                                                  m.experts / m.groups, " per group"));
+  }
+  if (m.top_groups < 1 || m.top_groups > m.groups) {
+    return FieldError(p + ".top_groups", absl::StrCat("must be in [1, groups (", m.groups,
+                                                      ")], got ", m.top_groups));
+  }
+  if (m.top_k > m.top_groups * (m.experts / m.groups)) {
+    return FieldError(p + ".top_k", absl::StrCat("must be <= the experts of top_groups groups (",
+                                                 m.top_groups * (m.experts / m.groups),
+                                                 "), got ", m.top_k));
+  }
+  if (!(m.scale > 0) || !std::isfinite(m.scale)) {
+    return FieldError(p + ".scale", absl::StrCat("must be a finite number > 0, got ", m.scale));
+  }
   return absl::OkStatus();
 }
 
@@ -95,6 +129,8 @@ absl::Status ValidateMoe(const std::string& p, const MoeSpec& m) {
   if (m.experts == 0) {
     TAILOR_RETURN_IF_ERROR(CheckZero(p + ".top_k", m.top_k, "experts is 0"));
     TAILOR_RETURN_IF_ERROR(CheckZero(p + ".expert_ffn", m.expert_ffn, "experts is 0"));
+    // The routing fields are ignored without routed experts (a child that dropped them
+    // keeps its parent's, so it still reads as the same family).
     return absl::OkStatus();
   }
   if (m.top_k < 1) return FieldError(p + ".top_k", absl::StrCat("must be >= 1, got ", m.top_k));
@@ -104,7 +140,7 @@ absl::Status ValidateMoe(const std::string& p, const MoeSpec& m) {
   }
   TAILOR_RETURN_IF_ERROR(CheckPositive(p + ".expert_ffn", m.expert_ffn));
   TAILOR_RETURN_IF_ERROR(CheckAtMost(p + ".expert_ffn", m.expert_ffn, kMaxWidth));
-  return absl::OkStatus();
+  return ValidateMoeRouting(p, m);
 }
 
 // --- JSON reading helpers -------------------------------------------------------------
@@ -175,6 +211,51 @@ absl::StatusOr<const Json*> GetObject(const Json& obj, const std::string& path,
   return v;
 }
 
+// A string that may be left out: `fallback` when absent.
+absl::StatusOr<std::string> GetOptionalString(const Json& obj, const std::string& path,
+                                              const std::string& key, absl::string_view fallback) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return std::string(fallback);
+  if (!it->is_string()) {
+    return FieldError(absl::StrCat(path, ".", key),
+                      absl::StrCat("must be a string, got ", it->dump()));
+  }
+  return it->get<std::string>();
+}
+
+absl::StatusOr<MoeSpec> ParseMoe(const Json& s, const std::string& sp) {
+  TAILOR_RETURN_IF_ERROR(CheckKeys(s, sp,
+                                   {"experts", "top_k", "expert_ffn", "shared_ffn", "router",
+                                    "norm_top_k", "score_bias", "groups", "top_groups", "scale",
+                                    "activation"}));
+  MoeSpec m;
+  TAILOR_ASSIGN_OR_RETURN(m.experts, GetInt(s, sp, "experts"));
+  TAILOR_ASSIGN_OR_RETURN(m.top_k, GetInt(s, sp, "top_k"));
+  TAILOR_ASSIGN_OR_RETURN(m.expert_ffn, GetInt(s, sp, "expert_ffn"));
+  TAILOR_ASSIGN_OR_RETURN(m.shared_ffn, GetInt(s, sp, "shared_ffn"));
+  // The variants are optional: the demo family's configs read (and write) unchanged.
+  TAILOR_ASSIGN_OR_RETURN(std::string router, GetOptionalString(s, sp, "router", "softmax"));
+  absl::StatusOr<MoeRouter> r = ParseMoeRouter(router);
+  if (!r.ok()) return FieldError(sp + ".router", r.status().message());
+  m.router = *r;
+  TAILOR_ASSIGN_OR_RETURN(m.norm_top_k, GetOptionalBool(s, sp, "norm_top_k", true));
+  TAILOR_ASSIGN_OR_RETURN(m.score_bias, GetOptionalBool(s, sp, "score_bias", false));
+  if (s.contains("groups")) {
+    TAILOR_ASSIGN_OR_RETURN(m.groups, GetInt(s, sp, "groups"));
+  }
+  if (s.contains("top_groups")) {
+    TAILOR_ASSIGN_OR_RETURN(m.top_groups, GetInt(s, sp, "top_groups"));
+  }
+  if (s.contains("scale")) {
+    TAILOR_ASSIGN_OR_RETURN(m.scale, GetNumber(s, sp, "scale"));
+  }
+  TAILOR_ASSIGN_OR_RETURN(std::string act, GetOptionalString(s, sp, "activation", "swiglu"));
+  absl::StatusOr<FfnActivation> a = ParseFfnActivation(act);
+  if (!a.ok()) return FieldError(sp + ".activation", a.status().message());
+  m.activation = *a;
+  return m;
+}
+
 absl::StatusOr<LayerSpec> ParseLayer(const Json& j, const std::string& p) {
   if (!j.is_object()) return FieldError(p, "must be an object");
   TAILOR_ASSIGN_OR_RETURN(const Json* kind_json, GetField(j, p, "kind"));
@@ -205,31 +286,62 @@ absl::StatusOr<LayerSpec> ParseLayer(const Json& j, const std::string& p) {
       break;
     }
     case LayerKind::kMamba: {
-      TAILOR_RETURN_IF_ERROR(
-          CheckKeys(*s, sp, {"heads", "head_dim", "state", "conv_kernel", "chunk"}));
+      TAILOR_RETURN_IF_ERROR(CheckKeys(
+          *s, sp, {"heads", "head_dim", "state", "conv_kernel", "chunk", "groups", "norm"}));
       TAILOR_ASSIGN_OR_RETURN(spec.mamba.heads, GetInt(*s, sp, "heads"));
       TAILOR_ASSIGN_OR_RETURN(spec.mamba.head_dim, GetInt(*s, sp, "head_dim"));
       TAILOR_ASSIGN_OR_RETURN(spec.mamba.state, GetInt(*s, sp, "state"));
       TAILOR_ASSIGN_OR_RETURN(spec.mamba.conv_kernel, GetInt(*s, sp, "conv_kernel"));
       TAILOR_ASSIGN_OR_RETURN(spec.mamba.chunk, GetInt(*s, sp, "chunk"));
+      // The variants are optional: configs written before them read unchanged.
+      if (s->contains("groups")) {
+        TAILOR_ASSIGN_OR_RETURN(spec.mamba.groups, GetInt(*s, sp, "groups"));
+      }
+      if (auto it = s->find("norm"); it != s->end()) {
+        if (!it->is_string()) return FieldError(sp + ".norm", "must be a string");
+        absl::StatusOr<MambaNorm> norm = ParseMambaNorm(it->get<std::string>());
+        if (!norm.ok()) return FieldError(sp + ".norm", norm.status().message());
+        spec.mamba.norm = *norm;
+      }
       break;
     }
     case LayerKind::kMoe: {
-      TAILOR_RETURN_IF_ERROR(CheckKeys(*s, sp, {"experts", "top_k", "expert_ffn", "shared_ffn"}));
-      TAILOR_ASSIGN_OR_RETURN(spec.moe.experts, GetInt(*s, sp, "experts"));
-      TAILOR_ASSIGN_OR_RETURN(spec.moe.top_k, GetInt(*s, sp, "top_k"));
-      TAILOR_ASSIGN_OR_RETURN(spec.moe.expert_ffn, GetInt(*s, sp, "expert_ffn"));
-      TAILOR_ASSIGN_OR_RETURN(spec.moe.shared_ffn, GetInt(*s, sp, "shared_ffn"));
+      TAILOR_ASSIGN_OR_RETURN(spec.moe, ParseMoe(*s, sp));
       break;
     }
     case LayerKind::kMlp: {
-      TAILOR_RETURN_IF_ERROR(CheckKeys(*s, sp, {"ffn", "bias"}));
+      TAILOR_RETURN_IF_ERROR(CheckKeys(*s, sp, {"ffn", "bias", "activation"}));
       TAILOR_ASSIGN_OR_RETURN(spec.mlp.ffn, GetInt(*s, sp, "ffn"));
       TAILOR_ASSIGN_OR_RETURN(spec.mlp.bias, GetOptionalBool(*s, sp, "bias", false));
+      if (auto it = s->find("activation"); it != s->end()) {
+        if (!it->is_string()) return FieldError(sp + ".activation", "must be a string");
+        absl::StatusOr<FfnActivation> act = ParseFfnActivation(it->get<std::string>());
+        if (!act.ok()) return FieldError(sp + ".activation", act.status().message());
+        spec.mlp.activation = *act;
+      }
       break;
     }
   }
   return spec;
+}
+
+Json MoeToJson(const MoeSpec& m) {
+  Json section = {{"experts", m.experts},
+                  {"top_k", m.top_k},
+                  {"expert_ffn", m.expert_ffn},
+                  {"shared_ffn", m.shared_ffn}};
+  // Only non-default variants: the demo family's config text (and its digests) is unchanged.
+  const MoeSpec d;
+  if (m.router != d.router) section["router"] = std::string(MoeRouterName(m.router));
+  if (m.norm_top_k != d.norm_top_k) section["norm_top_k"] = m.norm_top_k;
+  if (m.score_bias != d.score_bias) section["score_bias"] = m.score_bias;
+  if (m.groups != d.groups) section["groups"] = m.groups;
+  if (m.top_groups != d.top_groups) section["top_groups"] = m.top_groups;
+  if (m.scale != d.scale) section["scale"] = m.scale;
+  if (m.activation != d.activation) {
+    section["activation"] = std::string(FfnActivationName(m.activation));
+  }
+  return section;
 }
 
 Json LayerToJson(const LayerSpec& l) {
@@ -252,16 +364,20 @@ Json LayerToJson(const LayerSpec& l) {
                  {"state", l.mamba.state},
                  {"conv_kernel", l.mamba.conv_kernel},
                  {"chunk", l.mamba.chunk}};
+      if (l.mamba.groups != 1) section["groups"] = l.mamba.groups;
+      if (l.mamba.norm != MambaNorm::kPerHead) {
+        section["norm"] = std::string(MambaNormName(l.mamba.norm));
+      }
       break;
     case LayerKind::kMoe:
-      section = {{"experts", l.moe.experts},
-                 {"top_k", l.moe.top_k},
-                 {"expert_ffn", l.moe.expert_ffn},
-                 {"shared_ffn", l.moe.shared_ffn}};
+      section = MoeToJson(l.moe);
       break;
     case LayerKind::kMlp:
       section = {{"ffn", l.mlp.ffn}};
       if (l.mlp.bias) section["bias"] = true;
+      if (l.mlp.activation != FfnActivation::kSwiGlu) {
+        section["activation"] = std::string(FfnActivationName(l.mlp.activation));
+      }
       break;
   }
   Json j;
@@ -336,6 +452,85 @@ absl::StatusOr<LayerKind> ParseLayerKind(absl::string_view name) {
       absl::StrCat("unknown layer kind \"", name, "\" (want attention, mamba, moe or mlp)"));
 }
 
+absl::string_view FfnActivationName(FfnActivation activation) {
+  switch (activation) {
+    case FfnActivation::kSwiGlu:
+      return "swiglu";
+    case FfnActivation::kReluSquared:
+      return "relu2";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<FfnActivation> ParseFfnActivation(absl::string_view name) {
+  for (FfnActivation a : {FfnActivation::kSwiGlu, FfnActivation::kReluSquared}) {
+    if (FfnActivationName(a) == name) return a;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown activation \"", name, "\" (want swiglu or relu2)"));
+}
+
+absl::string_view MoeRouterName(MoeRouter router) {
+  switch (router) {
+    case MoeRouter::kSoftmax:
+      return "softmax";
+    case MoeRouter::kSigmoid:
+      return "sigmoid";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<MoeRouter> ParseMoeRouter(absl::string_view name) {
+  for (MoeRouter r : {MoeRouter::kSoftmax, MoeRouter::kSigmoid}) {
+    if (MoeRouterName(r) == name) return r;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown router \"", name, "\" (want softmax or sigmoid)"));
+}
+
+bool MoeSpec::SameVariant(const MoeSpec& o) const {
+  return router == o.router && norm_top_k == o.norm_top_k && score_bias == o.score_bias &&
+         groups == o.groups && top_groups == o.top_groups && scale == o.scale &&
+         activation == o.activation;
+}
+
+bool MoeSpec::is_default_variant() const { return SameVariant(MoeSpec()); }
+
+absl::string_view MambaNormName(MambaNorm norm) {
+  switch (norm) {
+    case MambaNorm::kPerHead:
+      return "head";
+    case MambaNorm::kPerGroup:
+      return "group";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<MambaNorm> ParseMambaNorm(absl::string_view name) {
+  for (MambaNorm n : {MambaNorm::kPerHead, MambaNorm::kPerGroup}) {
+    if (MambaNormName(n) == name) return n;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown norm \"", name, "\" (want head or group)"));
+}
+
+int64_t KeptMambaHeads(const MambaSpec& parent, int64_t width) {
+  if (parent.heads <= 0) return 0;
+  const int64_t groups = std::max<int64_t>(parent.groups, 1);
+  const int64_t kept = std::min(width, parent.heads) / groups * groups;
+  return std::max(kept, groups);
+}
+
+int64_t MambaHeadMultiple(const HybridConfig& config) {
+  int64_t multiple = 1;
+  for (const LayerSpec& l : config.layers) {
+    if (l.kind != LayerKind::kMamba || l.mamba.heads <= 0 || l.mamba.groups <= 0) continue;
+    multiple = std::lcm(multiple, l.mamba.groups);
+    if (multiple > kMaxHeads) return kMaxHeads;  // no choice but the full width is possible
+  }
+  return multiple;
+}
+
 LayerSpec LayerSpec::Attention(int64_t heads, int64_t kv_heads, int64_t head_dim) {
   LayerSpec s;
   s.kind = LayerKind::kAttention;
@@ -390,12 +585,15 @@ bool LayerSpec::operator==(const LayerSpec& o) const {
     case LayerKind::kMamba:
       return mamba.heads == o.mamba.heads && mamba.head_dim == o.mamba.head_dim &&
              mamba.state == o.mamba.state && mamba.conv_kernel == o.mamba.conv_kernel &&
-             mamba.chunk == o.mamba.chunk;
+             mamba.chunk == o.mamba.chunk && mamba.groups == o.mamba.groups &&
+             mamba.norm == o.mamba.norm;
     case LayerKind::kMoe:
       return moe.experts == o.moe.experts && moe.top_k == o.moe.top_k &&
-             moe.expert_ffn == o.moe.expert_ffn && moe.shared_ffn == o.moe.shared_ffn;
+             moe.expert_ffn == o.moe.expert_ffn && moe.shared_ffn == o.moe.shared_ffn &&
+             moe.SameVariant(o.moe);
     case LayerKind::kMlp:
-      return mlp.ffn == o.mlp.ffn && mlp.bias == o.mlp.bias;
+      return mlp.ffn == o.mlp.ffn && mlp.bias == o.mlp.bias &&
+             mlp.activation == o.mlp.activation;
   }
   return false;
 }
@@ -417,22 +615,28 @@ int64_t LayerParams(const LayerSpec& l, int64_t h, bool active) {
     }
     case LayerKind::kMamba: {
       const auto& m = l.mamba;
-      const int64_t inner = m.heads * m.head_dim;
-      n += h * (2 * inner + 2 * m.state + m.heads);      // z, x, B/C, dt projections
-      n += (inner + 2 * m.state) * (m.conv_kernel + 1);  // conv weight + bias
+      const int64_t inner = m.heads * m.head_dim, bc = 2 * m.groups * m.state;
+      n += h * (2 * inner + bc + m.heads);      // z, x, B/C, dt projections
+      n += (inner + bc) * (m.conv_kernel + 1);  // conv weight + bias
       n += 3 * m.heads + inner + inner * h;              // dt_bias, A, D, norm, out
       break;
     }
     case LayerKind::kMoe: {
       const auto& m = l.moe;
       const int64_t counted = active ? m.top_k : m.experts;
-      n += m.experts * h + counted * 3 * h * m.expert_ffn + 3 * h * m.shared_ffn;
+      // SwiGLU: gate, up, down; relu2: up, down.
+      const int64_t mats = m.activation == FfnActivation::kSwiGlu ? 3 : 2;
+      n += m.experts * h + counted * mats * h * m.expert_ffn + mats * h * m.shared_ffn;
+      if (m.score_bias) n += m.experts;
       break;
     }
-    case LayerKind::kMlp:
-      n += 3 * h * l.mlp.ffn;
-      if (l.mlp.bias) n += 2 * l.mlp.ffn + h;
+    case LayerKind::kMlp: {
+      // relu2 has no gate projection (and no gate bias).
+      const int64_t projections = l.mlp.activation == FfnActivation::kSwiGlu ? 3 : 2;
+      n += projections * h * l.mlp.ffn;
+      if (l.mlp.bias) n += (projections - 1) * l.mlp.ffn + h;
       break;
+    }
   }
   return n;
 }

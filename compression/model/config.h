@@ -27,6 +27,15 @@ enum class LayerKind { kAttention, kMamba, kMoe, kMlp };
 absl::string_view LayerKindName(LayerKind kind);
 absl::StatusOr<LayerKind> ParseLayerKind(absl::string_view name);
 
+// The feed-forward function of an MLP or an expert. kSwiGlu: down(SiLU(gate x) * up x), the
+// demo family's and the Llama / Mixtral / Qwen families'. kReluSquared: down(ReLU(up x)^2),
+// no gate projection (Nemotron-H MLPs and experts).
+enum class FfnActivation { kSwiGlu, kReluSquared };
+
+// "swiglu", "relu2".
+absl::string_view FfnActivationName(FfnActivation activation);
+absl::StatusOr<FfnActivation> ParseFfnActivation(absl::string_view name);
+
 // Grouped-query attention with rotary positions. heads == 0 means the layer is absent
 // (then kv_heads must be 0 too). heads % kv_heads == 0; consecutive query heads share a
 // KV head (head h uses KV head h / (heads / kv_heads)). head_dim is independent of hidden.
@@ -43,31 +52,90 @@ struct AttentionSpec {
   bool rope = true;       // false: no rotary positions (Nemotron-H attention)
 };
 
-// Mamba-2-style selective SSM with one B/C group shared by all heads, so heads can be
-// pruned without touching B/C. heads == 0 means the layer is absent.
+// How the Mamba block's gated RMSNorm (of y * SiLU(z), before the output projection) groups
+// channels. kPerHead: over each head's head_dim channels (the demo family's: a head can be
+// removed without changing the others). kPerGroup: over each B/C group's heads / groups *
+// head_dim channels (Nemotron-H's MambaRMSNormGated with group_size = inner / n_groups).
+enum class MambaNorm { kPerHead, kPerGroup };
+
+// "head", "group".
+absl::string_view MambaNormName(MambaNorm norm);
+absl::StatusOr<MambaNorm> ParseMambaNorm(absl::string_view name);
+
+// Mamba-2-style selective SSM. heads == 0 means the layer is absent. B and C come in
+// `groups` groups of `state` channels; head h reads group h / (heads / groups) (HF's
+// repeat_interleave, llama.cpp's ssm_scan), so heads are pruned and permuted only inside their
+// group and a child keeps the same number of heads in every group. groups = 1 and a per-head
+// norm are the demo family's block (and the defaults, left out of config.json).
 struct MambaSpec {
   int64_t heads = 0;
   int64_t head_dim = 0;
-  int64_t state = 0;        // SSM state size N
+  int64_t state = 0;        // SSM state size N (per group)
   int64_t conv_kernel = 0;  // causal depthwise conv width
   int64_t chunk = 0;        // chunk length of the prefill scan
+  int64_t groups = 1;       // B/C groups (Nemotron-H n_groups); divides heads
+  MambaNorm norm = MambaNorm::kPerHead;
 };
 
-// Top-k routed SwiGLU experts plus an optional shared SwiGLU expert. experts == 0 (with
-// top_k == 0 and expert_ffn == 0) drops the routed part; shared_ffn == 0 drops the
-// shared part; both 0 means the layer is absent. Routed 0 with shared > 0 is a dense MLP.
+// The heads a Mamba layer of `parent` keeps under a head-count choice `width` (a search
+// space's global Mamba axis, counted in heads of the widest layer): at most its own, rounded
+// down to a multiple of its groups so every B/C group keeps as many heads (the slice and the
+// mask keep the first heads of each group), and at least one per group. 0 when absent.
+int64_t KeptMambaHeads(const MambaSpec& parent, int64_t width);
+
+// How a MoE block turns router logits into the experts chosen per token and their weights.
+// kSoftmax: scores = softmax(logits) over all experts. kSigmoid: scores = sigmoid(logits)
+// (Nemotron-H / DeepSeek-V3).
+enum class MoeRouter { kSoftmax, kSigmoid };
+
+// "softmax", "sigmoid".
+absl::string_view MoeRouterName(MoeRouter router);
+absl::StatusOr<MoeRouter> ParseMoeRouter(absl::string_view name);
+
+// Top-k routed experts plus an optional shared expert. experts == 0 (with top_k == 0 and
+// expert_ffn == 0) drops the routed part; shared_ffn == 0 drops the shared part; both 0
+// means the layer is absent. Routed 0 with shared > 0 is a dense MLP.
+//
+// Routing per token (docs/model.md, "MoE variants"); the defaults are the demo family's
+// block, and a config leaves them out when default:
+//   scores = router(logits); choice = scores (+ score_bias when set);
+//   with groups > 1 only the top_groups groups of experts/groups consecutive experts, ranked
+//   by the sum of their two best choice values, stay eligible (the others' choice -> 0);
+//   the top_k experts by choice are used with weight w_e = scores_e, divided by their sum
+//   when norm_top_k (softmax: exactly softmax over the top-k logits; sigmoid: sum + 1e-20),
+//   then multiplied by `scale`.
+// Mixtral = the defaults; Qwen3-MoE = defaults with norm_top_k = norm_topk_prob; Nemotron-H =
+// sigmoid, score_bias, groups = n_group, top_groups = topk_group, norm_top_k = norm_topk_prob,
+// scale = routed_scaling_factor, activation relu2 (experts and shared expert).
 struct MoeSpec {
   int64_t experts = 0;
   int64_t top_k = 0;
   int64_t expert_ffn = 0;
   int64_t shared_ffn = 0;
+  MoeRouter router = MoeRouter::kSoftmax;
+  bool norm_top_k = true;
+  // A per-expert bias [experts] added to the scores only to choose experts (Nemotron-H
+  // e_score_correction_bias); the weights use the unbiased scores. Parameter `score_bias`.
+  bool score_bias = false;
+  int64_t groups = 1;      // experts % groups == 0; groups > 1 needs >= 2 experts per group
+  int64_t top_groups = 1;  // 1 <= top_groups <= groups
+  double scale = 1.0;      // routed_scaling_factor: multiplies the routed experts' weights
+  // Of the routed experts and the shared expert. kReluSquared: no w_gate / shared_gate.
+  FfnActivation activation = FfnActivation::kSwiGlu;
+
+  // True when every routing / activation field is the default (the demo family's block).
+  bool is_default_variant() const;
+  // The routing / activation fields (not the widths) are equal.
+  bool SameVariant(const MoeSpec& o) const;
 };
 
-// Dense SwiGLU MLP. ffn == 0 means the layer is absent. `bias`: the gate, up and down
-// projections add biases (Llama mlp_bias).
+// Dense MLP. ffn == 0 means the layer is absent. `bias`: the gate, up and down projections
+// add biases (Llama mlp_bias). `activation` kReluSquared: down(ReLU(up x)^2) without a gate
+// projection (Nemotron-H '-' layers); its neurons prune like SwiGLU's.
 struct MlpSpec {
   int64_t ffn = 0;
   bool bias = false;
+  FfnActivation activation = FfnActivation::kSwiGlu;
 };
 
 // RoPE frequency scaling. kNone: inv_freq_i = theta^(-2i / head_dim), the demo family's.
@@ -134,6 +202,10 @@ struct HybridConfig {
   bool operator==(const HybridConfig& other) const;
   bool operator!=(const HybridConfig& other) const { return !(*this == other); }
 };
+
+// The least common multiple of the groups of `config`'s Mamba layers (1 without any): global
+// Mamba head choices are multiples of it, so KeptMambaHeads never has to round a choice.
+int64_t MambaHeadMultiple(const HybridConfig& config);
 
 // Input limits (docs/operations.md, "Input limits"). Far above any model tailor trains, and
 // small enough that no parameter count or byte size computed from a valid config overflows

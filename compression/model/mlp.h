@@ -5,9 +5,9 @@
 
 namespace tailor::model {
 
-// Dense SwiGLU MLP: w_down (SiLU(w_gate u) * w_up u).
-// Weights: w_gate, w_up [ffn, hidden]; w_down [hidden, ffn]; with spec.bias also b_gate,
-// b_up [ffn] and b_down [hidden].
+// Dense MLP. SwiGLU (the default): w_down (SiLU(w_gate u) * w_up u); relu2 (Nemotron-H):
+// w_down (ReLU(w_up u)^2), no gate. Weights: w_gate (SwiGLU only), w_up [ffn, hidden];
+// w_down [hidden, ffn]; with spec.bias also b_gate (SwiGLU only), b_up [ffn], b_down [hidden].
 class MlpImpl : public Mixer {
  public:
   MlpImpl(const MlpSpec& spec, const MixerInit& init);
@@ -21,8 +21,10 @@ class MlpImpl : public Mixer {
 
  private:
   MlpSpec spec_;
-  at::Tensor w_gate_, w_up_, w_down_;
-  at::Tensor b_gate_, b_up_, b_down_;  // defined with spec.bias
+  bool gated() const { return spec_.activation == FfnActivation::kSwiGlu; }
+
+  at::Tensor w_gate_, w_up_, w_down_;  // w_gate_ undefined for relu2
+  at::Tensor b_gate_, b_up_, b_down_;  // defined with spec.bias (b_gate_ only when gated)
 };
 
 }  // namespace tailor::model

@@ -1,8 +1,12 @@
 #include "tests/testing/hf_test_checkpoint.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <utility>
 
@@ -376,6 +380,16 @@ absl::Status WriteHfTestCheckpoint(const std::string& dir, absl::string_view arc
   const Json config = TinyHfConfig(architecture);
   return WriteHfCheckpointFiles(dir, config, HfTestTensors(config, options.dtype, options.seed),
                                 options.shards, options.tokenizer);
+}
+
+std::string NewTestDir(absl::string_view prefix) {
+  const char* env = std::getenv("TEST_TMPDIR");
+  std::string base = env != nullptr && *env != '\0'
+                         ? std::string(env)
+                         : std::filesystem::temp_directory_path().string();
+  std::string pattern = absl::StrCat(base, "/", prefix, "XXXXXX");
+  if (::mkdtemp(pattern.data()) == nullptr) return "";
+  return pattern;
 }
 
 }  // namespace tailor::testing

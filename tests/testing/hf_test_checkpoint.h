@@ -49,6 +49,10 @@ struct HfTestCheckpointOptions {
   uint64_t seed = 1;
 };
 
+// A new empty folder under the test temp dir ($TEST_TMPDIR, else the system's), named
+// `prefix`XXXXXX; "" when it cannot be made.
+std::string NewTestDir(absl::string_view prefix);
+
 // TinyHfConfig + HfTestTensors + WriteHfCheckpointFiles.
 absl::Status WriteHfTestCheckpoint(const std::string& dir, absl::string_view architecture,
                                    const HfTestCheckpointOptions& options = {});

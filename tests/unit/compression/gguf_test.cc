@@ -23,6 +23,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/hf_test_checkpoint.h"
+#include "tests/testing/llama_cpp_agreement.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tailor::gguf {
@@ -33,11 +34,7 @@ using ::tailor::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-std::string NewDir() {
-  std::string pattern = ::testing::TempDir() + "/gguf_XXXXXX";
-  EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
-  return pattern;
-}
+std::string NewDir() { return testing::NewTestDir("gguf_"); }
 
 std::string ReadAll(const std::string& path) {
   FILE* in = std::fopen(path.c_str(), "rb");
@@ -181,9 +178,12 @@ TEST(HfToGgufTest, TensorNames) {
             "blk.1.attn_k_norm.weight");
   EXPECT_EQ(*GgufTensorName("model.layers.1.post_attention_layernorm.weight"),
             "blk.1.ffn_norm.weight");
-  EXPECT_THAT(GgufTensorName("model.layers.0.block_sparse_moe.gate.weight").status(),
+  EXPECT_EQ(*GgufTensorName("model.layers.0.block_sparse_moe.gate.weight"),
+            "blk.0.ffn_gate_inp.weight");
+  // Experts are written stacked (hf_to_gguf_moe.h), never one by one.
+  EXPECT_THAT(GgufTensorName("model.layers.0.block_sparse_moe.experts.1.w1.weight").status(),
               StatusIs(absl::StatusCode::kUnimplemented,
-                       HasSubstr("model.layers.0.block_sparse_moe.gate.weight")));
+                       HasSubstr("model.layers.0.block_sparse_moe.experts.1.w1.weight")));
 }
 
 TEST(HfToGgufTest, RopeInterleaveRows) {
@@ -193,7 +193,8 @@ TEST(HfToGgufTest, RopeInterleaveRows) {
 }
 
 TEST(HfToGgufTest, UnsupportedFamiliesAreRefusedNamingThem) {
-  for (const char* arch : {"MixtralForCausalLM", "NemotronHForCausalLM"}) {
+  // Mixtral and Qwen3-MoE export now (compression_hf_moe_test).
+  for (const char* arch : {"NemotronHForCausalLM"}) {
     const std::string dir = NewDir();
     ASSERT_THAT(testing::WriteHfTestCheckpoint(dir, arch), IsOk());
     absl::StatusOr<hf::HfCheckpoint> ckpt = hf::HfCheckpoint::Open(dir);
@@ -454,20 +455,8 @@ class Reference {
   std::vector<double> inv_freq_;
 };
 
-// Why the sidecar cannot run here, or "" when it can.
-std::string SidecarMissing() {
-  const std::string script = DefaultSidecarScript();
-  const std::string dir = script.substr(0, script.find_last_of('/'));
-  if (access(script.c_str(), R_OK) != 0) return "no " + script;
-  if (access((dir + "/node_modules/node-llama-cpp/package.json").c_str(), R_OK) != 0) {
-    return "node-llama-cpp is not installed in " + dir + " (run deploy/install-deps.sh)";
-  }
-  if (std::system("command -v node >/dev/null 2>&1") != 0) return "node is not on PATH";
-  return "";
-}
-
 void CheckAgainstLlamaCpp(absl::string_view arch) {
-  const std::string missing = SidecarMissing();
+  const std::string missing = testing::LlamaCppSidecarMissing();
   if (!missing.empty()) GTEST_SKIP() << "llama.cpp sidecar unavailable: " << missing;
   const Exported e = Export(arch);
   const std::vector<int32_t> tokens = {1, 17, 5, 33, 60, 2, 9, 41, 41, 12, 0, 63, 28, 7, 50, 3};
@@ -507,7 +496,7 @@ TEST(LlamaCppSidecarTest, LlamaExportMatchesReference) { CheckAgainstLlamaCpp("L
 TEST(LlamaCppSidecarTest, Qwen3ExportMatchesReference) { CheckAgainstLlamaCpp("Qwen3ForCausalLM"); }
 
 TEST(LlamaCppSidecarTest, FailuresAreErrorsNotCrashes) {
-  const std::string missing = SidecarMissing();
+  const std::string missing = testing::LlamaCppSidecarMissing();
   if (!missing.empty()) GTEST_SKIP() << "llama.cpp sidecar unavailable: " << missing;
   const std::string dir = NewDir();
   // Not a GGUF: the child exits non-zero and the error carries its message.

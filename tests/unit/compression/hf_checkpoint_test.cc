@@ -42,12 +42,7 @@ const char* const kArchitectures[] = {
     "MixtralForCausalLM", "Qwen3MoeForCausalLM", "NemotronHForCausalLM",
 };
 
-std::string NewDir() {
-  std::string pattern = ::testing::TempDir() + "/hf_ckpt_XXXXXX";
-  char* made = ::mkdtemp(pattern.data());
-  EXPECT_NE(made, nullptr);
-  return pattern;
-}
+std::string NewDir() { return testing::NewTestDir("hf_ckpt_"); }
 
 absl::StatusOr<HfConfig> Parse(const Json& j, absl::string_view format = "") {
   return ParseHfConfigJson(j.dump(), "config.json", format);

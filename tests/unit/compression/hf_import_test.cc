@@ -30,6 +30,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/hf_test_checkpoint.h"
+#include "tests/testing/llama_cpp_agreement.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tailor::hf {
@@ -41,11 +42,7 @@ using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Pair;
 
-std::string NewDir() {
-  std::string pattern = ::testing::TempDir() + "/hf_import_XXXXXX";
-  EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
-  return pattern;
-}
+std::string NewDir() { return testing::NewTestDir("hf_import_"); }
 
 // A BF16 test checkpoint of `arch` in a new folder (BF16 -> F32 is exact, so tailor and the
 // all-F32 GGUF see the same weights).
@@ -119,21 +116,8 @@ TEST(HfImportTest, MappingCoversEveryTensor) {
   EXPECT_THAT(*m, Contains(Pair("model.layers.1.mlp.down_proj.weight", "layers.3.mlp.w_down")));
 }
 
-TEST(HfImportTest, MoeAndNemotronHAreUnimplementedNamingWhatIsMissing) {
-  const std::pair<const char*, const char*> cases[] = {
-      {"MixtralForCausalLM", "routed experts"},
-      {"Qwen3MoeForCausalLM", "norm_topk_prob"},
-      {"NemotronHForCausalLM", "Mamba-2 with n_groups B/C groups"},
-  };
-  for (const auto& [arch, missing] : cases) {
-    absl::StatusOr<HfCheckpoint> c = HfCheckpoint::Open(WriteCheckpoint(arch));
-    ASSERT_THAT(c.status(), IsOk());
-    EXPECT_THAT(ImportHfModel(*c).status(),
-                StatusIs(absl::StatusCode::kUnimplemented,
-                         ::testing::AllOf(HasSubstr(arch), HasSubstr(missing),
-                                          HasSubstr("importable: LlamaForCausalLM"))));
-  }
-}
+// Mixtral and Qwen3-MoE import: compression_hf_moe_test; Nemotron-H:
+// compression_hf_nemotron_h_test.
 
 TEST(HfImportTest, WeightsAreTheCheckpointsInF32AndSurviveSaveAndLoad) {
   const std::string dir = WriteCheckpoint("Qwen3ForCausalLM");
@@ -192,62 +176,6 @@ TEST(HfImportTest, ModelLargerThanMemoryIsRefusedNamingItsSize) {
 
 // --- against llama.cpp ------------------------------------------------------------------
 
-// Why the sidecar cannot run here, or "" when it can (as compression_gguf_test).
-std::string SidecarMissing() {
-  const std::string script = gguf::DefaultSidecarScript();
-  const std::string dir = script.substr(0, script.find_last_of('/'));
-  if (access(script.c_str(), R_OK) != 0) return "no " + script;
-  if (access((dir + "/node_modules/node-llama-cpp/package.json").c_str(), R_OK) != 0) {
-    return "node-llama-cpp is not installed in " + dir + " (run deploy/install-deps.sh)";
-  }
-  if (std::system("command -v node >/dev/null 2>&1") != 0) return "node is not on PATH";
-  return "";
-}
-
-// Prompt i: deterministic ids spread over the whole vocabulary.
-std::vector<int32_t> Prompt(int i, int length, int vocab) {
-  std::vector<int32_t> out;
-  uint64_t x = 0x9e3779b97f4a7c15ull * (i + 1);
-  for (int t = 0; t < length; ++t) {
-    x ^= x >> 29;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 32;
-    out.push_back(static_cast<int32_t>(x % vocab));
-  }
-  return out;
-}
-
-struct Agreement {
-  bool strict = true;  // false: a control that is expected to disagree
-  int positions = 0;
-  int argmax_agree = 0;
-  double max_kl = 0;
-};
-
-// KL(tailor || llama.cpp) and argmax agreement at every position of one prompt.
-void Compare(const std::vector<std::vector<float>>& ours, const gguf::NextTokenLogprobs& theirs,
-             Agreement& a) {
-  ASSERT_EQ(ours.size(), theirs.logprobs.size());
-  for (size_t t = 0; t < ours.size(); ++t) {
-    ASSERT_EQ(static_cast<int64_t>(ours[t].size()), theirs.vocab_size);
-    double kl = 0;
-    size_t a_ours = 0, a_theirs = 0;
-    for (size_t v = 0; v < ours[t].size(); ++v) {
-      const double lp = theirs.logprobs[t][v];
-      ASSERT_TRUE(std::isfinite(lp)) << "position " << t << " token " << v;
-      kl += std::exp(ours[t][v]) * (ours[t][v] - lp);
-      if (ours[t][v] > ours[t][a_ours]) a_ours = v;
-      if (lp > theirs.logprobs[t][a_theirs]) a_theirs = v;
-    }
-    if (a.strict) {
-      EXPECT_LE(kl, 1e-4) << "position " << t;
-    }
-    a.max_kl = std::max(a.max_kl, kl);
-    a.argmax_agree += a_ours == a_theirs;
-    ++a.positions;
-  }
-}
-
 // The same weights under plain RoPE: what tailor would compute with the llama3 scaling
 // ignored. The test weights are small, so the distributions are flat and that mistake
 // alone moves them by less than the 1e-4 bound; the control shows the comparison still
@@ -263,7 +191,7 @@ absl::StatusOr<model::HybridLM> WithoutRopeScaling(const model::HybridLM& m) {
 }
 
 void CheckAgainstLlamaCpp(absl::string_view arch) {
-  const std::string missing = SidecarMissing();
+  const std::string missing = testing::LlamaCppSidecarMissing();
   if (!missing.empty()) GTEST_SKIP() << "llama.cpp sidecar unavailable: " << missing;
   const std::string dir = WriteCheckpoint(arch);
   absl::StatusOr<HfCheckpoint> c = HfCheckpoint::Open(dir);
@@ -280,22 +208,22 @@ void CheckAgainstLlamaCpp(absl::string_view arch) {
   constexpr int kPrompts = 16, kLength = 32;
   std::vector<int64_t> positions(kLength);
   for (int t = 0; t < kLength; ++t) positions[t] = t;
-  Agreement agreement, unscaled;
+  testing::Agreement agreement, unscaled;
   unscaled.strict = false;
   for (int i = 0; i < kPrompts; ++i) {
-    const std::vector<int32_t> prompt = Prompt(i, kLength, 64);
+    const std::vector<int32_t> prompt = testing::TestPrompt(i, kLength, 64);
     absl::StatusOr<gguf::NextTokenLogprobs> theirs =
         gguf::RunNextTokenLogprobs(gguf_path, prompt, positions);
     ASSERT_THAT(theirs.status(), IsOk());
     absl::StatusOr<std::vector<std::vector<float>>> ours =
         NextTokenLogprobs(*m, std::vector<int64_t>(prompt.begin(), prompt.end()), positions);
     ASSERT_THAT(ours.status(), IsOk());
-    Compare(*ours, *theirs, agreement);
+    testing::CompareLogprobs(*ours, *theirs, agreement);
     if (scaled) {
       ours = NextTokenLogprobs(*control, std::vector<int64_t>(prompt.begin(), prompt.end()),
                                positions);
       ASSERT_THAT(ours.status(), IsOk());
-      Compare(*ours, *theirs, unscaled);
+      testing::CompareLogprobs(*ours, *theirs, unscaled);
     }
   }
   std::printf("%s: tailor vs llama.cpp over %d prompts x %d positions: max KL %.3g, argmax "

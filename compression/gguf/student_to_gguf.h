@@ -1,0 +1,45 @@
+#ifndef TAILOR_COMPRESSION_GGUF_STUDENT_TO_GGUF_H_
+#define TAILOR_COMPRESSION_GGUF_STUDENT_TO_GGUF_H_
+
+// A student of a Hugging Face parent as a GGUF file llama.cpp serves (docs/model.md,
+// "Export"). A student that fits the parent family's own layout (uniform widths; see
+// hf::FamilyLayoutOf) is written through that layout and ExportHfToGguf, so it gets the
+// family's arch (`llama`, `qwen2`, `qwen3`, ...). A Llama-family student with per-layer
+// widths is written as arch `deci` (llama.cpp's loader for Llama-3.1-Nemotron-51B-style
+// models): per-layer head_count, head_count_kv and feed_forward_length arrays.
+//
+// `deci` has patterns llama.cpp cannot run (it aborts the process): a first layer without
+// attention, a last layer without FFN, a layer with attention but no FFN (its attention is
+// skipped, not added). tailor writes such blocks with exact zero stand-ins instead: one
+// attention head whose output projection is zero, or an FFN of width 1 whose projections
+// are zero. Both contribute exactly 0 to the residual stream, so the file computes what
+// the student computes; they cost one KV head / one FFN channel.
+//
+// Qwen3 (q/k norms) and Qwen2 (q/k/v biases) students with per-layer widths, and MoE and
+// Nemotron-H students, are Unimplemented naming the reason: `deci` has no such tensors.
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "compression/gguf/hf_to_gguf.h"
+#include "compression/hf/hf_checkpoint.h"
+
+namespace tailor::gguf {
+
+struct StudentGgufSummary {
+  std::string arch;         // "llama", "qwen2", "qwen3", "deci"
+  int64_t blocks = 0;       // GGUF blocks written
+  int64_t zero_attention = 0;  // stand-in blocks (see above)
+  int64_t zero_ffn = 0;
+};
+
+// Writes `path` (atomically) from tailor's model folder `student_dir` (a child of
+// `parent`'s import). Errors name the tensor, the layer or the reason.
+absl::StatusOr<StudentGgufSummary> ExportStudentToGguf(const std::string& student_dir,
+                                                       const hf::HfCheckpoint& parent,
+                                                       const std::string& path,
+                                                       const GgufExportOptions& options = {});
+
+}  // namespace tailor::gguf
+
+#endif  // TAILOR_COMPRESSION_GGUF_STUDENT_TO_GGUF_H_

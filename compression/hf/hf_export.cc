@@ -1,0 +1,304 @@
+#include "compression/hf/hf_export.h"
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compression/hf/hf_import.h"
+#include "nlohmann/json.hpp"
+
+namespace tailor::hf {
+namespace {
+
+using Json = nlohmann::json;
+
+bool IsDenseFamily(const HfConfig& c) {
+  return c.family == Family::kLlama || c.family == Family::kQwen3;
+}
+
+absl::Status NotExpressible(const HfConfig& parent, absl::string_view why) {
+  return absl::UnimplementedError(absl::StrCat(
+      "the student does not fit the ", ArchitectureName(parent.architecture),
+      " layout: ", why, " (its layout has one width per kind for all layers; export as GGUF "
+      "`deci` for per-layer widths)"));
+}
+
+// The student's widths, checked to be one per kind over the kept decoder layers.
+struct UniformWidths {
+  const model::AttentionSpec* attention = nullptr;
+  const model::MlpSpec* mlp = nullptr;
+};
+
+absl::Status CheckUniform(const HfConfig& parent, int64_t layer, const model::LayerSpec& a,
+                          const model::LayerSpec& m, UniformWidths& widths) {
+  if (widths.attention == nullptr) {
+    widths.attention = &a.attention;
+    widths.mlp = &m.mlp;
+    return absl::OkStatus();
+  }
+  if (a.attention.heads != widths.attention->heads ||
+      a.attention.kv_heads != widths.attention->kv_heads) {
+    return NotExpressible(parent, absl::StrCat("decoder layer ", layer, " has ",
+                                               a.attention.heads, "/", a.attention.kv_heads,
+                                               " attention/KV heads, an earlier layer ",
+                                               widths.attention->heads, "/",
+                                               widths.attention->kv_heads));
+  }
+  if (m.mlp.ffn != widths.mlp->ffn) {
+    return NotExpressible(parent, absl::StrCat("decoder layer ", layer, " has MLP width ",
+                                               m.mlp.ffn, ", an earlier layer ",
+                                               widths.mlp->ffn));
+  }
+  return absl::OkStatus();
+}
+
+// "layers.{2j + s}.rest" -> "layers.{2 * kept[j] + s}.rest": the family mapping of the
+// student's config numbers its layers densely; the student keeps the parent's indices.
+std::string ParentIndexed(const std::string& internal, const std::vector<int64_t>& kept) {
+  constexpr absl::string_view kLayers = "layers.";
+  if (!absl::StartsWith(internal, kLayers)) return internal;
+  const size_t dot = internal.find('.', kLayers.size());
+  int64_t index = 0;
+  if (dot == std::string::npos ||
+      !absl::SimpleAtoi(internal.substr(kLayers.size(), dot - kLayers.size()), &index)) {
+    return internal;
+  }
+  return absl::StrCat(kLayers, 2 * kept[index / 2] + index % 2, internal.substr(dot));
+}
+
+uint16_t F32ToHalfBits(float f, bool bf16) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if (bf16) {
+    if ((bits & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((bits >> 16) | 0x40);
+    const uint32_t rounding = 0x7fff + ((bits >> 16) & 1);  // to nearest, ties to even
+    return static_cast<uint16_t>((bits + rounding) >> 16);
+  }
+  const uint32_t sign = (bits >> 16) & 0x8000;
+  const uint32_t abs = bits & 0x7fffffff;
+  if (abs > 0x7f800000) return static_cast<uint16_t>(sign | 0x7e00);  // NaN
+  if (abs >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // overflow: inf
+  if (abs < 0x38800000) {  // subnormal half (or zero): round the shifted mantissa
+    const uint32_t shift = 113 - (abs >> 23);
+    if (shift > 24) return static_cast<uint16_t>(sign);
+    const uint32_t mantissa = (abs & 0x7fffff) | 0x800000;
+    const uint32_t half = 1u << (shift - 1);
+    uint32_t h = mantissa >> shift;
+    const uint32_t rest = mantissa & ((1u << shift) - 1);
+    if (rest > half || (rest == half && (h & 1))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  const uint32_t rebased = abs - (112u << 23);
+  uint32_t h = rebased >> 13;
+  const uint32_t rest = rebased & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+absl::StatusOr<model::DType> ParentDType(const Json& config) {
+  const auto it = config.find("torch_dtype");
+  if (it == config.end() || !it->is_string()) return model::DType::kF32;
+  const std::string name = it->get<std::string>();
+  if (name == "bfloat16") return model::DType::kBF16;
+  if (name == "float16") return model::DType::kF16;
+  if (name == "float32") return model::DType::kF32;
+  return absl::UnimplementedError(
+      absl::StrCat("config.json: torch_dtype \"", name, "\" is not exported (F32, BF16, F16)"));
+}
+
+std::string TorchDTypeName(model::DType d) {
+  if (d == model::DType::kBF16) return "bfloat16";
+  if (d == model::DType::kF16) return "float16";
+  return "float32";
+}
+
+// The parent's config.json with the student's layer count, widths and dtype; every other
+// key is the parent's, verbatim.
+Json StudentConfigJson(Json parent, const HfConfig& student, model::DType dtype) {
+  parent["num_hidden_layers"] = student.num_hidden_layers;
+  parent["num_attention_heads"] = student.num_attention_heads;
+  parent["num_key_value_heads"] = student.num_key_value_heads;
+  parent["intermediate_size"] = student.intermediate_size;
+  // Without the key, HF derives head_dim from hidden / heads, which pruning heads changes.
+  parent["head_dim"] = student.head_dim;
+  parent["torch_dtype"] = TorchDTypeName(dtype);
+  return parent;
+}
+
+struct ShardPlan {
+  std::vector<std::vector<model::RawTensor>> shards;
+  uint64_t total_bytes = 0;
+};
+
+absl::StatusOr<ShardPlan> ConvertTensors(
+    const model::SafetensorsFile& weights,
+    const std::vector<std::pair<std::string, std::string>>& mapping,
+    const std::vector<int64_t>& kept, model::DType dtype, uint64_t max_shard_bytes) {
+  ShardPlan plan;
+  uint64_t shard_bytes = 0;
+  for (const auto& [hf_name, dense_internal] : mapping) {
+    const std::string internal = ParentIndexed(dense_internal, kept);
+    const model::TensorEntry* e = weights.Find(internal);
+    if (e == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          weights.source(), ": no tensor ", internal, " (for ", hf_name, ")"));
+    }
+    if (e->dtype != model::DType::kF32) {
+      return absl::InvalidArgumentError(absl::StrCat(weights.source(), ": ", internal, " is ",
+                                                     model::DTypeName(e->dtype), ", want F32"));
+    }
+    const absl::string_view bytes = weights.Bytes(*e);
+    model::RawTensor t{hf_name, dtype, e->shape,
+                       ConvertF32(bytes.data(), static_cast<int64_t>(bytes.size() / 4), dtype)};
+    if (plan.shards.empty() || (shard_bytes > 0 && shard_bytes + t.data.size() > max_shard_bytes)) {
+      plan.shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shard_bytes += t.data.size();
+    plan.total_bytes += t.data.size();
+    plan.shards.back().push_back(std::move(t));
+  }
+  return plan;
+}
+
+std::string ShardName(size_t index, size_t count) {
+  if (count == 1) return "model.safetensors";
+  char name[64];
+  std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", index + 1, count);
+  return name;
+}
+
+absl::Status WriteShards(const ShardPlan& plan, const std::string& dir,
+                         std::vector<std::string>& names) {
+  Json weight_map = Json::object();
+  for (size_t i = 0; i < plan.shards.size(); ++i) {
+    names.push_back(ShardName(i, plan.shards.size()));
+    for (const model::RawTensor& t : plan.shards[i]) weight_map[t.name] = names.back();
+    TAILOR_RETURN_IF_ERROR(
+        model::WriteSafetensors(dir + "/" + names.back(), plan.shards[i], {{"format", "pt"}}));
+  }
+  if (plan.shards.size() == 1) return absl::OkStatus();
+  const Json index = {{"metadata", {{"total_size", plan.total_bytes}}},
+                      {"weight_map", weight_map}};
+  return model::WriteFileAtomically(dir + "/model.safetensors.index.json", index.dump(2));
+}
+
+absl::Status CopyTokenizerFiles(const HfCheckpoint& parent, const std::string& dir) {
+  for (const std::string& name : parent.tokenizer_files()) {
+    std::error_code ec;
+    std::filesystem::copy_file(parent.dir() + "/" + name, dir + "/" + name, ec);
+    if (ec) {
+      return absl::UnavailableError(
+          absl::StrCat(parent.dir(), "/", name, ": cannot copy: ", ec.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string ConvertF32(const char* data, int64_t count, model::DType to) {
+  if (to == model::DType::kF32) return std::string(data, count * 4);
+  std::string out(count * 2, '\0');
+  for (int64_t i = 0; i < count; ++i) {
+    float f;
+    std::memcpy(&f, data + 4 * i, 4);
+    const uint16_t h = F32ToHalfBits(f, to == model::DType::kBF16);
+    out[2 * i] = static_cast<char>(h & 0xff);
+    out[2 * i + 1] = static_cast<char>(h >> 8);
+  }
+  return out;
+}
+
+absl::StatusOr<FamilyLayout> FamilyLayoutOf(const HfConfig& parent,
+                                            const model::HybridConfig& student) {
+  if (!IsDenseFamily(parent)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "HF export of ", ArchitectureName(parent.architecture),
+        " students is not implemented yet (supported: the Llama family and Qwen3)"));
+  }
+  if (student.num_layers() != 2 * parent.num_hidden_layers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the student has ", student.num_layers(), " blocks; a child of this ",
+        ArchitectureName(parent.architecture), " parent has ", 2 * parent.num_hidden_layers));
+  }
+  FamilyLayout out;
+  UniformWidths widths;
+  for (int64_t i = 0; i < parent.num_hidden_layers; ++i) {
+    const model::LayerSpec& a = student.layers[2 * i];
+    const model::LayerSpec& m = student.layers[2 * i + 1];
+    if (!a.present() && !m.present()) continue;  // removed whole: the layout drops it
+    if (!a.present() || !m.present()) {
+      return NotExpressible(parent, absl::StrCat("decoder layer ", i, " keeps its ",
+                                                 a.present() ? "attention" : "MLP",
+                                                 " but not its ", a.present() ? "MLP" : "attention"));
+    }
+    TAILOR_RETURN_IF_ERROR(CheckUniform(parent, i, a, m, widths));
+    out.kept_layers.push_back(i);
+  }
+  if (out.kept_layers.empty()) return NotExpressible(parent, "it keeps no decoder layer");
+  out.config = parent;
+  out.config.num_hidden_layers = static_cast<int64_t>(out.kept_layers.size());
+  out.config.layers.assign(out.kept_layers.size(), LayerKind::kAttentionMlp);
+  out.config.num_attention_heads = widths.attention->heads;
+  out.config.num_key_value_heads = widths.attention->kv_heads;
+  out.config.head_dim = widths.attention->head_dim;
+  out.config.intermediate_size = widths.mlp->ffn;
+  return out;
+}
+
+absl::StatusOr<HfExportSummary> ExportStudentAsHf(const std::string& student_dir,
+                                                  const HfCheckpoint& parent,
+                                                  const std::string& out_dir,
+                                                  const HfExportOptions& options) {
+  TAILOR_ASSIGN_OR_RETURN(model::HybridConfig student,
+                          model::ReadHybridConfig(student_dir + "/config.json"));
+  HfExportSummary summary;
+  TAILOR_ASSIGN_OR_RETURN(summary.layout, FamilyLayoutOf(parent.config(), student));
+  TAILOR_ASSIGN_OR_RETURN(std::string parent_text,
+                          model::ReadFileToString(parent.dir() + "/config.json"));
+  const Json parent_json = Json::parse(parent_text, nullptr, /*allow_exceptions=*/false);
+  TAILOR_ASSIGN_OR_RETURN(model::DType parent_dtype, ParentDType(parent_json));
+  summary.dtype = options.dtype.value_or(parent_dtype);
+  TAILOR_ASSIGN_OR_RETURN(auto mapping, HfTensorMapping(summary.layout.config));
+  TAILOR_ASSIGN_OR_RETURN(model::SafetensorsFile weights,
+                          model::SafetensorsFile::Read(student_dir + "/model.safetensors"));
+  TAILOR_ASSIGN_OR_RETURN(ShardPlan plan,
+                          ConvertTensors(weights, mapping, summary.layout.kept_layers,
+                                         summary.dtype, options.max_shard_bytes));
+  summary.weight_bytes = plan.total_bytes;
+
+  std::error_code ec;
+  if (std::filesystem::exists(out_dir, ec)) {
+    return absl::AlreadyExistsError(absl::StrCat(out_dir, ": already exists"));
+  }
+  const std::string tmp = out_dir + ".tmp";
+  std::filesystem::remove_all(tmp, ec);
+  if (!std::filesystem::create_directories(tmp, ec)) {
+    return absl::UnavailableError(absl::StrCat(tmp, ": cannot create: ", ec.message()));
+  }
+  absl::Status s = WriteShards(plan, tmp, summary.shards);
+  if (s.ok()) s = CopyTokenizerFiles(parent, tmp);
+  if (s.ok()) {
+    const Json config = StudentConfigJson(parent_json, summary.layout.config, summary.dtype);
+    s = model::WriteFileAtomically(tmp + "/config.json", config.dump(2) + "\n");
+  }
+  if (s.ok()) {
+    std::filesystem::rename(tmp, out_dir, ec);
+    if (ec) s = absl::UnavailableError(absl::StrCat(out_dir, ": cannot rename: ", ec.message()));
+  }
+  if (!s.ok()) {
+    std::filesystem::remove_all(tmp, ec);
+    return s;
+  }
+  summary.tokenizer_files = parent.tokenizer_files();
+  return summary;
+}
+
+}  // namespace tailor::hf
