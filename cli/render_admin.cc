@@ -129,6 +129,7 @@ std::string RenderCostTables(const v1::ListCostTablesResponse& tables,
                              const RenderOptions& options) {
   if (tables.tables_size() == 0) return "no cost tables\n";
   Table table({{"FINGERPRINT"},
+               {"PARENT"},
                {"DEVICE"},
                {"ENGINE"},
                {"PRECISION"},
@@ -139,7 +140,9 @@ std::string RenderCostTables(const v1::ListCostTablesResponse& tables,
                {"STALE"}});
   for (const v1::CostTable& t : tables.tables()) {
     const bool validated = t.validated_architectures() > 0;
-    table.AddRow({ShortHash(t.fingerprint()), t.device_kind(),
+    const std::string parent =
+        t.parent_architecture().empty() ? "-" : ShortHash(t.parent_architecture());
+    table.AddRow({ShortHash(t.fingerprint()), parent, t.device_kind(),
                   EngineCell(t.engine(), t.engine_version()), PrecisionName(t.precision()),
                   FormatWorkload(t.workload()),
                   validated ? FractionAsPercent(t.latency_mape()) : "-",
@@ -159,6 +162,7 @@ std::string RenderCostTable(const v1::CostTable& t, const RenderOptions& options
   }
   std::vector<std::pair<std::string, std::string>> fields = {
       {"fingerprint", t.fingerprint()},
+      {"parent architecture", OrDash(t.parent_architecture())},
       {"device", t.device_kind()},
       {"engine", EngineCell(t.engine(), t.engine_version())},
       {"precision", PrecisionName(t.precision())},

@@ -14,6 +14,7 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "coordinator/contract_validation.h"
+#include "coordinator/parent_architecture.h"
 #include "coordinator/planner.h"
 #include "coordinator/unit_of_work.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -90,6 +91,13 @@ v1::Campaign NewCampaign(const ValidatedContract& validated, const std::string& 
   return campaign;
 }
 
+bool PlansProfile(const std::vector<PlannedJob>& plan) {
+  for (const PlannedJob& p : plan) {
+    if (p.kind == methods::jobs::kProfile) return true;
+  }
+  return false;
+}
+
 // A PENDING job for a planned one; a profile job is SKIPPED when `reusable` already holds the
 // table for the same target fingerprint.
 v1::Job NewJob(const PlannedJob& p, const std::string& campaign_id,
@@ -119,14 +127,13 @@ v1::Job NewJob(const PlannedJob& p, const std::string& campaign_id,
 
 absl::Status Coordinator::InsertSubmissionLocked(UnitOfWork& uow, const v1::Campaign& campaign,
                                                  const std::string& contract_hash,
-                                                 const std::vector<PlannedJob>& plan) {
+                                                 const std::vector<PlannedJob>& plan,
+                                                 const std::string& parent_architecture) {
   uow.InsertCampaign(campaign, contract_hash);
   std::optional<v1::CostTable> reusable;
-  for (const PlannedJob& p : plan) {
-    if (p.kind == methods::jobs::kProfile) {
-      TAILOR_ASSIGN_OR_RETURN(reusable, store_->FindCostTable(campaign.fingerprint()));
-      break;
-    }
+  if (PlansProfile(plan)) {
+    TAILOR_ASSIGN_OR_RETURN(reusable,
+                            store_->FindCostTable(campaign.fingerprint(), parent_architecture));
   }
   for (const PlannedJob& p : plan) uow.InsertJob(NewJob(p, campaign.id(), reusable, uow.now()));
   const methods::Method* method = methods::BuiltinMethods().Find(campaign.contract().method());
@@ -497,6 +504,9 @@ void Coordinator::SubmitAsync(const v1::DeploymentContract& contract,
   const std::string hash = ContractHash(defaulted);
   absl::StatusOr<std::vector<PlannedJob>> plan = PlanCampaign(*validated);
   if (!plan.ok()) return done(plan.status());
+  // Reads the parent's config (a file, or an archive's first entry), so outside mu_.
+  const std::string parent_architecture =
+      PlansProfile(*plan) ? ResolveParentArchitecture(defaulted.parent(), *blobs_) : "";
 
   auto pending = std::make_shared<PendingSubmission>();
   pending->key = {defaulted.team(), request_id};
@@ -510,7 +520,7 @@ void Coordinator::SubmitAsync(const v1::DeploymentContract& contract,
     }
     pending->uow = std::make_unique<UnitOfWork>(this, now);
     existing = StageSubmissionLocked(pending, *validated, request_id, hash, *plan,
-                                     expected.held());
+                                     parent_architecture, expected.held());
     if (existing.ok() && !existing->has_value()) {
       if (!pending->claimed) expected.Kept();
       submitting_.insert(pending->key);
@@ -533,7 +543,8 @@ void Coordinator::SubmitAsync(const v1::DeploymentContract& contract,
 absl::StatusOr<std::optional<v1::Campaign>> Coordinator::StageSubmissionLocked(
     const std::shared_ptr<PendingSubmission>& pending, const ValidatedContract& validated,
     const std::string& request_id, const std::string& contract_hash,
-    const std::vector<PlannedJob>& plan, bool expected) {
+    const std::vector<PlannedJob>& plan, const std::string& parent_architecture,
+    bool expected) {
   const v1::DeploymentContract& defaulted = validated.contract();
   TAILOR_ASSIGN_OR_RETURN(auto existing, store_->FindByRequestId(defaulted.team(), request_id));
   if (existing.has_value()) {
@@ -548,7 +559,8 @@ absl::StatusOr<std::optional<v1::Campaign>> Coordinator::StageSubmissionLocked(
   if (committer_ == nullptr) return committer_status_;
   UnitOfWork& uow = *pending->uow;
   const v1::Campaign campaign = NewCampaign(validated, request_id, uow.now());
-  TAILOR_RETURN_IF_ERROR(InsertSubmissionLocked(uow, campaign, contract_hash, plan));
+  TAILOR_RETURN_IF_ERROR(
+      InsertSubmissionLocked(uow, campaign, contract_hash, plan, parent_architecture));
   AdvanceCampaignLocked(uow, campaign.id());
   // Claimed or queued under mu_, so it is ordered after every unit an earlier operation
   // queued. Nothing else can see this campaign before it is mirrored (FinishSubmissions), so

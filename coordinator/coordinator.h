@@ -274,9 +274,12 @@ class Coordinator {
   };
 
   // The new campaign, its planned jobs and their first events, into `uow`.
+  // A profile job is skipped when a table for the campaign's fingerprint and
+  // `parent_architecture` (ResolveParentArchitecture; empty: none) is stored.
   absl::Status InsertSubmissionLocked(UnitOfWork& uow, const v1::Campaign& campaign,
                                       const std::string& contract_hash,
-                                      const std::vector<PlannedJob>& plan)
+                                      const std::vector<PlannedJob>& plan,
+                                      const std::string& parent_architecture)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A submission whose unit is queued for commit; answered by the completion thread.
   struct PendingSubmission;
@@ -286,7 +289,8 @@ class Coordinator {
   absl::StatusOr<std::optional<v1::Campaign>> StageSubmissionLocked(
       const std::shared_ptr<PendingSubmission>& pending, const ValidatedContract& validated,
       const std::string& request_id, const std::string& contract_hash,
-      const std::vector<PlannedJob>& plan, bool expected) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      const std::vector<PlannedJob>& plan, const std::string& parent_architecture,
+      bool expected) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The completion thread: mirrors committed submissions and answers their callers.
   void RunCompletions() ABSL_LOCKS_EXCLUDED(mu_, completions_mu_);
   void FinishSubmissions(const std::vector<std::shared_ptr<PendingSubmission>>& batch)

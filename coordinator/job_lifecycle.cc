@@ -787,6 +787,12 @@ absl::StatusOr<v1::CostTable> Coordinator::PutCostTable(const v1::PutCostTableRe
                                                    kMaxCostEntries, " entries, got ",
                                                    req.table().entries_size()));
   }
+  const std::string& parent = req.table().parent_architecture();
+  if (!parent.empty() && !IsSha256Hex(parent)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table.parent_architecture: must be empty or 64 lowercase hex digits, got ",
+        parent.size(), " bytes"));
+  }
   const absl::Time now = clock_->Now();
   v1::CostTable table = req.table();
   table.set_id(NewId("ct", now));

@@ -14,6 +14,8 @@
 #include "common/struct_values.h"
 #include "compression/costmodel/cost_table_proto.h"
 #include "compression/engine/engine.h"
+#include "compression/hf/hf_import.h"
+#include "compression/hf/parent_architecture.h"
 #include "compression/model/config.h"
 #include "common/model_fetch.h"
 #include "compression/tasks/suites.h"
@@ -154,8 +156,12 @@ absl::StatusOr<ProfileJobOutput> RunProfile(const v1::DeploymentContract& contra
                                             const MlProgressFn& progress) {
   TAILOR_ASSIGN_OR_RETURN(engine::EngineOptions engine_options,
                           EngineOptionsFor(contract, config));
-  absl::StatusOr<model::HybridConfig> parent =
-      model::ReadHybridConfig(parent_dir + "/config.json");
+  const std::string config_path = parent_dir + "/config.json";
+  absl::StatusOr<model::HybridConfig> parent = hf::ReadModelConfig(parent_dir);
+  // The key the coordinator computes from the same text at submission (cost-table reuse).
+  absl::StatusOr<std::string> architecture = model::ReadFileToString(config_path);
+  if (architecture.ok()) architecture = hf::ParentArchitectureKey(*architecture, config_path);
+  if (parent.ok() && !architecture.ok()) parent = architecture.status();
   if (!parent.ok()) {
     return IsBadModel(parent.status().code()) ? BadModel("parent model", parent.status())
                                               : parent.status();
@@ -173,6 +179,7 @@ absl::StatusOr<ProfileJobOutput> RunProfile(const v1::DeploymentContract& contra
   ProfileJobOutput out;
   TAILOR_ASSIGN_OR_RETURN(out.result, costmodel::ProfileCostTable(*parent, o));
   out.table = costmodel::ToProto(out.result.table);
+  out.table.set_parent_architecture(*architecture);
   return out;
 }
 

@@ -443,23 +443,27 @@ absl::Status CoordinatorStore::InsertCostTable(const v1::CostTable& t) {
   TAILOR_ASSIGN_OR_RETURN(
       Statement s,
       db_->Prepare("INSERT INTO cost_tables (id, fingerprint, device_kind, engine, "
-                   "engine_version, created_at, proto) VALUES (?,?,?,?,?,?,?)"));
+                   "engine_version, created_at, proto, parent_architecture) "
+                   "VALUES (?,?,?,?,?,?,?,?)"));
   s.Bind(1, t.id())
       .Bind(2, t.fingerprint())
       .Bind(3, t.device_kind())
       .Bind(4, t.engine())
       .Bind(5, t.engine_version())
       .Bind(6, ToMicros(FromProto(t.created_at())))
-      .BindBlob(7, Serialize(t));
+      .BindBlob(7, Serialize(t))
+      .Bind(8, t.parent_architecture());
   return s.Run();
 }
 
 absl::StatusOr<std::optional<v1::CostTable>> CoordinatorStore::FindCostTable(
-    const std::string& fingerprint) {
+    const std::string& fingerprint, const std::string& parent_architecture) {
+  if (parent_architecture.empty()) return std::optional<v1::CostTable>();
   TAILOR_ASSIGN_OR_RETURN(
-      Statement s, db_->Prepare("SELECT proto FROM cost_tables WHERE fingerprint = ? "
-                                "ORDER BY created_at DESC, id DESC LIMIT 1"));
-  s.Bind(1, fingerprint);
+      Statement s,
+      db_->Prepare("SELECT proto FROM cost_tables WHERE fingerprint = ? AND "
+                   "parent_architecture = ? ORDER BY created_at DESC, id DESC LIMIT 1"));
+  s.Bind(1, fingerprint).Bind(2, parent_architecture);
   return FirstProto<v1::CostTable>(s, "cost table");
 }
 

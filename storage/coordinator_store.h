@@ -128,8 +128,10 @@ class CoordinatorStore {
 
   // Cost tables.
   absl::Status InsertCostTable(const v1::CostTable& table);
-  // The newest table for a fingerprint, or nullopt.
-  absl::StatusOr<std::optional<v1::CostTable>> FindCostTable(const std::string& fingerprint);
+  // The newest table for a target fingerprint and parent architecture, or nullopt (always
+  // for an empty architecture: an unknown parent reuses nothing).
+  absl::StatusOr<std::optional<v1::CostTable>> FindCostTable(
+      const std::string& fingerprint, const std::string& parent_architecture);
   absl::StatusOr<v1::CostTable> GetCostTable(const std::string& id);  // NOT_FOUND
   absl::StatusOr<std::vector<v1::CostTable>> ListCostTables(const std::string& device_kind);
 

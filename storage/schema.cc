@@ -210,6 +210,14 @@ ALTER TABLE artifacts ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0;
       // Job results typed: Job.legacy_result (Struct) -> Job.output (JobOutput).
       {6, "", /*rebuilds_referenced_table=*/false,
        [convert](Database& db) { return MoveResultsIntoOutputs(db, convert); }},
+      // Cost tables keyed by the parent's architecture beside the target fingerprint. The
+      // tables before carry no key (''), which matches no submission: each such target
+      // profiles once more rather than reuse a table of a parent it cannot tell apart.
+      {7, R"sql(
+ALTER TABLE cost_tables ADD COLUMN parent_architecture TEXT NOT NULL DEFAULT '';
+DROP INDEX cost_tables_by_fingerprint;
+CREATE INDEX cost_tables_by_key ON cost_tables(fingerprint, parent_architecture, created_at);
+)sql"},
   };
 }
 

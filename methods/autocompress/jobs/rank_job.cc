@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compression/autocompress/ranking.h"
+#include "compression/hf/hf_import.h"
 #include "compression/model/hybrid_lm.h"
 #include "compression/tasks/suites.h"
 #include "common/job_output.h"
@@ -64,10 +65,11 @@ absl::StatusOr<v1::JobOutput> RunRank(WorkerContext& ctx) {
   const v1::DeploymentContract& c = ctx.contract();
   if (c.parent().path().empty()) {
     return absl::InvalidArgumentError(
-        "parent.path: the rank job needs a parent directory (config.json + model.safetensors)");
+        "parent.path: the rank job needs a parent directory (tailor's config.json + "
+        "model.safetensors, or a Hugging Face checkpoint)");
   }
   torch::NoGradGuard no_grad;
-  auto model = model::LoadHybridLM(c.parent().path());
+  auto model = hf::LoadModelDir(c.parent().path());
   if (!model.ok()) return model.status();
   const int total = c.ranking().calibration_samples();
   const int per_rank = std::max(1, total / ctx.env.world_size);

@@ -27,6 +27,7 @@
 #include "compression/blockremoval/gates.h"
 #include "compression/blockremoval/qubo.h"
 #include "compression/costmodel/cost_model.h"
+#include "compression/hf/hf_import.h"
 #include "compression/model/hybrid_lm.h"
 #include "nlohmann/json.hpp"
 #include "methods/api/job_kinds.h"
@@ -124,9 +125,10 @@ absl::StatusOr<v1::JobOutput> RunGateGradients(WorkerContext& ctx) {
   const v1::DeploymentContract& c = ctx.contract();
   if (c.parent().path().empty()) {
     return absl::InvalidArgumentError(
-        "parent.path: gate_gradients needs a parent directory (config.json + model.safetensors)");
+        "parent.path: gate_gradients needs a parent directory (tailor's config.json + "
+        "model.safetensors, or a Hugging Face checkpoint)");
   }
-  TAILOR_ASSIGN_OR_RETURN(model::HybridLM parent, model::LoadHybridLM(c.parent().path()));
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM parent, hf::LoadModelDir(c.parent().path()));
   const std::vector<int> layers = blockremoval::PresentLayers(parent->config());
   if (layers.empty()) return absl::InvalidArgumentError("parent has no present blocks");
   const int world = ctx.env.world_size;
@@ -278,7 +280,7 @@ absl::StatusOr<SolveInputs> ReadSolveInputs(WorkerContext& ctx) {
   }
   in.influence.assign(gradients.block_influence().begin(), gradients.block_influence().end());
   TAILOR_ASSIGN_OR_RETURN(in.parent_config,
-                          model::ReadHybridConfig(ctx.contract().parent().path() + "/config.json"));
+                          hf::ReadModelConfig(ctx.contract().parent().path()));
   return in;
 }
 

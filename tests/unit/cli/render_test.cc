@@ -435,6 +435,7 @@ v1::CostTable SampleCostTable() {
   t.mutable_workload()->set_output_tokens(32);
   t.mutable_workload()->set_cached_prefix_tokens(0);
   t.set_layer_family_version("hybrid-v1");
+  t.set_parent_architecture("9d0e1f2a3b4c5d6e");
   t.set_t0_ms(1.25);
   t.set_latency_mape(0.032);
   t.set_latency_max_error(0.071);
@@ -457,22 +458,25 @@ TEST(RenderAdminTest, CostTables) {
   *r.add_tables() = SampleCostTable();
   r.mutable_tables(0)->set_stale(true);
   EXPECT_EQ(RenderCostTables(r, Options()),
-            "FINGERPRINT   DEVICE  ENGINE            PRECISION  B/IN/OUT/PREFIX  LATENCY MAPE  "
-            "MEMORY MAPE  CREATED                  STALE\n"
-            "3f2a9c0d1e2b  cpu     tailor-builtin@1  FP32       1/128/32/0               3.2%  "
-            "       1.0%  2023-11-14 22:13:20 UTC  stale\n");
+            "FINGERPRINT   PARENT        DEVICE  ENGINE            PRECISION  B/IN/OUT/PREFIX  "
+            "LATENCY MAPE  MEMORY MAPE  CREATED                  STALE\n"
+            "3f2a9c0d1e2b  9d0e1f2a3b4c  cpu     tailor-builtin@1  FP32       1/128/32/0       "
+            "        3.2%         1.0%  2023-11-14 22:13:20 UTC  stale\n");
+  r.mutable_tables(0)->clear_parent_architecture();  // stored before schema 7
+  EXPECT_THAT(RenderCostTables(r, Options()), HasSubstr("3f2a9c0d1e2b  -       cpu"));
   EXPECT_EQ(RenderCostTable(SampleCostTable(), Options()),
-            "fingerprint   3f2a9c0d1e2b4a5f6789\n"
-            "device        cpu\n"
-            "engine        tailor-builtin@1\n"
-            "precision     FP32\n"
-            "workload      1/128/32/0 (batch/input/output/cached prefix)\n"
-            "layer family  hybrid-v1\n"
-            "t0            1.25 ms\n"
-            "validation    latency MAPE 3.2% (max 7.1%), memory MAPE 1.0% over 16 "
+            "fingerprint          3f2a9c0d1e2b4a5f6789\n"
+            "parent architecture  9d0e1f2a3b4c5d6e\n"
+            "device               cpu\n"
+            "engine               tailor-builtin@1\n"
+            "precision            FP32\n"
+            "workload             1/128/32/0 (batch/input/output/cached prefix)\n"
+            "layer family         hybrid-v1\n"
+            "t0                   1.25 ms\n"
+            "validation           latency MAPE 3.2% (max 7.1%), memory MAPE 1.0% over 16 "
             "architectures\n"
-            "produced by   campaign cmp-1 job job-profile\n"
-            "created       2023-11-14 22:13:20 UTC\n"
+            "produced by          campaign cmp-1 job job-profile\n"
+            "created              2023-11-14 22:13:20 UTC\n"
             "\n"
             "LAYER      CONFIG        PHASE    TIME MS  MEMORY MIB\n"
             "attention  heads=8,kv=2  prefill   0.4321        12.5\n");

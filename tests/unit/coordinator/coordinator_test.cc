@@ -9,6 +9,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/proto_time.h"
+#include "compression/hf/parent_architecture.h"
+#include "compression/model/config.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "storage/database.h"
@@ -741,17 +743,43 @@ TEST_F(CoordinatorTest, IsolatedMeasurementsNeverOverlapLauncherJobs) {
               launcher.launched[1].job().campaign_id() == c2.id());
 }
 
-TEST_F(CoordinatorTest, ProfileSkippedWhenCostTableExists) {
-  v1::DeploymentContract contract = AutocompressContract();
-  v1::Campaign c = Submit(contract, "r1");
-  v1::AcquireJobResponse a = TryAcquire(RegisterAgent("cpu-box"));
-  ASSERT_EQ(a.job().kind(), "profile");
+// A parent directory holding only a tailor config.json with `mlp_ffn` in its one MLP layer
+// (the coordinator reads nothing else of a parent); returns the parent's path.
+std::string WriteParentConfig(const std::filesystem::path& dir, int64_t mlp_ffn) {
+  std::filesystem::create_directories(dir);
+  model::HybridConfig config;
+  config.vocab = 64;
+  config.hidden = 32;
+  config.max_seq = 256;
+  config.layers = {model::LayerSpec::Attention(4, 2, 8), model::LayerSpec::Mlp(mlp_ffn)};
+  EXPECT_THAT(model::WriteHybridConfig(config, (dir / "config.json").string()), IsOk());
+  return dir.string();
+}
+
+// The profile job's lease completed as the agent does: the table carries the key of the
+// parent it measured.
+absl::StatusOr<v1::CostTable> PutTable(Coordinator& core, const v1::AcquireJobResponse& a,
+                                       const std::string& parent_dir) {
   v1::PutCostTableRequest put;
   put.set_lease_id(a.lease().id());
   v1::CostEntry* e = put.mutable_table()->add_entries();
   e->set_layer_kind("mlp");
   e->set_time_ms(1.5);
-  auto table = core_->PutCostTable(put);
+  absl::StatusOr<std::string> text = model::ReadFileToString(parent_dir + "/config.json");
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::string> key = hf::ParentArchitectureKey(*text);
+  if (!key.ok()) return key.status();
+  put.mutable_table()->set_parent_architecture(*key);
+  return core.PutCostTable(put);
+}
+
+TEST_F(CoordinatorTest, ProfileSkippedWhenCostTableExists) {
+  v1::DeploymentContract contract = AutocompressContract();
+  contract.mutable_parent()->set_path(WriteParentConfig(dir_ / "parent", 64));
+  v1::Campaign c = Submit(contract, "r1");
+  v1::AcquireJobResponse a = TryAcquire(RegisterAgent("cpu-box"));
+  ASSERT_EQ(a.job().kind(), "profile");
+  auto table = PutTable(*core_, a, contract.parent().path());
   ASSERT_THAT(table, IsOk());
   EXPECT_EQ(table->fingerprint(), c.fingerprint());
   v1::Campaign c2 = Submit(contract, "r2");
@@ -760,6 +788,46 @@ TEST_F(CoordinatorTest, ProfileSkippedWhenCostTableExists) {
   v1::DeploymentContract other = contract;
   other.mutable_target()->set_engine_version("2");
   EXPECT_NE(Submit(other, "r3").jobs(0).state(), v1::JOB_SKIPPED);
+}
+
+// The cost table is keyed by the parent's architecture too: before schema 7 the second
+// parent (another MLP width, same target and workload) was served the first one's table.
+TEST_F(CoordinatorTest, ParentOfAnotherShapeProfilesAgain) {
+  v1::DeploymentContract first = AutocompressContract();
+  first.mutable_parent()->set_path(WriteParentConfig(dir_ / "parent-a", 64));
+  v1::Campaign c = Submit(first, "a1");
+  v1::AcquireJobResponse a = TryAcquire(RegisterAgent("cpu-box"));
+  ASSERT_EQ(a.job().kind(), "profile");
+  ASSERT_THAT(PutTable(*core_, a, first.parent().path()), IsOk());
+
+  v1::DeploymentContract second = first;
+  second.mutable_parent()->set_path(WriteParentConfig(dir_ / "parent-b", 96));
+  v1::Campaign c2 = Submit(second, "b1");
+  EXPECT_EQ(c2.fingerprint(), c.fingerprint());  // same target: only the parent differs
+  EXPECT_EQ(c2.jobs(0).kind(), "profile");
+  EXPECT_EQ(c2.jobs(0).state(), v1::JOB_RUNNABLE);
+
+  // Same shape under another path (other weights) reuses; an unreadable parent does not.
+  v1::DeploymentContract copy = first;
+  copy.mutable_parent()->set_path(WriteParentConfig(dir_ / "parent-a-copy", 64));
+  EXPECT_EQ(Submit(copy, "a2").jobs(0).state(), v1::JOB_SKIPPED);
+  v1::DeploymentContract unreadable = first;
+  unreadable.mutable_parent()->set_path((dir_ / "not-here").string());
+  EXPECT_EQ(Submit(unreadable, "x1").jobs(0).state(), v1::JOB_RUNNABLE);
+}
+
+TEST_F(CoordinatorTest, CostTableParentArchitectureMustBeAKey) {
+  Submit(AutocompressContract(), "r1");
+  v1::AcquireJobResponse a = TryAcquire(RegisterAgent("cpu-box"));
+  ASSERT_EQ(a.job().kind(), "profile");
+  v1::PutCostTableRequest put;
+  put.set_lease_id(a.lease().id());
+  put.mutable_table()->add_entries()->set_layer_kind("mlp");
+  put.mutable_table()->set_parent_architecture("Z");
+  EXPECT_THAT(core_->PutCostTable(put),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "table.parent_architecture: must be empty or 64 lowercase hex digits, "
+                       "got 1 bytes"));
 }
 
 TEST_F(CoordinatorTest, RecompressSubmitsOncePerVersion) {

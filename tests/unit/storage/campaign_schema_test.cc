@@ -1,6 +1,7 @@
-// Schema version 4: request ids scoped per team. A version-3 database (every request id
-// globally unique) is rebuilt in place, its campaigns, jobs and attempts kept with their
-// references intact, and afterwards two teams may use the same request id.
+// Schema migrations of the campaign-side tables. Version 4: request ids scoped per team. A
+// version-3 database (every request id globally unique) is rebuilt in place, its campaigns,
+// jobs and attempts kept with their references intact, and afterwards two teams may use the
+// same request id. Version 7: cost tables keyed by the parent's architecture.
 #include <stdlib.h>
 
 #include <filesystem>
@@ -93,6 +94,54 @@ TEST_F(CampaignSchemaTest, Version3DatabaseIsRebuiltWithTeamScopedRequestIds) {
   EXPECT_THAT(db->Exec("INSERT INTO jobs (id, campaign_id, key, kind, state, ord, updated_at, "
                        "proto) VALUES ('j-9', 'c-missing', 'k', 'probe', 1, 0, 1, x'')"),
               StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+// Schema version 7: cost tables keyed by the parent's architecture beside the target
+// fingerprint. A version-6 table keeps its row but no key, so it is never reused again (its
+// parent is unknown); tables stored afterwards are found only under their own key.
+v1::CostTable TableOf(const std::string& id, const std::string& parent, int64_t seconds) {
+  v1::CostTable t;
+  t.set_id(id);
+  t.set_fingerprint("fp");
+  t.set_device_kind("cpu");
+  t.set_engine("tailor-builtin");
+  t.set_engine_version("1");
+  t.set_parent_architecture(parent);
+  t.mutable_created_at()->set_seconds(seconds);
+  return t;
+}
+
+TEST_F(CampaignSchemaTest, Version6TablesAreKeptButNeverReused) {
+  const std::string path = dir_ + "/tailor.db";
+  {
+    auto db = Database::Open(path);
+    ASSERT_THAT(db.status(), IsOk());
+    const std::vector<Migration> all = CoordinatorMigrations();
+    ASSERT_GE(all.size(), 7u);
+    const std::vector<Migration> v6(all.begin(), all.begin() + 6);
+    ASSERT_THAT((*db)->Migrate(v6), IsOk());
+    ASSERT_THAT((*db)->Exec("INSERT INTO cost_tables (id, fingerprint, device_kind, engine, "
+                            "engine_version, created_at, proto) VALUES ('ct-old', 'fp', 'cpu', "
+                            "'tailor-builtin', '1', 1, x'');"),
+                IsOk());
+  }
+  auto store = CoordinatorStore::Open(path);
+  ASSERT_THAT(store.status(), IsOk());
+  EXPECT_EQ(*(*store)->db()->UserVersion(), 7);
+  ASSERT_EQ((*store)->ListCostTables("").value().size(), 1u);  // kept
+  EXPECT_FALSE((*store)->FindCostTable("fp", "").value().has_value());
+
+  const std::string a(64, 'a');
+  const std::string b(64, 'b');
+  ASSERT_THAT((*store)->InsertCostTable(TableOf("ct-a", a, 10)), IsOk());
+  ASSERT_THAT((*store)->InsertCostTable(TableOf("ct-b", b, 20)), IsOk());
+  ASSERT_THAT((*store)->InsertCostTable(TableOf("ct-a2", a, 30)), IsOk());
+  // The newest table of the same target AND the same parent, never the other parent's.
+  EXPECT_EQ((*store)->FindCostTable("fp", a).value()->id(), "ct-a2");
+  EXPECT_EQ((*store)->FindCostTable("fp", b).value()->id(), "ct-b");
+  EXPECT_FALSE((*store)->FindCostTable("fp", std::string(64, 'c')).value().has_value());
+  EXPECT_FALSE((*store)->FindCostTable("other-fp", a).value().has_value());
+  EXPECT_FALSE((*store)->FindCostTable("fp", "").value().has_value());
 }
 
 }  // namespace

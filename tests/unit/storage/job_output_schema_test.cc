@@ -94,7 +94,7 @@ TEST_F(JobOutputSchemaTest, EveryStoredResultBecomesItsTypedOutput) {
   auto store = CoordinatorStore::Open(path_, false, Convert);
   ASSERT_THAT(store.status(), IsOk());
   Database& db = *(*store)->db();
-  EXPECT_EQ(*db.UserVersion(), 6);
+  EXPECT_EQ(*db.UserVersion(), 7);
   const v1::Job rank = StoredJob(db, "j-1");
   EXPECT_FALSE(rank.has_legacy_result());
   EXPECT_EQ(rank.output().model_digest(), "ab12");

@@ -1,0 +1,115 @@
+// Bring your own model, through real processes: a Hugging Face checkpoint (tiny, random, in
+// the exact Llama layout: config.json, two BF16 shards with their index, tokenizer files) is
+// the parent of an AUTOCOMPRESS and a BLOCK_REMOVAL campaign run by a real coordinator, a CPU
+// profiler agent and 2-rank tailor-worker jobs. A second parent of another shape (Qwen3) on
+// the same target gets its own cost table: before cost tables were keyed by the parent's
+// architecture, its profile job was skipped and it was served the Llama parent's table.
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "compression/hf/parent_architecture.h"
+#include "compression/model/config.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/cluster.h"
+#include "tests/testing/hf_test_checkpoint.h"
+
+namespace tailor::e2e {
+namespace {
+
+std::string WriteCheckpoint(Cluster& cluster, const std::string& architecture) {
+  const std::string dir = cluster.dir() + "/" + architecture;
+  std::filesystem::create_directories(dir);
+  const absl::Status written = testing::WriteHfTestCheckpoint(dir, architecture);
+  EXPECT_TRUE(written.ok()) << written;
+  return dir;
+}
+
+std::string Autocompress(const std::string& name, const std::string& parent) {
+  return absl::StrCat(
+      "name: \"", name, "\"\nmethod: AUTOCOMPRESS\nparent { path: \"", parent, "\" }\n",
+      "target { device_kind: \"cpu\" precision: FP32 }\n",
+      "workload { batch_size: 1 input_tokens: 16 output_tokens: 8 cached_prefix_tokens: 0 }\n",
+      "budget { latency_ms_max: 5000 }\n",
+      "ranking { calibration_samples: 16 }\n",
+      "search { steps: 4 sampled_architectures: 4 batch_sequences: 8 sequence_length: 32 }\n",
+      "recovery { tokens: 512 batch_sequences: 8 sequence_length: 32 "
+      "checkpoint_every_steps: 2 }\n",
+      "resources { search { ranks_per_node: 2 } distill { ranks_per_node: 2 } }\n");
+}
+
+std::string BlockRemoval(const std::string& parent) {
+  return absl::StrCat(
+      "name: \"blocks\"\nmethod: BLOCK_REMOVAL\nparent { path: \"", parent, "\" }\n",
+      "target { device_kind: \"cpu\" precision: FP32 }\n",
+      "workload { batch_size: 1 input_tokens: 16 output_tokens: 8 cached_prefix_tokens: 0 }\n",
+      "block_removal { blocks_to_remove: 1 calibration_samples: 16 candidates: 2 solver: EXACT "
+      "distill: true }\n",
+      "recovery { tokens: 512 batch_sequences: 8 sequence_length: 32 "
+      "checkpoint_every_steps: 2 }\n",
+      "resources { block_select { ranks_per_node: 2 } distill { ranks_per_node: 2 } }\n");
+}
+
+std::string KeyOf(const std::string& dir) {
+  absl::StatusOr<std::string> text = model::ReadFileToString(dir + "/config.json");
+  if (!text.ok()) return text.status().ToString();
+  absl::StatusOr<std::string> key = hf::ParentArchitectureKey(*text);
+  return key.ok() ? *key : key.status().ToString();
+}
+
+TEST(HfParentE2E, LlamaCheckpointCompressesAndAnotherShapeProfilesAgain) {
+  Cluster cluster("hfparent", Cluster::WithProductionLeases());
+  const std::string llama = WriteCheckpoint(cluster, "LlamaForCausalLM");
+  const std::string qwen3 = WriteCheckpoint(cluster, "Qwen3ForCausalLM");
+  ASSERT_TRUE(cluster.StartCoordinator());
+  cluster.StartAgent("cpu0", {"--profile-rounds", "2", "--profile-validation", "4",
+                              "--verify-repetitions", "3", "--verify-task-samples", "4"});
+
+  const std::string ac = cluster.Submit(
+      cluster.WriteFile("ac.textproto", Autocompress("ac-llama", llama)), "ac-llama");
+  const std::string br =
+      cluster.Submit(cluster.WriteFile("br.textproto", BlockRemoval(llama)), "br-llama");
+  ASSERT_FALSE(ac.empty());
+  ASSERT_FALSE(br.empty());
+  for (const std::string& id : {ac, br}) {
+    const bool done = cluster.WaitForState(id, "CAMPAIGN_SUCCEEDED", absl::Minutes(10));
+    ASSERT_TRUE(done) << cluster.Status(id).dump(2);
+  }
+  const nlohmann::json campaign = cluster.Status(ac);
+  for (const char* key : {"profile", "rank", "search", "distill", "verify"}) {
+    EXPECT_EQ(JobOf(campaign, key)["state"], "JOB_SUCCEEDED") << key;
+  }
+  // The imported parent: 2 decoder layers = 4 internal blocks (attention, MLP per layer).
+  EXPECT_EQ(JobOf(cluster.Status(br), "gate_gradients")["output"]["detail"]["blocks"], 4);
+  const nlohmann::json report = cluster.Report(ac);
+  ASSERT_EQ(report["quality"].size(), 2u) << report.dump(2);
+  EXPECT_LE(Int64Of(report["quality"][1]["parameters"]),
+            Int64Of(report["quality"][0]["parameters"]));
+
+  // The Qwen3 parent (head_dim 16, q/k norms) on the same target and workload profiles.
+  const std::string other = cluster.Submit(
+      cluster.WriteFile("ac-qwen3.textproto", Autocompress("ac-qwen3", qwen3)), "ac-qwen3");
+  ASSERT_FALSE(other.empty());
+  nlohmann::json profile = JobOf(cluster.Status(other), "profile");
+  EXPECT_EQ(cluster.Status(other)["fingerprint"], campaign["fingerprint"]);
+  EXPECT_NE(profile["state"], "JOB_SKIPPED") << profile.dump(2);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        profile = JobOf(cluster.Status(other), "profile");
+        return profile["state"] == "JOB_SUCCEEDED" || profile["state"] == "JOB_FAILED";
+      },
+      absl::Minutes(5)));
+  ASSERT_EQ(profile["state"], "JOB_SUCCEEDED") << profile.dump(2);
+  EXPECT_EQ(cluster.Cli({"cancel", other}).exit_code, 0);
+
+  RunResult costs = cluster.Cli({"costs", "list", "--json"});
+  ASSERT_EQ(costs.exit_code, 0) << costs.err;
+  const nlohmann::json tables = nlohmann::json::parse(costs.out)["tables"];
+  ASSERT_EQ(tables.size(), 2u) << costs.out;
+  EXPECT_EQ(tables[0]["parent_architecture"], KeyOf(qwen3));  // newest first
+  EXPECT_EQ(tables[1]["parent_architecture"], KeyOf(llama));
+  EXPECT_EQ(tables[0]["fingerprint"], tables[1]["fingerprint"]);
+}
+
+}  // namespace
+}  // namespace tailor::e2e
