@@ -1,6 +1,7 @@
 // Human views of campaigns, jobs, events and reports.
 #include <cmath>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -8,6 +9,8 @@
 #include "cli/format.h"
 #include "cli/render.h"
 #include "cli/table.h"
+#include "common/job_output.h"
+#include "methods/api/job_kinds.h"
 #include "methods/registry.h"
 
 namespace tailor::cli {
@@ -139,6 +142,26 @@ std::string RenderCampaignList(const std::vector<v1::Campaign>& campaigns,
   return table.Render(options.width);
 }
 
+namespace {
+
+// The distilled student of an HF parent in the layouts serving engines load, or why not.
+std::string RenderStudentExports(const v1::CampaignReport& r, const RenderOptions& options) {
+  const auto distill = r.outputs().find(std::string(methods::jobs::kDistill));
+  if (distill == r.outputs().end()) return "";
+  const std::optional<v1::DistillResult> detail = DetailOf<v1::DistillResult>(distill->second);
+  if (!detail.has_value() || detail->exports_size() == 0) return "";
+  Table table({{"LAYOUT"}, {"FORMAT"}, {"ARTIFACT", Align::kLeft, 0, true}});
+  for (const v1::StudentExport& e : detail->exports()) {
+    table.AddRow({e.layout(), e.format().empty() ? "-" : e.format(),
+                  e.digest().empty() ? absl::StrCat("unavailable: ", e.unavailable())
+                                     : ShortHash(e.digest())});
+  }
+  return absl::StrCat("\nstudent for serving engines (tailor artifacts get DIGEST -o FILE)\n",
+                      table.Render(options.width));
+}
+
+}  // namespace
+
 std::string RenderReport(const v1::CampaignReport& r, const RenderOptions& options) {
   std::string out = absl::StrCat("campaign ", r.campaign_id(), ": ",
                                  CampaignStateName(r.state()), "\n");
@@ -192,6 +215,7 @@ std::string RenderReport(const v1::CampaignReport& r, const RenderOptions& optio
   absl::StrAppend(&out, "\n",
                   RenderFields({{"search tokens", FormatCount(r.search_tokens())},
                                 {"recovery tokens", FormatCount(r.recovery_tokens())}}));
+  absl::StrAppend(&out, RenderStudentExports(r, options));
   if (r.artifacts_size() > 0) {
     const std::vector<v1::Artifact> artifacts(r.artifacts().begin(), r.artifacts().end());
     absl::StrAppend(&out, "\n", RenderArtifacts(artifacts, options));

@@ -19,6 +19,7 @@
 #include "compression/model/hybrid_lm.h"
 #include "spdlog/spdlog.h"
 #include "worker/job_io.h"
+#include "worker/student_export.h"
 #include "worker/worker_context.h"
 #include "methods/api/job_kinds.h"
 
@@ -193,6 +194,9 @@ absl::StatusOr<v1::JobOutput> RunDistill(WorkerContext& ctx) {
   output.set_teacher_digest(teacher_digest);
   output.set_student_digest(student_digest);
   output.set_architecture(input->architecture());
+  ctx.Progress(kTrainEnd, "exporting the student for serving engines");
+  TAILOR_ASSIGN_OR_RETURN(std::vector<v1::StudentExport> exports, ExportStudent(ctx, student));
+  for (v1::StudentExport& e : exports) *result.add_exports() = std::move(e);
   SetDetail(output, result);
   ctx.Progress(1.0, absl::StrFormat("distilled %d tokens: kd %.4f -> %.4f", r.tokens_trained,
                                     r.kd_loss_before, r.kd_loss_after));

@@ -100,13 +100,22 @@ absl::Status CopyBytes(std::FILE* in, std::FILE* out, uint64_t n, const std::str
 }  // namespace
 
 absl::Status PackModelArchive(const std::string& dir, const std::string& path) {
+  return PackFilesArchive(dir, {kModelConfigFile, kModelWeightsFile}, path);
+}
+
+absl::Status PackFilesArchive(const std::string& dir, const std::vector<std::string>& names,
+                              const std::string& path) {
   const std::string tmp = path + ".tmp";
   {
     File out(std::fopen(tmp.c_str(), "wb"));
     if (out == nullptr) return ErrnoError("create", tmp);
     char header[kBlock];
     const char zeros[kBlock] = {};
-    for (const char* name : {kModelConfigFile, kModelWeightsFile}) {
+    for (const std::string& name : names) {
+      if (name.empty() || name.size() > 99 || name.find('/') != std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            dir, "/", name, ": a packed file name must be 1..99 bytes without '/'"));
+      }
       const std::string src = absl::StrCat(dir, "/", name);
       File in(std::fopen(src.c_str(), "rb"));
       if (in == nullptr) return ErrnoError("open", src);

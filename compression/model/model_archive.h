@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -27,6 +28,12 @@ inline constexpr char kModelWeightsFile[] = "model.safetensors";
 // DIR/config.json + DIR/model.safetensors -> `path` (written to a temp file, then renamed).
 // NOT_FOUND when a file is missing.
 absl::Status PackModelArchive(const std::string& dir, const std::string& path);
+
+// The same ustar packing for any flat folder: `names` (files directly in `dir`, at most 99
+// bytes each) in that order, written atomically to `path`. What an exported student folder
+// (HF layout: config.json, shards, index, tokenizer files) travels as; `tar xf` unpacks it.
+absl::Status PackFilesArchive(const std::string& dir, const std::vector<std::string>& names,
+                              const std::string& path);
 
 // `path` -> DIR/config.json + DIR/model.safetensors (DIR is created). INVALID_ARGUMENT for
 // entries that do not belong in a model archive, DATA_LOSS for a corrupt or truncated one.

@@ -7,12 +7,16 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "compression/gguf/llama_cpp_sidecar.h"
+#include "compression/hf/hf_import.h"
 #include "compression/hf/parent_architecture.h"
 #include "compression/model/config.h"
+#include "compression/model/model_archive.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/cluster.h"
 #include "tests/testing/hf_test_checkpoint.h"
+#include "tests/testing/llama_cpp_agreement.h"
 
 namespace tailor::e2e {
 namespace {
@@ -57,6 +61,43 @@ std::string KeyOf(const std::string& dir) {
   return key.ok() ? *key : key.status().ToString();
 }
 
+// The GGUF artifact, fetched with `tailor artifacts get`, computes in llama.cpp what the
+// student artifact computes in tailor: the handed-back file is the model that was verified.
+void CheckGgufComputesTheStudent(Cluster& cluster, const std::string& student_digest,
+                                 const std::string& gguf_digest) {
+  const std::string gguf = cluster.dir() + "/student.gguf";
+  const std::string tar = cluster.dir() + "/student.tar";
+  ASSERT_EQ(cluster.Cli({"artifacts", "get", gguf_digest, "-o", gguf}).exit_code, 0);
+  ASSERT_EQ(cluster.Cli({"artifacts", "get", student_digest, "-o", tar}).exit_code, 0);
+  const std::string missing = testing::LlamaCppSidecarMissing();
+  if (!missing.empty()) {
+    std::printf("llama.cpp sidecar unavailable, GGUF not evaluated: %s\n", missing.c_str());
+    return;
+  }
+  const std::string dir = cluster.dir() + "/student";
+  ASSERT_TRUE(model::UnpackModelArchive(tar, dir).ok());
+  absl::StatusOr<model::HybridLM> student = hf::LoadModelDir(dir);
+  ASSERT_TRUE(student.ok()) << student.status();
+  testing::Agreement agreement;
+  agreement.strict = false;
+  std::vector<int64_t> positions(16);
+  for (int t = 0; t < 16; ++t) positions[t] = t;
+  for (int i = 0; i < 4; ++i) {
+    const std::vector<int32_t> prompt = testing::TestPrompt(i, 16, 64);
+    auto theirs = gguf::RunNextTokenLogprobs(gguf, prompt, positions);
+    ASSERT_TRUE(theirs.ok()) << theirs.status();
+    auto ours = hf::NextTokenLogprobs(
+        *student, std::vector<int64_t>(prompt.begin(), prompt.end()), positions);
+    ASSERT_TRUE(ours.ok()) << ours.status();
+    testing::CompareLogprobs(*ours, *theirs, agreement);
+  }
+  std::printf("distilled student: tailor vs llama.cpp on the exported GGUF: max KL %.3g, "
+              "argmax %d/%d\n", agreement.max_kl, agreement.argmax_agree, agreement.positions);
+  // The GGUF keeps the parent's dtype (BF16 here) for the family arch; `deci` is F32.
+  EXPECT_LE(agreement.max_kl, 1e-3);
+  EXPECT_GE(agreement.argmax_agree, 0.95 * agreement.positions);
+}
+
 TEST(HfParentE2E, LlamaCheckpointCompressesAndAnotherShapeProfilesAgain) {
   Cluster cluster("hfparent", Cluster::WithProductionLeases());
   const std::string llama = WriteCheckpoint(cluster, "LlamaForCausalLM");
@@ -81,6 +122,24 @@ TEST(HfParentE2E, LlamaCheckpointCompressesAndAnotherShapeProfilesAgain) {
   }
   // The imported parent: 2 decoder layers = 4 internal blocks (attention, MLP per layer).
   EXPECT_EQ(JobOf(cluster.Status(br), "gate_gradients")["output"]["detail"]["blocks"], 4);
+  // The distilled student handed back for serving engines: GGUF always (a per-layer student
+  // as `deci`), the family's HF folder when its widths are uniform, else the reason.
+  const nlohmann::json exports = JobOf(campaign, "distill")["output"]["detail"]["exports"];
+  ASSERT_EQ(exports.size(), 2u) << exports.dump(2);
+  std::printf("student exports: %s\n", exports.dump().c_str());
+  EXPECT_EQ(exports[0]["layout"], "hf");
+  EXPECT_EQ(exports[1]["layout"], "gguf");
+  if (!exports[0].value("digest", "").empty()) {
+    EXPECT_EQ(exports[0]["format"], "LlamaForCausalLM");
+  } else {
+    EXPECT_THAT(exports[0]["unavailable"].get<std::string>(),
+                ::testing::HasSubstr("does not fit the LlamaForCausalLM layout"));
+  }
+  ASSERT_EQ(exports[1].value("digest", "").size(), 64u) << exports.dump(2);
+  EXPECT_THAT(exports[1]["format"].get<std::string>(), ::testing::AnyOf("llama", "deci"));
+  CheckGgufComputesTheStudent(cluster, JobOf(campaign, "distill")["output"]["model_digest"],
+                              exports[1]["digest"]);
+
   const nlohmann::json report = cluster.Report(ac);
   ASSERT_EQ(report["quality"].size(), 2u) << report.dump(2);
   EXPECT_LE(Int64Of(report["quality"][1]["parameters"]),

@@ -9,6 +9,7 @@
 #include "cli/errors.h"
 #include "cli/format.h"
 #include "cli/watch.h"
+#include "common/job_output.h"
 #include "common/proto_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -236,6 +237,31 @@ TEST(RenderReportTest, InfeasibleUniformBaselineSaysWhy) {
             "\n"
             "search tokens    0\n"
             "recovery tokens  0\n");
+}
+
+TEST(RenderReportTest, StudentExportsOfAnHfParent) {
+  v1::CampaignReport r;
+  r.set_campaign_id("cmp-4");
+  r.set_state(v1::CAMPAIGN_SUCCEEDED);
+  v1::DistillResult distill;
+  v1::StudentExport* hf = distill.add_exports();
+  hf->set_layout("hf");
+  hf->set_unavailable("decoder layer 1 has 2/1 attention/KV heads");
+  v1::StudentExport* gguf = distill.add_exports();
+  gguf->set_layout("gguf");
+  gguf->set_format("deci");
+  gguf->set_digest("5b0672b0c60843729c3badc548948738b20dadc9d77b01f5737b873bb5220594");
+  SetDetail((*r.mutable_outputs())["distill"], distill);
+  EXPECT_EQ(RenderReport(r, Options()),
+            "campaign cmp-4: SUCCEEDED\n"
+            "\n"
+            "search tokens    0\n"
+            "recovery tokens  0\n"
+            "\n"
+            "student for serving engines (tailor artifacts get DIGEST -o FILE)\n"
+            "LAYOUT  FORMAT  ARTIFACT\n"
+            "hf      -       unavailable: decoder layer 1 has 2/1 attention/KV heads\n"
+            "gguf    deci    5b0672b0c608\n");
 }
 
 TEST(RenderReportTest, BudgetsQualityTokensArtifacts) {

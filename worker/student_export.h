@@ -1,0 +1,27 @@
+#ifndef TAILOR_WORKER_STUDENT_EXPORT_H_
+#define TAILOR_WORKER_STUDENT_EXPORT_H_
+
+// A distilled student of a Hugging Face parent handed back in layouts serving engines load
+// (docs/model.md, "Export"): the family's HF folder (a tar of config.json, shards, index
+// and the parent's tokenizer files; vLLM / transformers) when the student's widths are
+// uniform, and GGUF (llama.cpp: the family's arch, or `deci` for per-layer widths). Each
+// layout the student does not fit is recorded with the reason instead of failing the job.
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compression/model/hybrid_lm.h"
+#include "tailor/v1/job_output.pb.h"
+#include "worker/worker_context.h"
+
+namespace tailor::worker {
+
+// Rank 0 only. Empty for a parent in tailor's own format (nothing to convert). Errors other
+// than a layout's Unimplemented (I/O, upload) fail the job: a student that should have been
+// exported is never silently missing.
+absl::StatusOr<std::vector<v1::StudentExport>> ExportStudent(WorkerContext& ctx,
+                                                             const model::HybridLM& student);
+
+}  // namespace tailor::worker
+
+#endif  // TAILOR_WORKER_STUDENT_EXPORT_H_
