@@ -179,6 +179,17 @@ std::vector<int64_t> DescendingOrder(const std::vector<double>& scores) {
   return order;
 }
 
+std::vector<int64_t> GroupedDescendingOrder(const std::vector<double>& scores, int64_t groups) {
+  if (groups <= 1) return DescendingOrder(scores);
+  const int64_t per = static_cast<int64_t>(scores.size()) / groups;
+  std::vector<int64_t> order;
+  for (int64_t g = 0; g < groups; ++g) {
+    const std::vector<double> inside(scores.begin() + g * per, scores.begin() + (g + 1) * per);
+    for (int64_t j : DescendingOrder(inside)) order.push_back(g * per + j);
+  }
+  return order;
+}
+
 absl::StatusOr<model::Permutation> RankedPermutation(const HybridConfig& config,
                                                      const Importance& importance) {
   auto check = [](size_t got, int64_t want, const std::string& what) -> absl::Status {
@@ -216,13 +227,17 @@ absl::StatusOr<model::Permutation> RankedPermutation(const HybridConfig& config,
       }
       case LayerKind::kMamba:
         TAILOR_RETURN_IF_ERROR(check(r.mamba_heads.size(), l.mamba.heads, at + ".mamba_heads"));
-        p.mamba_heads = DescendingOrder(r.mamba_heads);
+        // B/C rows are shared by a group's heads: heads are ranked inside their group, and
+        // a child keeps the same number of the best heads of every group.
+        p.mamba_heads = GroupedDescendingOrder(r.mamba_heads, l.mamba.groups);
         break;
       case LayerKind::kMoe:
         if (l.moe.experts > 0) {
           TAILOR_RETURN_IF_ERROR(check(r.experts.size(), l.moe.experts, at + ".experts"));
           TAILOR_RETURN_IF_ERROR(check(r.expert_ffn.size(), l.moe.experts, at + ".expert_ffn"));
-          p.experts = DescendingOrder(r.experts);
+          // Experts per layer; with routing groups only inside their group, which the
+          // group-limited routing needs (the model refuses moves between groups).
+          p.experts = GroupedDescendingOrder(r.experts, l.moe.groups);
           for (const auto& s : r.expert_ffn) {
             TAILOR_RETURN_IF_ERROR(check(s.size(), l.moe.expert_ffn, at + ".expert_ffn[e]"));
             p.expert_ffn.push_back(DescendingOrder(s));

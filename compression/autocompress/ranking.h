@@ -80,8 +80,15 @@ absl::StatusOr<Importance> RankImportance(model::HybridLM& model,
 // Indices sorted by descending score; ties keep the lower index first (stable).
 std::vector<int64_t> DescendingOrder(const std::vector<double>& scores);
 
+// DescendingOrder inside each of `groups` equal consecutive groups (units never leave their
+// group): e.g. scores {1, 3, 4, 2} in 2 groups -> {1, 0, 2, 3}. groups <= 1: DescendingOrder.
+std::vector<int64_t> GroupedDescendingOrder(const std::vector<double>& scores, int64_t groups);
+
 // The permutation that puts the most important units first. Attention: KV groups by the
 // sum of their heads' scores, then query heads inside each group (GQA keeps groups whole).
+// Mamba heads: inside their B/C group. Experts: per layer, inside their routing group when
+// the layer has groups. MLP neurons (SwiGLU or relu2) and expert / shared FFN neurons: by
+// their score at the input of the down projection.
 absl::StatusOr<model::Permutation> RankedPermutation(const model::HybridConfig& config,
                                                      const Importance& importance);
 

@@ -13,12 +13,15 @@ using model::HybridConfig;
 using model::LayerKind;
 using model::LayerSpec;
 
-// round(full * i / n) for i = 1..n, plus 0 when `with_zero`; ascending and distinct.
-std::vector<int64_t> Widths(int64_t full, int n, bool with_zero, int64_t min_nonzero = 1) {
+// round(full * i / n) for i = 1..n (rounded to a multiple of `multiple`), plus 0 when
+// `with_zero`; ascending and distinct; the last is always `full`.
+std::vector<int64_t> Widths(int64_t full, int n, bool with_zero, int64_t min_nonzero = 1,
+                            int64_t multiple = 1) {
   std::vector<int64_t> w;
   if (with_zero) w.push_back(0);
   for (int i = 1; i <= n; ++i) {
-    const int64_t v = static_cast<int64_t>(std::llround(static_cast<double>(full) * i / n));
+    const double units = static_cast<double>(full) * i / n / static_cast<double>(multiple);
+    const int64_t v = static_cast<int64_t>(std::llround(units)) * multiple;
     if (v >= min_nonzero && v <= full) w.push_back(v);
   }
   if (w.empty() || w.back() != full) w.push_back(full);
@@ -59,8 +62,10 @@ absl::StatusOr<SearchSpace> BuildSearchSpace(const HybridConfig& parent,
     if (l.kind == LayerKind::kMamba) mamba_heads = std::max(mamba_heads, l.mamba.heads);
   }
   if (mamba_heads > 0) {
-    space.axes.push_back(
-        Axis(AxisKind::kMambaHeads, -1, Widths(mamba_heads, n, false), "mamba_heads"));
+    // Multiples of every layer's B/C groups: each group keeps as many heads.
+    const int64_t multiple = model::MambaHeadMultiple(parent);
+    space.axes.push_back(Axis(AxisKind::kMambaHeads, -1,
+                              Widths(mamba_heads, n, false, multiple, multiple), "mamba_heads"));
   }
   for (int i = 0; i < parent.num_layers(); ++i) {
     const LayerSpec& l = parent.layers[i];
@@ -76,8 +81,11 @@ absl::StatusOr<SearchSpace> BuildSearchSpace(const HybridConfig& parent,
         break;  // global axis
       case LayerKind::kMoe:
         if (l.moe.experts > 0) {
-          space.axes.push_back(
-              Axis(AxisKind::kExperts, i, Widths(l.moe.experts, n, zero, l.moe.top_k), "experts"));
+          // With routing groups fewer experts would regroup them (another routing function,
+          // which the model refuses to slice): only all experts or none.
+          const int steps = l.moe.groups > 1 ? 1 : n;
+          space.axes.push_back(Axis(AxisKind::kExperts, i,
+                                    Widths(l.moe.experts, steps, zero, l.moe.top_k), "experts"));
           space.axes.push_back(
               Axis(AxisKind::kExpertFfn, i, Widths(l.moe.expert_ffn, n, zero), "expert_ffn"));
         }
@@ -119,7 +127,7 @@ absl::StatusOr<HybridConfig> ChildConfig(const HybridConfig& parent, const Searc
       case AxisKind::kMambaHeads:
         for (LayerSpec& m : child.layers) {
           if (m.kind == LayerKind::kMamba && m.mamba.heads > 0) {
-            m.mamba.heads = std::min(w, m.mamba.heads);
+            m.mamba.heads = model::KeptMambaHeads(m.mamba, w);
           }
         }
         break;

@@ -17,7 +17,8 @@ namespace tailor::autocompress {
 
 enum class AxisKind {
   kHidden,          // global: residual width
-  kMambaHeads,      // global: heads of every Mamba layer (clamped to the layer's heads)
+  kMambaHeads,      // global: heads of every Mamba layer (model::KeptMambaHeads: clamped
+                    // to the layer's heads, multiples of its B/C groups)
   kAttentionHeads,  // per layer: query heads kept per GQA group (0 = layer removed)
   kExperts,         // per layer: routed experts (0 = no routed part)
   kExpertFfn,       // per layer: every routed expert's FFN width (0 = no routed part)
@@ -48,7 +49,9 @@ struct SpaceOptions {
 
 // One axis per global width and per prunable per-layer width of `parent`. Expert-count
 // choices stay >= top_k (a masked expert still takes its routing slot, so fewer experts
-// than top_k has no supernet counterpart). Absent parent layers get no axes.
+// than top_k has no supernet counterpart); a layer with routing groups keeps all its experts
+// or none. Mamba head choices are multiples of every Mamba layer's groups
+// (model::MambaHeadMultiple). Absent parent layers get no axes.
 absl::StatusOr<SearchSpace> BuildSearchSpace(const model::HybridConfig& parent,
                                              const SpaceOptions& options = {});
 

@@ -14,6 +14,17 @@ absl::Status FromTorch(const c10::Error& e, absl::string_view what) {
   return absl::InternalError(absl::StrCat(what, ": ", e.what_without_backtrace()));
 }
 
+// KeepMatrix of the global Mamba axis for one layer: choice j keeps the first
+// KeptMambaHeads / groups heads of each B/C group (what SliceHybridLM keeps).
+at::Tensor MambaKeepMatrix(const ChoiceAxis& axis, const model::MambaSpec& m) {
+  const int64_t n = static_cast<int64_t>(axis.widths.size()), per = m.heads / m.groups;
+  std::vector<int64_t> kept;
+  for (int64_t w : axis.widths) kept.push_back(model::KeptMambaHeads(m, w) / m.groups);
+  at::Tensor unit = torch::arange(m.heads, torch::kLong).remainder(per);
+  at::Tensor widths = torch::tensor(kept, torch::kLong).view({n, 1});
+  return (unit.view({1, m.heads}) < widths).to(torch::kFloat);
+}
+
 }  // namespace
 
 at::Tensor KeepMatrix(const ChoiceAxis& axis, int64_t channels, int64_t group) {
@@ -59,7 +70,8 @@ absl::StatusOr<model::ArchMask> SoftArchMask(const model::HybridConfig& parent,
           for (int64_t i = 0; i < parent.num_layers(); ++i) {
             const LayerSpec& m = parent.layers[i];
             if (m.kind == LayerKind::kMamba && m.mamba.heads > 0) {
-              mask.layers[i].mamba_heads = expected(m.mamba.heads);
+              mask.layers[i].mamba_heads =
+                  torch::matmul(y, MambaKeepMatrix(axis, m.mamba).to(y.options()));
             }
           }
           break;

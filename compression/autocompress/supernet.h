@@ -7,8 +7,10 @@
 // so a one-hot y gives exactly the hard prefix mask of that width (= model::PrefixMask) and
 // the gradient of the KD loss reaches y through every unit the choices disagree on.
 // Attention heads are kept per GQA group: head h (group size g) is kept by choice j when
-// h % g < width_j. Routed experts are masked on their OUTPUTS after top-k (what the model
-// does with LayerMask::experts); see MoeForwardWithMasking for the ablation.
+// h % g < width_j; Mamba heads likewise per B/C group (the first
+// model::KeptMambaHeads(width_j) / groups of each group). Routed experts are masked on their
+// OUTPUTS after top-k (what the model does with LayerMask::experts); see
+// MoeForwardWithMasking for the ablation.
 
 #include <ATen/core/Tensor.h>
 
@@ -22,7 +24,8 @@
 namespace tailor::autocompress {
 
 // [choices, channels] 0/1 matrix M with M[j, i] = 1 when choice j keeps unit i of the
-// axis (for the Mamba axis, `channels` is the layer's head count).
+// axis; `group` > 0 ranks units inside consecutive groups of that size (GQA). SoftArchMask
+// builds the Mamba axis's matrix per layer instead (its groups, model::KeptMambaHeads).
 at::Tensor KeepMatrix(const ChoiceAxis& axis, int64_t channels, int64_t group = 0);
 
 // `choices[a]` is axis a's choice vector, [n_a] or [N, n_a] (one row per sequence: give

@@ -114,8 +114,12 @@ double ImportanceLost(const HybridConfig& parent, const SearchSpace& space,
       for (size_t l = 0; l < parent.layers.size() && l < imp->layers.size(); ++l) {
         const LayerSpec& s = parent.layers[l];
         if (s.kind != LayerKind::kMamba || s.mamba.heads == 0) continue;
+        // The ranked heads of each B/C group between the kept counts (ranking is per group).
         const std::vector<double>& v = imp->layers[l].mamba_heads;
-        lost += RangeSum(v, std::min(to, s.mamba.heads), std::min(from, s.mamba.heads));
+        const int64_t g = s.mamba.groups, per = s.mamba.heads / g;
+        const int64_t lo = model::KeptMambaHeads(s.mamba, to) / g;
+        const int64_t hi = model::KeptMambaHeads(s.mamba, from) / g;
+        for (int64_t k = 0; k < g; ++k) lost += RangeSum(v, k * per + lo, k * per + hi);
         total += Total(v);
       }
       break;

@@ -173,9 +173,9 @@ absl::StatusOr<model::HybridConfig> RemoveBlocks(const model::HybridConfig& conf
     if (!config.layers[l].present()) {
       return absl::InvalidArgumentError(absl::StrCat("block ", l, " is already absent"));
     }
-    model::LayerSpec absent;
-    absent.kind = config.layers[l].kind;
-    child.layers[l] = absent;
+    // The variant stays (a removed relu2 MLP is still one), so the child reads as the
+    // parent's family wherever the layer's fields are looked at.
+    child.layers[l] = model::LayerSpec::AbsentLike(config.layers[l]);
   }
   TAILOR_RETURN_IF_ERROR(model::ValidateHybridConfig(child));
   return child;

@@ -62,8 +62,9 @@ absl::StatusOr<InfluenceSums> BlockInfluence(model::HybridLM& model,
 // The M variables with the lowest mean influence (ties by index), ascending.
 std::vector<int> LowestInfluence(const std::vector<double>& influence_per_variable, int m);
 
-// `config` with layers `removed` made absent (all widths 0; the index stays, so masks and
-// cost tables stay aligned). INVALID_ARGUMENT for an out-of-range or already absent layer.
+// `config` with layers `removed` made absent (all widths 0, the block variant kept:
+// LayerSpec::AbsentLike; the index stays, so masks and cost tables stay aligned).
+// INVALID_ARGUMENT for an out-of-range or already absent layer.
 absl::StatusOr<model::HybridConfig> RemoveBlocks(const model::HybridConfig& config,
                                                  const std::vector<int>& removed);
 

@@ -191,8 +191,9 @@ absl::StatusOr<ChoiceCosts> CostModel::CostsOfChoices(const SearchSpace& space, 
   TAILOR_ASSIGN_OR_RETURN(out.fixed_ms[0], FixedTime(hidden, kPrefill));
   TAILOR_ASSIGN_OR_RETURN(out.fixed_ms[1], FixedTime(hidden, kDecode));
   TAILOR_ASSIGN_OR_RETURN(out.fixed_workspace_mib, FixedWorkspace(hidden));
+  const model::HybridConfig& parent = space.parent();
   out.fixed_memory_mib =
-      ToMiB(FixedParameterCount(space.parent().vocab, hidden) * bytes +
+      ToMiB(FixedParameterCount(parent.vocab, hidden, parent.tie_embeddings) * bytes +
             RuntimeBytes(hidden, table_.workload, bytes)) +
       table_.memory.eps_mib;
   for (int l = 0; l < space.num_layers(); ++l) {

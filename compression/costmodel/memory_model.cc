@@ -12,7 +12,9 @@ int64_t LayerParameterCount(const model::LayerSpec& spec, int64_t hidden) {
   return one.ParameterCount() - hidden;
 }
 
-int64_t FixedParameterCount(int64_t vocab, int64_t hidden) { return 2 * vocab * hidden + hidden; }
+int64_t FixedParameterCount(int64_t vocab, int64_t hidden, bool tied_embeddings) {
+  return (tied_embeddings ? 1 : 2) * vocab * hidden + hidden;
+}
 
 int64_t LayerWeightBytes(const model::LayerSpec& spec, int64_t hidden, int64_t bytes) {
   return LayerParameterCount(spec, hidden) * bytes;
@@ -33,7 +35,8 @@ int64_t LayerCacheBytes(const model::LayerSpec& spec, const engine::Workload& w,
     case model::LayerKind::kMamba: {
       const model::MambaSpec& m = spec.mamba;
       const int64_t inner = m.heads * m.head_dim;
-      const int64_t conv = b * (inner + 2 * m.state) * (m.conv_kernel - 1);
+      // The conv state holds x and every B/C group (MambaImpl::InitCache).
+      const int64_t conv = b * (inner + 2 * m.groups * m.state) * (m.conv_kernel - 1);
       const int64_t ssm = b * inner * m.state;
       return (conv + ssm) * bytes;
     }

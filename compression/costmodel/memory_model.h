@@ -24,8 +24,8 @@ namespace tailor::costmodel {
 // Parameters of one layer at a hidden width (its pre-norm included; 0 when absent). Uses
 // the model family's own count (HybridConfig::ParameterCount), so the two never disagree.
 int64_t LayerParameterCount(const model::LayerSpec& spec, int64_t hidden);
-// Embedding, untied LM head and final norm.
-int64_t FixedParameterCount(int64_t vocab, int64_t hidden);
+// Embedding, LM head (none with tied embeddings: the embedding serves) and final norm.
+int64_t FixedParameterCount(int64_t vocab, int64_t hidden, bool tied_embeddings = false);
 
 int64_t LayerWeightBytes(const model::LayerSpec& spec, int64_t hidden, int64_t bytes);
 int64_t WeightBytes(const model::HybridConfig& config, int64_t bytes);

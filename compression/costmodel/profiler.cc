@@ -31,6 +31,13 @@ struct ClassGrid {
   std::vector<int> positions;
 };
 
+// The routing / activation fields of a MoE block, for class keys.
+std::string MoeVariantKey(const model::MoeSpec& m) {
+  return absl::StrCat(model::MoeRouterName(m.router), ",", m.norm_top_k, ",", m.score_bias, ",",
+                      m.groups, ",", m.top_groups, ",", m.scale, ",",
+                      model::FfnActivationName(m.activation));
+}
+
 void AddAxes(std::map<std::string, ClassGrid>& classes, const std::string& key, int position,
              const std::vector<std::vector<int64_t>>& axes,
              std::function<LayerSpec(const std::vector<int64_t>&)> make) {
@@ -45,6 +52,8 @@ void AddAxes(std::map<std::string, ClassGrid>& classes, const std::string& key, 
   for (size_t a = 0; a < axes.size(); ++a) g.axes[a].insert(axes[a].begin(), axes[a].end());
 }
 
+// A class's layers are the parent's block variant at grid widths (search_space.h, *Of): the
+// key names the variant too, so two variants never share one class's nodes.
 void AddLayerClasses(const LayerSpec& p, int position, const SearchSpace& space, int max_points,
                      std::map<std::string, ClassGrid>& classes) {
   if (!p.present()) return;
@@ -53,53 +62,55 @@ void AddLayerClasses(const LayerSpec& p, int position, const SearchSpace& space,
   switch (p.kind) {
     case LayerKind::kAttention: {
       const model::AttentionSpec a = p.attention;
-      AddAxes(classes, absl::StrCat("attention|", a.head_dim), position,
+      AddAxes(classes,
+              absl::StrCat("attention|", a.head_dim, "|", a.qkv_bias, a.o_bias, a.qk_norm, a.rope),
+              position,
               {pts(StepChoices(a.kv_heads, steps)), pts(StepChoices(a.heads / a.kv_heads, steps))},
-              [d = a.head_dim](const std::vector<int64_t>& x) {
-                return LayerSpec::Attention(x[0] * x[1], x[0], d);
-              });
+              [p](const std::vector<int64_t>& x) { return AttentionOf(p, x[0] * x[1], x[0]); });
       break;
     }
     case LayerKind::kMamba: {
       const model::MambaSpec m = p.mamba;
       std::vector<int64_t> heads;
       for (int64_t c : space.mamba_head_choices()) {
-        const int64_t h = std::min(c, m.heads);
+        const int64_t h = model::KeptMambaHeads(m, c);
         if (heads.empty() || heads.back() != h) heads.push_back(h);
       }
       AddAxes(classes,
-              absl::StrCat("mamba|", m.head_dim, ",", m.state, ",", m.conv_kernel, ",", m.chunk),
-              position, {pts(heads)}, [m](const std::vector<int64_t>& x) {
-                return LayerSpec::Mamba(x[0], m.head_dim, m.state, m.conv_kernel, m.chunk);
-              });
+              absl::StrCat("mamba|", m.head_dim, ",", m.state, ",", m.conv_kernel, ",", m.chunk,
+                           ",", m.groups, ",", model::MambaNormName(m.norm)),
+              position, {pts(heads)},
+              [p](const std::vector<int64_t>& x) { return MambaOf(p, x[0]); });
       break;
     }
     case LayerKind::kMoe: {
       const model::MoeSpec m = p.moe;
+      const std::string variant = MoeVariantKey(m);
       // "No shared expert" is its own regime (the shared path is skipped), so 0 is a node
       // of its own and never an end of an interpolation segment with real widths.
       std::vector<int64_t> shared = {0};
       for (int64_t s : pts(StepChoices(m.shared_ffn, steps))) shared.push_back(s);
       std::map<int64_t, std::vector<int64_t>> experts_by_top_k;
-      for (int64_t e : StepChoices(m.experts, steps)) {
-        experts_by_top_k[std::min(m.top_k, e)].push_back(e);
+      for (int64_t e : ExpertChoices(m, steps)) {
+        experts_by_top_k[MoeOf(p, e, 1, 0).moe.top_k].push_back(e);
       }
       for (const auto& [k, experts] : experts_by_top_k) {
-        AddAxes(classes, absl::StrCat("moe|routed|", k), position,
+        AddAxes(classes, absl::StrCat("moe|routed|", k, "|", variant), position,
                 {pts(experts), pts(StepChoices(m.expert_ffn, steps)), shared},
-                [k = k](const std::vector<int64_t>& x) {
-                  return LayerSpec::Moe(x[0], k, x[1], x[2]);
-                });
+                [p](const std::vector<int64_t>& x) { return MoeOf(p, x[0], x[1], x[2]); });
       }
       if (m.shared_ffn > 0) {
-        AddAxes(classes, "moe|shared", position, {pts(StepChoices(m.shared_ffn, steps))},
-                [](const std::vector<int64_t>& x) { return LayerSpec::Moe(0, 0, 0, x[0]); });
+        AddAxes(classes, absl::StrCat("moe|shared|", variant), position,
+                {pts(StepChoices(m.shared_ffn, steps))},
+                [p](const std::vector<int64_t>& x) { return MoeOf(p, 0, 0, x[0]); });
       }
       break;
     }
     case LayerKind::kMlp:
-      AddAxes(classes, "mlp", position, {pts(StepChoices(p.mlp.ffn, steps))},
-              [](const std::vector<int64_t>& x) { return LayerSpec::Mlp(x[0]); });
+      AddAxes(classes,
+              absl::StrCat("mlp|", p.mlp.bias, "|", model::FfnActivationName(p.mlp.activation)),
+              position, {pts(StepChoices(p.mlp.ffn, steps))},
+              [p](const std::vector<int64_t>& x) { return MlpOf(p, x[0]); });
       break;
   }
 }
@@ -289,12 +300,13 @@ void AddLayerEntries(const ProfileSamples& g, std::array<InteractionFit, 2>& fit
 
 // The fixed (embedding/head) entries, one pair per profiled hidden width.
 void AddFixedEntries(const std::set<int64_t>& hidden, std::array<InteractionFit, 2>& fit,
-                     int64_t vocab, int64_t bytes, std::vector<CostEntryData>& entries) {
+                     const model::HybridConfig& parent, int64_t bytes,
+                     std::vector<CostEntryData>& entries) {
   for (int64_t h : hidden) {
     const std::string key = absl::StrCat(kFixedKind, ":", h);
     const std::map<std::string, double> params = {{"hidden", static_cast<double>(h)},
                                                   {kWorkspaceParam, 0.0}};
-    const double mib = ToMiB(FixedParameterCount(vocab, h) * bytes);
+    const double mib = ToMiB(FixedParameterCount(parent.vocab, h, parent.tie_embeddings) * bytes);
     const std::string config = absl::StrCat("hidden=", h);
     entries.push_back({kFixedKind, config, kPrefill, fit[0].base[key], mib, params});
     entries.push_back({kFixedKind, config, kDecode, fit[1].base[key], mib, params});
@@ -385,7 +397,7 @@ absl::StatusOr<ProfileResult> BuildResult(const std::vector<Unit>& units,
   t.interaction.prefill = fit[0].gamma;
   t.interaction.decode = fit[1].gamma;
   AddLayerEntries(g, fit, w, bytes, t.entries);
-  AddFixedEntries(g.hidden, fit, parent.vocab, bytes, t.entries);
+  AddFixedEntries(g.hidden, fit, parent, bytes, t.entries);
   SortEntries(t.entries);
   SetMemoryOffset(g.eps, t.memory);
 

@@ -12,34 +12,75 @@ namespace tailor::costmodel {
 using model::LayerKind;
 using model::LayerSpec;
 
-std::vector<int64_t> StepChoices(int64_t n, int steps) {
+std::vector<int64_t> StepChoices(int64_t n, int steps, int64_t multiple) {
   std::vector<int64_t> out;
   if (n <= 0 || steps <= 0) return out;
+  multiple = std::max<int64_t>(multiple, 1);
   for (int k = 1; k <= steps; ++k) {
-    const int64_t v = std::max<int64_t>(
-        1, static_cast<int64_t>(std::llround(static_cast<double>(n) * k / steps)));
-    if (out.empty() || out.back() != v) out.push_back(v);
+    const double units = static_cast<double>(n) * k / steps / static_cast<double>(multiple);
+    int64_t v = std::max<int64_t>(1, static_cast<int64_t>(std::llround(units))) * multiple;
+    if (k == steps || v > n) v = n;
+    if (out.empty() || out.back() < v) out.push_back(v);
   }
   return out;
 }
 
+LayerSpec AttentionOf(const LayerSpec& parent, int64_t heads, int64_t kv_heads) {
+  LayerSpec l = parent;
+  l.attention.heads = heads;
+  l.attention.kv_heads = kv_heads;
+  return l;
+}
+
+LayerSpec MambaOf(const LayerSpec& parent, int64_t heads) {
+  LayerSpec l = parent;
+  l.mamba.heads = heads;
+  return l;
+}
+
+LayerSpec MoeOf(const LayerSpec& parent, int64_t experts, int64_t expert_ffn,
+                int64_t shared_ffn) {
+  LayerSpec l = parent;
+  l.moe.experts = experts;
+  l.moe.expert_ffn = experts > 0 ? expert_ffn : 0;
+  l.moe.shared_ffn = shared_ffn;
+  const model::MoeSpec& p = parent.moe;
+  const int64_t reachable = p.groups > 0 ? p.top_groups * (experts / p.groups) : experts;
+  l.moe.top_k = experts > 0 ? std::min({p.top_k, experts, reachable}) : 0;
+  return l;
+}
+
+LayerSpec MlpOf(const LayerSpec& parent, int64_t ffn) {
+  LayerSpec l = parent;
+  l.mlp.ffn = ffn;
+  return l;
+}
+
+std::vector<int64_t> ExpertChoices(const model::MoeSpec& m, int steps) {
+  // With routing groups fewer experts would regroup them (another routing function, which
+  // the model refuses to slice): all of them only.
+  if (m.groups > 1) return m.experts > 0 ? std::vector<int64_t>{m.experts} : std::vector<int64_t>{};
+  return StepChoices(m.experts, steps);
+}
+
 namespace {
 
+// Every option keeps the parent's block variant (biases, q/k norms, RoPE, Mamba groups and
+// norm, MoE routing, activations): only widths change.
 std::vector<LayerOption> AttentionOptions(const LayerSpec& p, int steps) {
-  std::vector<LayerOption> out = {{LayerSpec::Attention(0, 0, 0), "removed"}};
+  std::vector<LayerOption> out = {{AttentionOf(p, 0, 0), "removed"}};
   if (!p.present()) return out;
   const int64_t groups = p.attention.heads / p.attention.kv_heads;
   for (int64_t kv : StepChoices(p.attention.kv_heads, steps)) {
     for (int64_t g : StepChoices(groups, steps)) {
-      out.push_back({LayerSpec::Attention(kv * g, kv, p.attention.head_dim),
-                     absl::StrCat("heads=", kv * g, ",kv=", kv)});
+      out.push_back({AttentionOf(p, kv * g, kv), absl::StrCat("heads=", kv * g, ",kv=", kv)});
     }
   }
   return out;
 }
 
 std::vector<LayerOption> MambaOptions(const LayerSpec& p) {
-  std::vector<LayerOption> out = {{LayerSpec::Mamba(0, 0, 0, 0, 0), "removed"}};
+  std::vector<LayerOption> out = {{MambaOf(p, 0), "removed"}};
   if (p.present()) out.push_back({p, "keep"});
   return out;
 }
@@ -51,13 +92,13 @@ std::vector<LayerOption> MoeOptions(const LayerSpec& p, int steps) {
   std::vector<LayerOption> out;
   // Routed part dropped: removed (shared 0) or a dense MLP through the shared expert.
   for (int64_t s : shared) {
-    out.push_back({LayerSpec::Moe(0, 0, 0, s),
-                   s == 0 ? std::string("removed") : absl::StrCat("shared_ffn=", s)});
+    out.push_back(
+        {MoeOf(p, 0, 0, s), s == 0 ? std::string("removed") : absl::StrCat("shared_ffn=", s)});
   }
-  for (int64_t e : StepChoices(m.experts, steps)) {
+  for (int64_t e : ExpertChoices(m, steps)) {
     for (int64_t f : StepChoices(m.expert_ffn, steps)) {
       for (int64_t s : shared) {
-        out.push_back({LayerSpec::Moe(e, std::min(m.top_k, e), f, s),
+        out.push_back({MoeOf(p, e, f, s),
                        absl::StrCat("experts=", e, ",expert_ffn=", f, ",shared_ffn=", s)});
       }
     }
@@ -66,9 +107,9 @@ std::vector<LayerOption> MoeOptions(const LayerSpec& p, int steps) {
 }
 
 std::vector<LayerOption> MlpOptions(const LayerSpec& p, int steps) {
-  std::vector<LayerOption> out = {{LayerSpec::Mlp(0), "removed"}};
+  std::vector<LayerOption> out = {{MlpOf(p, 0), "removed"}};
   for (int64_t f : StepChoices(p.mlp.ffn, steps)) {
-    out.push_back({LayerSpec::Mlp(f), absl::StrCat("ffn=", f)});
+    out.push_back({MlpOf(p, f), absl::StrCat("ffn=", f)});
   }
   return out;
 }
@@ -96,7 +137,9 @@ absl::StatusOr<SearchSpace> SearchSpace::FromParent(const model::HybridConfig& p
   for (const LayerSpec& l : parent.layers) {
     if (l.kind == LayerKind::kMamba) max_mamba = std::max(max_mamba, l.mamba.heads);
   }
-  s.mamba_heads_ = max_mamba > 0 ? StepChoices(max_mamba, options.width_steps)
+  // Multiples of every Mamba layer's B/C groups, so each group keeps as many heads.
+  s.mamba_heads_ = max_mamba > 0 ? StepChoices(max_mamba, options.width_steps,
+                                               model::MambaHeadMultiple(parent))
                                  : std::vector<int64_t>{0};
   for (const LayerSpec& l : parent.layers) {
     switch (l.kind) {
@@ -120,7 +163,7 @@ absl::StatusOr<SearchSpace> SearchSpace::FromParent(const model::HybridConfig& p
 LayerSpec SearchSpace::LayerSpecFor(int layer, int option, int mamba_heads_index) const {
   LayerSpec spec = options_by_layer_[layer][option].spec;
   if (spec.kind == LayerKind::kMamba && spec.present()) {
-    spec.mamba.heads = std::min(spec.mamba.heads, mamba_heads_[mamba_heads_index]);
+    spec.mamba.heads = model::KeptMambaHeads(spec.mamba, mamba_heads_[mamba_heads_index]);
   }
   return spec;
 }

@@ -6,12 +6,16 @@
 // costs) and the architecture search.
 //
 // Global choices: the hidden width (a prefix of the parent's ranked residual channels) and
-// the number of Mamba heads (the same in every kept Mamba layer, at most the layer's own).
+// the number of Mamba heads (the same in every kept Mamba layer, at most the layer's own; a
+// multiple of every layer's B/C groups, each group keeping its first heads).
 // Per-layer choices, each including "removed" (all widths 0: the layer is the identity):
 //   attention: KV groups kept x query heads kept per group (heads within GQA groups)
 //   mamba:     keep / remove (the head count is the global choice)
-//   moe:       routed experts (top_k = min(parent top_k, experts)), routed-expert FFN width,
-//              shared-expert FFN width; routed 0 with shared > 0 is a dense MLP
+//   moe:       routed experts (top_k = min(parent top_k, experts); all of them with routing
+//              groups), routed-expert FFN width, shared-expert FFN width; routed 0 with
+//              shared > 0 is a dense MLP
+// Every option keeps the parent layer's block variant (biases, q/k norms, RoPE, Mamba groups
+// and norm, MoE routing, activations); only widths change.
 //   mlp:       FFN width
 // Every width is a prefix of the parent's ranked axis, so any architecture is sliced from
 // one ranked parent (SliceHybridLM) and masked in the supernet (PrefixMask).
@@ -100,8 +104,23 @@ class SearchSpace {
   std::vector<std::vector<LayerOption>> options_by_layer_;
 };
 
-// n * k / steps for k = 1..steps, rounded to nearest, >= 1, ascending, unique. {} for n <= 0.
-std::vector<int64_t> StepChoices(int64_t n, int steps);
+// n * k / steps for k = 1..steps, rounded to the nearest multiple of `multiple` (at least
+// `multiple`, at most n), the last always n; ascending, unique. {} for n <= 0.
+// E.g. (4, 4) -> {1, 2, 3, 4}; (4, 4, 2) -> {2, 4}.
+std::vector<int64_t> StepChoices(int64_t n, int steps, int64_t multiple = 1);
+
+// A layer of the parent's block variant (biases, q/k norms, RoPE, Mamba groups and norm, MoE
+// routing, activations) at other widths: the search space's options and the profiler's grid
+// nodes, so a cost is measured on the block the child will run. MoeOf clamps top_k to the
+// experts (and to those top_groups groups reach); experts 0 drops the routed part.
+model::LayerSpec AttentionOf(const model::LayerSpec& parent, int64_t heads, int64_t kv_heads);
+model::LayerSpec MambaOf(const model::LayerSpec& parent, int64_t heads);
+model::LayerSpec MoeOf(const model::LayerSpec& parent, int64_t experts, int64_t expert_ffn,
+                       int64_t shared_ffn);
+model::LayerSpec MlpOf(const model::LayerSpec& parent, int64_t ffn);
+// The routed-expert counts a layer may keep: StepChoices, or all of them when the layer has
+// routing groups (fewer experts would regroup them).
+std::vector<int64_t> ExpertChoices(const model::MoeSpec& m, int steps);
 
 // The canonical cost-table key of a layer at a hidden width (CostEntry.config), e.g.
 //   attention  "hidden=128,heads=4,kv=2,head_dim=32"

@@ -4,9 +4,10 @@
 // Export of a Hugging Face checkpoint (compression/hf) to a GGUF file llama.cpp loads
 // (docs/model.md, "Export to GGUF"). Supported: the Llama family (LlamaForCausalLM,
 // MistralForCausalLM -> arch `llama`; Qwen2ForCausalLM -> `qwen2`), Qwen3ForCausalLM
-// (`qwen3`) and the MoE families (MixtralForCausalLM -> `llama` with experts,
-// Qwen3MoeForCausalLM -> `qwen3moe`; hf_to_gguf_moe.h). Everything else is Unimplemented
-// naming the architecture.
+// (`qwen3`), the MoE families (MixtralForCausalLM -> `llama` with experts,
+// Qwen3MoeForCausalLM -> `qwen3moe`; hf_to_gguf_moe.h) and NemotronHForCausalLM
+// (`nemotron_h`, or `nemotron_h_moe` with 'E' layers; hf_to_gguf_nemotron_h.h). A config
+// feature the GGUF arch cannot express is Unimplemented naming it (GgufArchitecture).
 //
 // Tensor data is streamed from the checkpoint's memory-mapped shards into the file; Q/K
 // rows are permuted for the `llama` arch (see hf_to_gguf.cc) and BF16/F16 converted to F32
@@ -47,15 +48,16 @@ struct GgufVocabulary {
 };
 
 struct GgufExportSummary {
-  std::string arch;                                       // "llama", "qwen2", "qwen3"
+  std::string arch;                                       // GgufArchitecture's
   std::vector<std::pair<std::string, std::string>> map;   // HF tensor -> GGUF tensor
   bool qk_permuted = false;
   GgufVocabulary vocabulary;
 };
 
-// "llama", "qwen2", "qwen3" or "qwen3moe"; Unimplemented naming the architecture otherwise,
-// or a config feature the GGUF arch cannot express (Mistral / Mixtral sliding_window, Qwen3
-// o_proj biases, Qwen3-MoE norm_topk_prob = false or dense layers).
+// "llama", "qwen2", "qwen3", "qwen3moe", "nemotron_h" or "nemotron_h_moe"; Unimplemented
+// naming a config feature the GGUF arch cannot express (Mistral / Mixtral sliding_window,
+// Qwen3 o_proj biases, Qwen3-MoE norm_topk_prob = false or dense layers, the Nemotron-H
+// configs of NemotronHGgufArchitecture).
 absl::StatusOr<std::string> GgufArchitecture(const hf::HfConfig& config);
 
 // The GGUF name of an HF tensor ("model.layers.3.self_attn.q_proj.weight" ->

@@ -39,6 +39,24 @@ constexpr std::pair<absl::string_view, absl::string_view> kLayerNames[] = {
 
 bool IsMoe(const hf::HfConfig& c) { return c.has_kind(hf::LayerKind::kMoe); }
 
+// The int32 per-block array of `field` (0 for blocks of other kinds), and whether the
+// blocks of `kind` all have the same value.
+template <typename F>
+std::pair<std::vector<int32_t>, bool> PerBlock(const NemotronHShape& s, hf::LayerKind kind,
+                                               F field) {
+  std::vector<int32_t> out;
+  int64_t first = -1;
+  bool uniform = true;
+  for (const NemotronHBlock& b : s.blocks) {
+    const int64_t v = b.kind == kind ? field(b) : 0;
+    out.push_back(static_cast<int32_t>(v));
+    if (b.kind != kind) continue;
+    if (first < 0) first = v;
+    uniform = uniform && v == first;
+  }
+  return {out, uniform};
+}
+
 uint32_t U32(int64_t v) { return static_cast<uint32_t>(v); }
 
 TensorType NativeType(model::DType d) {
@@ -47,13 +65,13 @@ TensorType NativeType(model::DType d) {
   return TensorType::kF32;
 }
 
-// A = -exp(A_log) in F32, computed while the file is written (the converter's transform; the
-// mixer uses A, llama.cpp stores it).
-TensorSource NegExpSource(hf::TensorView view) {
-  return [view](const ByteSink& sink) -> absl::Status {
+}  // namespace
+
+// The converter's transform; the mixer uses A_log, llama.cpp stores A.
+TensorSource NemotronHNegExpSource(TensorSource a_log_f32) {
+  return [a_log_f32](const ByteSink& sink) -> absl::Status {
     std::string f32;
-    absl::Status s = CheckpointTensorSource(view, TensorType::kF32)(
-        [&f32](const char* data, size_t size) {
+    absl::Status s = a_log_f32([&f32](const char* data, size_t size) {
           f32.append(data, size);
           return absl::OkStatus();
         });
@@ -68,28 +86,73 @@ TensorSource NegExpSource(hf::TensorView view) {
   };
 }
 
-// The GGUF shape (row-major) and whether the tensor must be F32 whatever the options say:
 // llama.cpp's ssm_conv and ssm_scan read conv1d, A and D as F32, and norms and vectors are
 // F32 as the converter writes them.
-std::pair<std::vector<int64_t>, bool> GgufShape(const hf::HfConfig& c, absl::string_view gguf,
-                                                const std::vector<int64_t>& hf_shape) {
-  const bool vector = hf_shape.size() == 1;
-  if (absl::EndsWith(gguf, ".ssm_conv1d.weight")) return {{hf_shape[0], hf_shape[2]}, true};
+std::pair<std::vector<int64_t>, bool> NemotronHGgufShape(absl::string_view gguf,
+                                                         const std::vector<int64_t>& shape,
+                                                         int64_t n_groups) {
+  const bool vector = shape.size() == 1;
+  if (absl::EndsWith(gguf, ".ssm_conv1d.weight")) return {{shape[0], shape.back()}, true};
   if (absl::EndsWith(gguf, ".ssm_a") || absl::EndsWith(gguf, ".ssm_d")) {
-    return {{hf_shape[0], 1}, true};
+    return {{shape[0], 1}, true};
   }
   if (absl::EndsWith(gguf, ".ssm_norm.weight")) {
-    return {{c.mamba.n_groups, hf_shape[0] / c.mamba.n_groups}, true};
+    return {{n_groups, shape[0] / n_groups}, true};
   }
-  return {hf_shape, vector};
+  return {shape, vector};
 }
 
-// nemotron_h_moe's expert keys, as the converter writes them.
-absl::Status AddMoeMetadata(const hf::HfConfig& c, const std::string& a, GgufWriter& w) {
-  const hf::MoeConfig& m = c.moe;
+std::string NemotronHExpertsGgufName(int64_t block, absl::string_view proj) {
+  return absl::StrCat("blk.", block, proj == "up_proj" ? ".ffn_up_exps" : ".ffn_down_exps",
+                      ".weight");
+}
+
+bool NemotronHShape::has(hf::LayerKind kind) const {
+  for (const NemotronHBlock& b : blocks) {
+    if (b.kind == kind) return true;
+  }
+  return false;
+}
+
+NemotronHShape NemotronHShapeOf(const hf::HfConfig& c) {
+  NemotronHShape s;
+  s.vocab = c.vocab_size;
+  s.hidden = c.hidden_size;
+  s.rms_eps = c.rms_norm_eps;
+  s.head_count = c.num_attention_heads;
+  s.head_dim = c.head_dim;
+  s.mamba = c.mamba;
+  s.moe = c.moe;
+  for (hf::LayerKind k : c.layers) {
+    NemotronHBlock b;
+    b.kind = k;
+    if (k == hf::LayerKind::kAttention) {
+      b.heads = c.num_attention_heads;
+      b.kv_heads = c.num_key_value_heads;
+    }
+    if (k == hf::LayerKind::kMlp) b.ffn = c.intermediate_size;
+    if (k == hf::LayerKind::kMoe) b.ffn = c.moe.expert_intermediate;
+    s.blocks.push_back(b);
+  }
+  return s;
+}
+
+namespace {
+
+// nemotron_h_moe's expert keys, as the converter writes them; per-block expert widths as an
+// array (llama.cpp's Puzzle models: n_ff_exp per layer).
+absl::Status AddMoeMetadata(const NemotronHShape& s, const std::string& a, GgufWriter& w) {
+  const hf::MoeConfig& m = s.moe;
+  const auto [expert_ffn, uniform] =
+      PerBlock(s, hf::LayerKind::kMoe, [](const NemotronHBlock& b) { return b.ffn; });
+  int64_t first = 0;
+  for (const NemotronHBlock& b : s.blocks) {
+    if (b.kind == hf::LayerKind::kMoe && first == 0) first = b.ffn;
+  }
+  const Value expert_width = uniform ? Value(U32(first)) : Value(expert_ffn);
   const std::vector<std::pair<std::string, Value>> kv = {
       {a + ".expert_used_count", U32(m.experts_per_token)},
-      {a + ".expert_feed_forward_length", U32(m.expert_intermediate)},
+      {a + ".expert_feed_forward_length", expert_width},
       {a + ".expert_shared_feed_forward_length", U32(m.shared_intermediate)},
       {a + ".expert_count", U32(m.num_experts)},
       {a + ".expert_shared_count", U32(1)},
@@ -105,34 +168,51 @@ absl::Status AddMoeMetadata(const hf::HfConfig& c, const std::string& a, GgufWri
   return absl::OkStatus();
 }
 
-absl::Status AddMetadata(const hf::HfConfig& c, const std::string& a, const std::string& name,
-                         uint32_t file_type, GgufWriter& w) {
-  std::vector<int32_t> head_count_kv, feed_forward;
-  for (hf::LayerKind k : c.layers) {
-    head_count_kv.push_back(k == hf::LayerKind::kAttention ? c.num_key_value_heads : 0);
-    int64_t ff = 0;
-    if (k == hf::LayerKind::kMlp) ff = c.intermediate_size;
-    if (k == hf::LayerKind::kMoe) ff = c.moe.expert_intermediate;
-    feed_forward.push_back(static_cast<int32_t>(ff));
+// attention.head_count: a scalar when every attention block has the same query heads (the
+// converter's form), else per block, the non-attention entries repeating the first attention
+// block's count: llama.cpp reads the head size only when entry 0 is non-zero and uses the
+// count only in attention blocks.
+Value HeadCount(const NemotronHShape& s) {
+  auto [heads, uniform] =
+      PerBlock(s, hf::LayerKind::kAttention, [](const NemotronHBlock& b) { return b.heads; });
+  if (uniform) return U32(s.head_count);
+  int32_t first = 0;
+  for (size_t i = 0; i < s.blocks.size() && first == 0; ++i) {
+    if (s.blocks[i].kind == hf::LayerKind::kAttention) first = heads[i];
   }
-  const hf::MambaConfig& m = c.mamba;
+  for (size_t i = 0; i < s.blocks.size(); ++i) {
+    if (s.blocks[i].kind != hf::LayerKind::kAttention) heads[i] = first;
+  }
+  return heads;
+}
+
+}  // namespace
+
+absl::Status AddNemotronHMetadata(const NemotronHShape& s, const std::string& a,
+                                  const std::string& name, uint32_t file_type, GgufWriter& w) {
+  std::vector<int32_t> head_count_kv, feed_forward;
+  for (const NemotronHBlock& b : s.blocks) {
+    head_count_kv.push_back(static_cast<int32_t>(b.kv_heads));
+    feed_forward.push_back(static_cast<int32_t>(b.ffn));
+  }
+  const hf::MambaConfig& m = s.mamba;
   const std::vector<std::pair<std::string, Value>> kv = {
       {"general.architecture", a},
       {"general.name", name},
       {"general.file_type", file_type},
-      {a + ".vocab_size", U32(c.vocab_size)},
+      {a + ".vocab_size", U32(s.vocab)},
       // The converter's value: without RoPE nothing ties the model to a trained length.
       {a + ".context_length", U32(1 << 20)},
-      {a + ".embedding_length", U32(c.hidden_size)},
-      {a + ".block_count", U32(c.num_hidden_layers)},
+      {a + ".embedding_length", U32(s.hidden)},
+      {a + ".block_count", U32(static_cast<int64_t>(s.blocks.size()))},
       {a + ".feed_forward_length", feed_forward},
-      {a + ".attention.head_count", U32(c.num_attention_heads)},
+      {a + ".attention.head_count", HeadCount(s)},
       {a + ".attention.head_count_kv", head_count_kv},
-      {a + ".attention.key_length", U32(c.head_dim)},
-      {a + ".attention.value_length", U32(c.head_dim)},
+      {a + ".attention.key_length", U32(s.head_dim)},
+      {a + ".attention.value_length", U32(s.head_dim)},
       // llama.cpp's nemotron_h reads the RMS epsilon; the converter writes both.
-      {a + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps)},
-      {a + ".attention.layer_norm_epsilon", static_cast<float>(c.rms_norm_eps)},
+      {a + ".attention.layer_norm_rms_epsilon", static_cast<float>(s.rms_eps)},
+      {a + ".attention.layer_norm_epsilon", static_cast<float>(s.rms_eps)},
       {a + ".rope.scaling.finetuned", false},
       {a + ".ssm.conv_kernel", U32(m.conv_kernel)},
       {a + ".ssm.inner_size", U32(m.intermediate_size())},
@@ -144,8 +224,10 @@ absl::Status AddMetadata(const hf::HfConfig& c, const std::string& a, const std:
     absl::Status s = w.Add(key, value);
     if (!s.ok()) return s;
   }
-  return IsMoe(c) ? AddMoeMetadata(c, a, w) : absl::OkStatus();
+  return s.has(hf::LayerKind::kMoe) ? AddMoeMetadata(s, a, w) : absl::OkStatus();
 }
+
+namespace {
 
 // The experts' up (or down) projections of layer `layer`, stacked into one [E, rows, cols]
 // tensor streamed expert by expert (the converter's torch.stack).
@@ -159,8 +241,7 @@ absl::Status AddStackedExperts(const hf::HfCheckpoint& ckpt, int layer, absl::st
     if (!view.ok()) return view.status();
     views.push_back(*view);
   }
-  const std::string name =
-      absl::StrCat("blk.", layer, proj == "up_proj" ? ".ffn_up_exps" : ".ffn_down_exps", ".weight");
+  const std::string name = NemotronHExpertsGgufName(layer, proj);
   const std::vector<int64_t>& one = *views[0].shape;
   const TensorType type = all_f32 ? TensorType::kF32 : NativeType(views[0].dtype);
   absl::Status s = w.AddTensor(
@@ -201,11 +282,13 @@ absl::Status AddTensors(const hf::HfCheckpoint& ckpt, bool all_f32, GgufExportSu
     if (!name.ok()) return name.status();
     absl::StatusOr<hf::TensorView> view = ckpt.Tensor(e.name);
     if (!view.ok()) return view.status();
-    const auto [shape, force_f32] = GgufShape(c, *name, *view->shape);
+    const auto [shape, force_f32] = NemotronHGgufShape(*name, *view->shape, c.mamba.n_groups);
     const TensorType type = all_f32 || force_f32 ? TensorType::kF32 : NativeType(view->dtype);
     const bool a = absl::EndsWith(*name, ".ssm_a");
-    absl::Status s = w.AddTensor(*name, shape, type,
-                                 a ? NegExpSource(*view) : CheckpointTensorSource(*view, type));
+    absl::Status s = w.AddTensor(
+        *name, shape, type,
+        a ? NemotronHNegExpSource(CheckpointTensorSource(*view, TensorType::kF32))
+          : CheckpointTensorSource(*view, type));
     if (!s.ok()) return s;
     summary.map.emplace_back(e.name, *name);
   }
@@ -214,29 +297,37 @@ absl::Status AddTensors(const hf::HfCheckpoint& ckpt, bool all_f32, GgufExportSu
 
 }  // namespace
 
-absl::StatusOr<std::string> NemotronHGgufArchitecture(const hf::HfConfig& c) {
-  const absl::string_view arch = hf::ArchitectureName(c.architecture);
-  if (IsMoe(c) && c.has_kind(hf::LayerKind::kMlp)) {
+absl::StatusOr<std::string> NemotronHGgufArchitecture(const NemotronHShape& s,
+                                                      absl::string_view arch) {
+  const bool moe = s.has(hf::LayerKind::kMoe);
+  if (moe && s.has(hf::LayerKind::kMlp)) {
     return absl::UnimplementedError(absl::StrCat(
         "GGUF export of ", arch, " with both MoE ('E') and dense MLP ('-') layers: llama.cpp's "
         "`nemotron_h_moe` runs every FFN layer as MoE"));
   }
-  if (!c.has_kind(hf::LayerKind::kMamba)) {
+  if (!s.has(hf::LayerKind::kMamba)) {
     return absl::UnimplementedError(absl::StrCat(
         "GGUF export of ", arch, " without a Mamba ('M') layer: llama.cpp's `nemotron_h` "
         "aborts on it"));
   }
-  if (c.num_attention_heads <= 0) {
+  if (s.head_count <= 0) {
     return absl::UnimplementedError(absl::StrCat(
         "GGUF export of ", arch, " without attention heads: llama.cpp's `nemotron_h` derives "
         "the head size from attention.head_count"));
   }
+  return std::string(moe ? "nemotron_h_moe" : "nemotron_h");
+}
+
+absl::StatusOr<std::string> NemotronHGgufArchitecture(const hf::HfConfig& c) {
+  const absl::string_view arch = hf::ArchitectureName(c.architecture);
+  absl::StatusOr<std::string> out = NemotronHGgufArchitecture(NemotronHShapeOf(c), arch);
+  if (!out.ok()) return out;
   if (!c.mamba.conv_bias || c.mamba.time_step_limit_min > 0 || c.mamba.time_step_limit_max > 0) {
     return absl::UnimplementedError(absl::StrCat(
         "GGUF export of ", arch, " with use_conv_bias false or a time_step_limit other than "
         "[0, inf) is not implemented (llama.cpp never clamps dt)"));
   }
-  return std::string(IsMoe(c) ? "nemotron_h_moe" : "nemotron_h");
+  return out;
 }
 
 absl::StatusOr<std::string> NemotronHGgufTensorName(absl::string_view hf_name) {
@@ -267,8 +358,8 @@ absl::StatusOr<GgufExportSummary> ExportNemotronHToGguf(const hf::HfCheckpoint& 
       GgufFileType(checkpoint, "backbone.embeddings.weight", options.all_f32);
   if (!file_type.ok()) return file_type.status();
   GgufWriter w;
-  absl::Status s =
-      AddMetadata(c, summary.arch, GgufModelName(checkpoint.dir(), options), *file_type, w);
+  absl::Status s = AddNemotronHMetadata(NemotronHShapeOf(c), summary.arch,
+                                        GgufModelName(checkpoint.dir(), options), *file_type, w);
   if (s.ok()) s = AddVocabularyKeys(summary.vocabulary, w);
   // The converter sets it for the dense Nemotron-H: its tokenizer adds BOS by template.
   if (s.ok() && !IsMoe(c)) s = w.Add("tokenizer.ggml.add_bos_token", true);

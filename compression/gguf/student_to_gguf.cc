@@ -1,14 +1,19 @@
 #include "compression/gguf/student_to_gguf.h"
 
+#include <algorithm>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <system_error>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "compression/gguf/hf_to_gguf_nemotron_h.h"
 #include "compression/hf/hf_export.h"
+#include "compression/hf/hf_import_nemotron_h.h"
 #include "compression/model/config.h"
 #include "compression/model/safetensors_format.h"
 
@@ -212,6 +217,300 @@ absl::StatusOr<StudentGgufSummary> ExportDeci(const std::string& student_dir,
   return summary;
 }
 
+// --- Nemotron-H ---------------------------------------------------------------------------
+
+constexpr absl::string_view kNemotronStudent = "a NemotronHForCausalLM student";
+
+absl::Status RefuseNemotronH(int64_t layer, absl::string_view why) {
+  return absl::UnimplementedError(absl::StrCat(kNemotronStudent, " has no `nemotron_h` GGUF: ",
+                                               "layer ", layer, " ", why));
+}
+
+// The first kept layer of a kind, for the widths llama.cpp keeps global.
+struct FirstOfKind {
+  int64_t layer = -1;
+  model::LayerSpec spec;
+};
+
+// A Mamba layer against the first kept one: llama.cpp sizes every Mamba block from the
+// global ssm.* keys.
+absl::Status CheckMamba(int64_t i, const model::MambaSpec& m, const hf::MambaConfig& parent,
+                        FirstOfKind& first) {
+  if (m.head_dim != parent.head_dim || m.state != parent.state_size ||
+      m.groups != parent.n_groups || m.conv_kernel != parent.conv_kernel) {
+    return RefuseNemotronH(i, "changes the Mamba head size, state, groups or conv width; "
+                              "`nemotron_h` has them once, from the parent");
+  }
+  if (first.layer < 0) {
+    first = {i, model::LayerSpec()};
+    first.spec.mamba = m;
+  } else if (m.heads != first.spec.mamba.heads) {
+    return RefuseNemotronH(
+        i, absl::StrCat("keeps ", m.heads, " Mamba heads and layer ", first.layer, " keeps ",
+                        first.spec.mamba.heads, ": llama.cpp's `nemotron_h` has one "
+                        "ssm.time_step_rank / ssm.inner_size for every Mamba layer"));
+  }
+  return absl::OkStatus();
+}
+
+// An 'E' layer against the first kept one: n_expert, the top-k and the shared expert's
+// width are global in `nemotron_h_moe`; the expert width is per block.
+absl::Status CheckMoe(int64_t i, const model::MoeSpec& m, FirstOfKind& first) {
+  if (m.experts == 0) {
+    return RefuseNemotronH(i, "keeps its shared expert but no routed expert; "
+                              "`nemotron_h_moe` has one expert_count for every 'E' layer");
+  }
+  if (first.layer < 0) {
+    first = {i, model::LayerSpec()};
+    first.spec.moe = m;
+    return absl::OkStatus();
+  }
+  const model::MoeSpec& f = first.spec.moe;
+  if (m.experts != f.experts || m.top_k != f.top_k || m.shared_ffn != f.shared_ffn ||
+      !m.SameVariant(f)) {
+    return RefuseNemotronH(
+        i, absl::StrCat("has ", m.experts, " experts (top ", m.top_k, ", shared width ",
+                        m.shared_ffn, ") and layer ", first.layer, " ", f.experts, " (top ",
+                        f.top_k, ", shared width ", f.shared_ffn, "): `nemotron_h_moe` has one "
+                        "expert_count, expert_used_count and shared expert width"));
+  }
+  return absl::OkStatus();
+}
+
+// Blocks of the file that are zero stand-ins (see the header), -1 when none.
+struct NemotronHStandIns {
+  int64_t attention = -1;
+  int64_t mamba = -1;
+};
+
+// The file's blocks: every layer the student keeps, in order (a removed layer adds nothing
+// to the residual stream, so leaving its block out computes the same function), then the
+// stand-ins llama.cpp needs. `blocks_of` maps kept layer -> block.
+absl::StatusOr<NemotronHShape> StudentNemotronHShape(const hf::HfConfig& p,
+                                                     const model::HybridConfig& s,
+                                                     std::map<int64_t, int64_t>& blocks_of,
+                                                     NemotronHStandIns& stand_ins) {
+  if (s.num_layers() != static_cast<int64_t>(p.layers.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("the student has ", s.num_layers(),
+                                                   " layers; a child of this parent has ",
+                                                   p.layers.size()));
+  }
+  NemotronHShape shape = NemotronHShapeOf(p);
+  shape.vocab = s.vocab;
+  shape.hidden = s.hidden;  // a child may keep fewer residual channels
+  shape.blocks.clear();
+  FirstOfKind mamba, moe;
+  for (int64_t i = 0; i < s.num_layers(); ++i) {
+    const model::LayerSpec& l = s.layers[i];
+    if (!l.present()) continue;
+    NemotronHBlock b;
+    b.kind = p.layers[i];
+    if (b.kind == hf::LayerKind::kMamba) {
+      TAILOR_RETURN_IF_ERROR(CheckMamba(i, l.mamba, p.mamba, mamba));
+    } else if (b.kind == hf::LayerKind::kAttention) {
+      if (l.attention.head_dim != p.head_dim) {
+        return RefuseNemotronH(i, "changes the attention head size; `nemotron_h` has one "
+                                  "attention.key_length");
+      }
+      b.heads = l.attention.heads;
+      b.kv_heads = l.attention.kv_heads;
+    } else if (b.kind == hf::LayerKind::kMlp) {
+      b.ffn = l.mlp.ffn;
+    } else {
+      TAILOR_RETURN_IF_ERROR(CheckMoe(i, l.moe, moe));
+      b.ffn = l.moe.expert_ffn;
+    }
+    blocks_of[i] = static_cast<int64_t>(shape.blocks.size());
+    shape.blocks.push_back(b);
+  }
+  // llama.cpp aborts on a nemotron_h without attention blocks (an empty KV cache buffer) or
+  // without Mamba blocks: one exact zero stand-in of each that is missing, at the end.
+  if (!shape.has(hf::LayerKind::kAttention)) {
+    stand_ins.attention = static_cast<int64_t>(shape.blocks.size());
+    shape.blocks.push_back({hf::LayerKind::kAttention, 1, 1, 0});
+  }
+  if (mamba.layer >= 0) {
+    shape.mamba.num_heads = mamba.spec.mamba.heads;
+  } else {
+    stand_ins.mamba = static_cast<int64_t>(shape.blocks.size());
+    shape.mamba.num_heads = p.mamba.n_groups;  // one head per B/C group
+    shape.blocks.push_back({hf::LayerKind::kMamba, 0, 0, 0});
+  }
+  if (moe.layer >= 0) {
+    shape.moe.num_experts = moe.spec.moe.experts;
+    shape.moe.experts_per_token = moe.spec.moe.top_k;
+    shape.moe.shared_intermediate = moe.spec.moe.shared_ffn;
+  }
+  for (const NemotronHBlock& b : shape.blocks) {
+    if (b.kind == hf::LayerKind::kAttention) shape.head_count = b.heads;
+  }
+  return shape;
+}
+
+// A tensor of the student's safetensors file as a view (F32, as tailor saves students).
+absl::StatusOr<hf::TensorView> StudentView(const model::SafetensorsFile& weights,
+                                           const std::string& internal) {
+  const model::TensorEntry* e = weights.Find(internal);
+  if (e == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(weights.source(), ": no tensor ", internal));
+  }
+  if (e->dtype != model::DType::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat(weights.source(), ": ", internal, " is ",
+                                                   model::DTypeName(e->dtype), ", want F32"));
+  }
+  const absl::string_view bytes = weights.Bytes(*e);
+  return hf::TensorView{&e->name, &weights.source(), e->dtype, &e->shape, bytes.data(),
+                        bytes.size()};
+}
+
+// The views one after the other: rows of a row-major tensor (in_proj = z | x | B,C | dt).
+TensorSource ConcatSource(std::vector<hf::TensorView> views) {
+  return [views](const ByteSink& sink) -> absl::Status {
+    for (const hf::TensorView& v : views) {
+      TAILOR_RETURN_IF_ERROR(CheckpointTensorSource(v, TensorType::kF32)(sink));
+    }
+    return absl::OkStatus();
+  };
+}
+
+// "backbone.layers.<layer>.<rest>" -> the layer, or -1 for the model's own tensors.
+int64_t HfLayerOf(const std::string& hf) {
+  constexpr absl::string_view kPrefix = "backbone.layers.";
+  if (!absl::StartsWith(hf, kPrefix)) return -1;
+  return std::stoll(hf.substr(kPrefix.size()));
+}
+
+// One GGUF tensor from the internal tensors its HF tensor is split into (the import's
+// slices, put back in row order), for block `block` of the file.
+absl::Status AddNemotronHTensor(const std::vector<const hf::NemotronHTensorSlice*>& parts,
+                                int64_t layer, int64_t block, int64_t n_groups,
+                                const model::SafetensorsFile& weights, GgufWriter& w) {
+  const hf::NemotronHTensorSlice& first = *parts.front();
+  std::string gguf;
+  if (first.expert >= 0) {  // the stacked [E, rows, cols] tensor is ffn_*_exps as it is
+    gguf = NemotronHExpertsGgufName(
+        block, absl::StrContains(first.hf, ".up_proj.") ? "up_proj" : "down_proj");
+  } else {
+    std::string hf = first.hf;
+    if (layer >= 0) {
+      const std::string from = absl::StrCat("backbone.layers.", layer, ".");
+      hf = absl::StrCat("backbone.layers.", block, ".", hf.substr(from.size()));
+    }
+    TAILOR_ASSIGN_OR_RETURN(gguf, NemotronHGgufTensorName(hf));
+  }
+  std::vector<hf::TensorView> views;
+  std::vector<int64_t> shape;
+  for (const hf::NemotronHTensorSlice* s : parts) {
+    TAILOR_ASSIGN_OR_RETURN(hf::TensorView v, StudentView(weights, s->internal));
+    if (shape.empty()) {
+      shape = *v.shape;
+    } else {
+      shape[0] += (*v.shape)[0];
+    }
+    views.push_back(v);
+  }
+  const std::vector<int64_t> gguf_shape = NemotronHGgufShape(gguf, shape, n_groups).first;
+  TensorSource source = ConcatSource(std::move(views));
+  if (absl::EndsWith(gguf, ".ssm_a")) source = NemotronHNegExpSource(std::move(source));
+  return w.AddTensor(gguf, gguf_shape, TensorType::kF32, std::move(source));
+}
+
+// Every tensor of the kept layers and the model's own, named as the HF path names them.
+absl::Status AddNemotronHStudentTensors(const hf::HfConfig& p,
+                                        const std::map<int64_t, int64_t>& blocks_of,
+                                        const model::SafetensorsFile& weights, GgufWriter& w) {
+  TAILOR_ASSIGN_OR_RETURN(std::vector<hf::NemotronHTensorSlice> slices,
+                          hf::NemotronHTensorSlices(p));
+  std::vector<std::string> order;  // HF tensors (stacked experts: expert 0's), first seen
+  std::map<std::string, std::vector<const hf::NemotronHTensorSlice*>> parts;
+  for (const hf::NemotronHTensorSlice& s : slices) {
+    if (s.expert > 0) continue;
+    if (parts[s.hf].empty()) order.push_back(s.hf);
+    parts[s.hf].push_back(&s);
+  }
+  for (const std::string& hf : order) {
+    std::vector<const hf::NemotronHTensorSlice*>& in = parts[hf];
+    std::stable_sort(in.begin(), in.end(), [](const auto* a, const auto* b) {
+      return a->row_begin < b->row_begin;
+    });
+    const int64_t layer = HfLayerOf(hf);
+    const auto block = blocks_of.find(layer);
+    if (layer >= 0 && block == blocks_of.end()) continue;  // removed whole
+    TAILOR_RETURN_IF_ERROR(AddNemotronHTensor(in, layer, layer >= 0 ? block->second : -1,
+                                              p.mamba.n_groups, weights, w));
+  }
+  return absl::OkStatus();
+}
+
+// Block `block` as attention that adds exactly 0: zero Q/K/V give uniform weights over zero
+// values, and the output projection is zero (one query and one KV head).
+absl::Status AddZeroAttentionBlock(int64_t block, int64_t h, int64_t d, DeciTensors& t) {
+  const std::string blk = absl::StrCat("blk.", block, ".");
+  TAILOR_RETURN_IF_ERROR(t.Constant(blk + "attn_norm.weight", {h}, 1.0f));
+  for (const char* name : {"attn_q", "attn_k", "attn_v"}) {
+    TAILOR_RETURN_IF_ERROR(t.Constant(absl::StrCat(blk, name, ".weight"), {d, h}, 0.0f));
+  }
+  return t.Constant(blk + "attn_output.weight", {h, d}, 0.0f);
+}
+
+// Block `block` as a Mamba mixer that adds exactly 0: every projection and the conv zero
+// (x, B, C, z and the scan's output 0; the gated norm of 0 is 0), A = -1, and the output
+// projection zero. Sized by the file's global ssm.* keys.
+absl::Status AddZeroMambaBlock(int64_t block, int64_t h, const hf::MambaConfig& m,
+                               DeciTensors& t) {
+  const std::string blk = absl::StrCat("blk.", block, ".");
+  const int64_t inner = m.intermediate_size(), conv = m.conv_dim();
+  TAILOR_RETURN_IF_ERROR(t.Constant(blk + "attn_norm.weight", {h}, 1.0f));
+  TAILOR_RETURN_IF_ERROR(t.Constant(blk + "ssm_in.weight", {inner + conv + m.num_heads, h}, 0));
+  TAILOR_RETURN_IF_ERROR(t.Constant(blk + "ssm_conv1d.weight", {conv, m.conv_kernel}, 0.0f));
+  TAILOR_RETURN_IF_ERROR(t.Constant(blk + "ssm_conv1d.bias", {conv}, 0.0f));
+  TAILOR_RETURN_IF_ERROR(t.Constant(blk + "ssm_dt.bias", {m.num_heads}, 0.0f));
+  TAILOR_RETURN_IF_ERROR(t.Constant(blk + "ssm_a", {m.num_heads, 1}, -1.0f));
+  TAILOR_RETURN_IF_ERROR(t.Constant(blk + "ssm_d", {m.num_heads, 1}, 0.0f));
+  TAILOR_RETURN_IF_ERROR(
+      t.Constant(blk + "ssm_norm.weight", {m.n_groups, inner / m.n_groups}, 1.0f));
+  return t.Constant(blk + "ssm_out.weight", {h, inner}, 0.0f);
+}
+
+// The student's own GGUF, written from its tensors with the HF export's names and keys.
+absl::StatusOr<StudentGgufSummary> ExportNemotronH(const std::string& student_dir,
+                                                   const model::HybridConfig& s,
+                                                   const hf::HfCheckpoint& parent,
+                                                   const std::string& path,
+                                                   const GgufExportOptions& options) {
+  const hf::HfConfig& p = parent.config();
+  std::map<int64_t, int64_t> blocks_of;
+  NemotronHStandIns stand_ins;
+  TAILOR_ASSIGN_OR_RETURN(NemotronHShape shape,
+                          StudentNemotronHShape(p, s, blocks_of, stand_ins));
+  TAILOR_ASSIGN_OR_RETURN(std::string arch, NemotronHGgufArchitecture(shape, kNemotronStudent));
+  TAILOR_ASSIGN_OR_RETURN(model::SafetensorsFile weights,
+                          model::SafetensorsFile::Read(student_dir + "/model.safetensors"));
+  GgufWriter w;
+  TAILOR_RETURN_IF_ERROR(AddNemotronHMetadata(shape, arch, GgufModelName(student_dir, options),
+                                              /*file_type=*/0, w));
+  TAILOR_RETURN_IF_ERROR(AddVocabularyKeys(BuildVocabulary(parent), w));
+  // As the HF export: the dense Nemotron-H's tokenizer adds BOS by template.
+  if (arch == "nemotron_h") TAILOR_RETURN_IF_ERROR(w.Add("tokenizer.ggml.add_bos_token", true));
+  TAILOR_RETURN_IF_ERROR(AddNemotronHStudentTensors(p, blocks_of, weights, w));
+  DeciTensors constants(weights, w);  // the stand-ins' tensors live until Write
+  if (stand_ins.attention >= 0) {
+    TAILOR_RETURN_IF_ERROR(
+        AddZeroAttentionBlock(stand_ins.attention, shape.hidden, shape.head_dim, constants));
+  }
+  if (stand_ins.mamba >= 0) {
+    TAILOR_RETURN_IF_ERROR(
+        AddZeroMambaBlock(stand_ins.mamba, shape.hidden, shape.mamba, constants));
+  }
+  TAILOR_RETURN_IF_ERROR(w.Write(path));
+  StudentGgufSummary summary;
+  summary.arch = arch;
+  summary.zero_attention = stand_ins.attention >= 0;
+  summary.zero_mamba = stand_ins.mamba >= 0;
+  summary.blocks = static_cast<int64_t>(shape.blocks.size());
+  return summary;
+}
+
 // Through the family's HF layout, in a scratch folder beside `path`.
 absl::StatusOr<StudentGgufSummary> ExportFamily(const std::string& student_dir,
                                                 const hf::HfCheckpoint& parent,
@@ -245,6 +544,10 @@ absl::StatusOr<StudentGgufSummary> ExportStudentToGguf(const std::string& studen
                                                        const GgufExportOptions& options) {
   TAILOR_ASSIGN_OR_RETURN(model::HybridConfig student,
                           model::ReadHybridConfig(student_dir + "/config.json"));
+  // Written directly, uniform or not: nemotron_h takes per-layer widths itself.
+  if (parent.config().family == hf::Family::kNemotronH) {
+    return ExportNemotronH(student_dir, student, parent, path, options);
+  }
   absl::StatusOr<hf::FamilyLayout> family = hf::FamilyLayoutOf(parent.config(), student);
   if (family.ok()) return ExportFamily(student_dir, parent, path, options);
   if (family.status().code() != absl::StatusCode::kUnimplemented) return family.status();

@@ -15,8 +15,19 @@
 // are zero. Both contribute exactly 0 to the residual stream, so the file computes what
 // the student computes; they cost one KV head / one FFN channel.
 //
-// Qwen3 (q/k norms) and Qwen2 (q/k/v biases) students with per-layer widths, and MoE and
-// Nemotron-H students, are Unimplemented naming the reason: `deci` has no such tensors.
+// A student of a Nemotron-H parent is written directly as `nemotron_h` (`nemotron_h_moe`
+// with 'E' layers), uniform or not: llama.cpp takes per-layer query heads, KV heads, MLP
+// widths and expert widths there, so every kept layer is one block with its own widths and a
+// layer removed whole is left out (it adds nothing). The Mamba sizes, the head size and the
+// expert count / top-k / shared expert width are global: a student whose kept layers differ
+// in those is Unimplemented naming the layer. llama.cpp aborts without an attention block or
+// without a Mamba block; a student that keeps none gets an exact zero stand-in at the end
+// (attention with one head and a zero output projection; a Mamba mixer with one head per
+// group, zero projections and a zero output projection).
+//
+// Qwen3 (q/k norms) and Qwen2 (q/k/v biases) students with per-layer widths, and MoE
+// (Mixtral, Qwen3-MoE) students, are Unimplemented naming the reason: `deci` has no such
+// tensors.
 
 #include <string>
 
@@ -27,10 +38,11 @@
 namespace tailor::gguf {
 
 struct StudentGgufSummary {
-  std::string arch;         // "llama", "qwen2", "qwen3", "deci"
-  int64_t blocks = 0;       // GGUF blocks written
+  std::string arch;  // "llama", "qwen2", "qwen3", "deci", "nemotron_h", "nemotron_h_moe"
+  int64_t blocks = 0;          // GGUF blocks written (stand-ins included)
   int64_t zero_attention = 0;  // stand-in blocks (see above)
   int64_t zero_ffn = 0;
+  int64_t zero_mamba = 0;
 };
 
 // Writes `path` (atomically) from tailor's model folder `student_dir` (a child of

@@ -531,6 +531,15 @@ int64_t MambaHeadMultiple(const HybridConfig& config) {
   return multiple;
 }
 
+LayerSpec LayerSpec::AbsentLike(const LayerSpec& layer) {
+  LayerSpec s = layer;
+  s.attention.heads = s.attention.kv_heads = 0;
+  s.mamba.heads = 0;
+  s.moe.experts = s.moe.top_k = s.moe.expert_ffn = s.moe.shared_ffn = 0;
+  s.mlp.ffn = 0;
+  return s;
+}
+
 LayerSpec LayerSpec::Attention(int64_t heads, int64_t kv_heads, int64_t head_dim) {
   LayerSpec s;
   s.kind = LayerKind::kAttention;

@@ -172,6 +172,9 @@ struct LayerSpec {
                          int64_t chunk);
   static LayerSpec Moe(int64_t experts, int64_t top_k, int64_t expert_ffn, int64_t shared_ffn);
   static LayerSpec Mlp(int64_t ffn);
+  // The same kind and block variant (biases, norms, RoPE, groups, routing, activation) with
+  // every width 0: the layer made absent, still reading as its parent's family.
+  static LayerSpec AbsentLike(const LayerSpec& layer);
 
   // False when every width of this layer is 0 (the block is the identity).
   bool present() const;

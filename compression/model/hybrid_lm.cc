@@ -565,9 +565,22 @@ absl::StatusOr<ArchMask> PrefixMask(const HybridConfig& parent, const HybridConf
           }
           break;
         }
-        case LayerKind::kMamba:
-          if (p.mamba.heads > 0) m.mamba_heads = PrefixOnes(p.mamba.heads, c.mamba.heads);
+        case LayerKind::kMamba: {
+          if (p.mamba.heads == 0) break;
+          if (c.mamba.heads > 0 && c.mamba.groups != p.mamba.groups) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "layers[", i, "].mamba.groups: child ", c.mamba.groups, ", parent ",
+                p.mamba.groups, " (heads are pruned inside their B/C group)"));
+          }
+          // The first heads of EACH B/C group, as CopyPrefixFrom keeps them.
+          const int64_t pg = p.mamba.heads / p.mamba.groups;
+          const int64_t cg = c.mamba.heads / p.mamba.groups;
+          m.mamba_heads = torch::zeros({p.mamba.heads});
+          for (int64_t h = 0; h < p.mamba.heads; ++h) {
+            if (h % pg < cg) m.mamba_heads[h].fill_(1.0);
+          }
           break;
+        }
         case LayerKind::kMoe:
           if (p.moe.experts > 0) {
             m.experts = PrefixOnes(p.moe.experts, c.moe.experts);

@@ -76,7 +76,7 @@ class ActivationObserver {
 struct LayerCache {
   at::Tensor k, v;     // attention: [B, kv_heads, capacity, head_dim]
   at::Tensor conv_x;   // mamba: [B, heads*head_dim, conv_kernel-1], last conv inputs
-  at::Tensor conv_bc;  // mamba: [B, 2*state, conv_kernel-1]
+  at::Tensor conv_bc;  // mamba: [B, 2*groups*state, conv_kernel-1]
   at::Tensor ssm;      // mamba: [B, heads, head_dim, state]
 };
 

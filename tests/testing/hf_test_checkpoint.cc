@@ -382,6 +382,20 @@ absl::Status WriteHfTestCheckpoint(const std::string& dir, absl::string_view arc
                                 options.shards, options.tokenizer);
 }
 
+nlohmann::json TinyNemotronHConfig(absl::string_view pattern) {
+  nlohmann::json c = TinyHfConfig("NemotronHForCausalLM");
+  c["hybrid_override_pattern"] = std::string(pattern);
+  c["num_hidden_layers"] = pattern.size();
+  if (pattern.find('E') == absl::string_view::npos) {
+    for (const char* k : {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
+                          "moe_shared_expert_intermediate_size", "n_group", "topk_group",
+                          "routed_scaling_factor", "norm_topk_prob"}) {
+      c.erase(k);
+    }
+  }
+  return c;
+}
+
 std::string NewTestDir(absl::string_view prefix) {
   const char* env = std::getenv("TEST_TMPDIR");
   std::string base = env != nullptr && *env != '\0'

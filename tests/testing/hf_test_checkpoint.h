@@ -27,6 +27,10 @@ namespace tailor::testing {
 // scaling, q/k norms, dense and sparse layers, the Nemotron-H pattern "M*-E").
 nlohmann::json TinyHfConfig(absl::string_view architecture);
 
+// TinyHfConfig("NemotronHForCausalLM") with `pattern` as hybrid_override_pattern (and as
+// many layers); without 'E' layers the MoE keys are left out, as a dense config has them.
+nlohmann::json TinyNemotronHConfig(absl::string_view pattern);
+
 // The tensors `config` implies, with random values (norm weights near 1, the rest small),
 // in `dtype` (F32 or BF16).
 std::vector<model::RawTensor> HfTestTensors(const nlohmann::json& config, model::DType dtype,

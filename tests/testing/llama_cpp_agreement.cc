@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "gtest/gtest.h"
@@ -54,6 +55,29 @@ void CompareLogprobs(const std::vector<std::vector<float>>& ours,
     a.argmax_agree += a_ours == a_theirs;
     ++a.positions;
   }
+}
+
+void ExpectAgreesWithLlamaCpp(const LogprobsFn& ours, const std::string& gguf, int prompts,
+                              int length, int vocab, const std::string& label) {
+  std::vector<int64_t> positions(length);
+  for (int t = 0; t < length; ++t) positions[t] = t;
+  Agreement agreement;
+  for (int i = 0; i < prompts; ++i) {
+    const std::vector<int32_t> prompt = TestPrompt(i, length, vocab);
+    absl::StatusOr<gguf::NextTokenLogprobs> theirs =
+        gguf::RunNextTokenLogprobs(gguf, prompt, positions);
+    ASSERT_TRUE(theirs.ok()) << theirs.status();
+    auto mine = ours(std::vector<int64_t>(prompt.begin(), prompt.end()), positions);
+    ASSERT_TRUE(mine.ok()) << mine.status();
+    CompareLogprobs(*mine, *theirs, agreement);
+  }
+  std::printf("%s: tailor vs llama.cpp over %d prompts x %d positions: max KL %.3g, argmax "
+              "agreement %d/%d\n",
+              label.c_str(), prompts, length, agreement.max_kl, agreement.argmax_agree,
+              agreement.positions);
+  EXPECT_EQ(agreement.positions, prompts * length);
+  EXPECT_LE(agreement.max_kl, 1e-4);
+  EXPECT_GE(agreement.argmax_agree, 0.99 * agreement.positions);
 }
 
 }  // namespace tailor::testing

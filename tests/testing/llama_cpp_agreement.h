@@ -5,9 +5,11 @@
 // the sidecar can run here, deterministic prompts, and the KL / argmax agreement tally.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "compression/gguf/llama_cpp_sidecar.h"
 
 namespace tailor::testing {
@@ -29,6 +31,16 @@ struct Agreement {
 // `strict`, a position over 1e-4 fails the test (gtest assertions).
 void CompareLogprobs(const std::vector<std::vector<float>>& ours,
                      const gguf::NextTokenLogprobs& theirs, Agreement& a);
+
+// tailor's next-token log-probabilities of `tokens` at `positions` (the model under test).
+using LogprobsFn = std::function<absl::StatusOr<std::vector<std::vector<float>>>(
+    const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions)>;
+
+// `prompts` TestPrompts of `length` ids over [0, vocab), every position compared between
+// `ours` and llama.cpp on `gguf`: FP32 expectations (KL <= 1e-4 per position, argmax agreement
+// >= 99%), the figures printed under `label`.
+void ExpectAgreesWithLlamaCpp(const LogprobsFn& ours, const std::string& gguf, int prompts,
+                              int length, int vocab, const std::string& label);
 
 }  // namespace tailor::testing
 

@@ -205,20 +205,7 @@ TEST(NemotronHVariantsTest, PrefillAndDecodeEqualTheFullForward) {
 
 // --- import ------------------------------------------------------------------------------
 
-// The tiny Nemotron-H config with `pattern` ('E' layers keep the MoE keys).
-Json NemotronConfig(const std::string& pattern) {
-  Json c = testing::TinyHfConfig("NemotronHForCausalLM");
-  c["hybrid_override_pattern"] = pattern;
-  c["num_hidden_layers"] = pattern.size();
-  if (pattern.find('E') == std::string::npos) {
-    for (const char* k : {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
-                          "moe_shared_expert_intermediate_size", "n_group", "topk_group",
-                          "routed_scaling_factor", "norm_topk_prob"}) {
-      c.erase(k);
-    }
-  }
-  return c;
-}
+Json NemotronConfig(const std::string& pattern) { return testing::TinyNemotronHConfig(pattern); }
 
 constexpr char kPattern[] = "M*-M-";
 

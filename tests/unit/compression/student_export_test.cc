@@ -145,26 +145,11 @@ TEST(StudentExportTest, PerLayerWidthsAreRefusedByTheFamilyLayoutNamingTheLayer)
 
 // tailor's student against llama.cpp on the GGUF tailor wrote for it.
 void ExpectLlamaCppAgrees(model::HybridLM child, const std::string& gguf, const char* label) {
-  constexpr int kPrompts = 8, kLength = 24;
-  std::vector<int64_t> positions(kLength);
-  for (int t = 0; t < kLength; ++t) positions[t] = t;
-  testing::Agreement agreement;
-  for (int i = 0; i < kPrompts; ++i) {
-    const std::vector<int32_t> prompt = testing::TestPrompt(i, kLength, 64);
-    absl::StatusOr<gguf::NextTokenLogprobs> theirs =
-        gguf::RunNextTokenLogprobs(gguf, prompt, positions);
-    ASSERT_THAT(theirs.status(), IsOk());
-    auto ours = hf::NextTokenLogprobs(
-        child, std::vector<int64_t>(prompt.begin(), prompt.end()), positions);
-    ASSERT_THAT(ours.status(), IsOk());
-    testing::CompareLogprobs(*ours, *theirs, agreement);
-  }
-  std::printf("%s: tailor vs llama.cpp over %d prompts x %d positions: max KL %.3g, argmax "
-              "agreement %d/%d\n",
-              label, kPrompts, kLength, agreement.max_kl, agreement.argmax_agree,
-              agreement.positions);
-  EXPECT_EQ(agreement.positions, kPrompts * kLength);
-  EXPECT_GE(agreement.argmax_agree, 0.99 * agreement.positions);
+  testing::ExpectAgreesWithLlamaCpp(
+      [&](const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions) {
+        return hf::NextTokenLogprobs(child, tokens, positions);
+      },
+      gguf, /*prompts=*/8, /*length=*/24, /*vocab=*/64, label);
 }
 
 TEST(StudentExportLlamaCppTest, HeterogeneousLlamaChildIsADeciFileEqualToTailor) {
