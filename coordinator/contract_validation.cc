@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/sha256.h"
+#include "compression/hf/hf_config.h"
 #include "methods/registry.h"
 
 namespace tailor::coordinator {
@@ -116,6 +117,23 @@ void CheckIdentity(const DeploymentContract& c, const methods::MethodRegistry& r
   }
 }
 
+// parent.format forces the Hugging Face layout of a parent folder (hf::ParseArchitecture).
+void CheckParentFormat(const v1::ModelRef& p, Checker& k) {
+  if (p.format().empty()) return;
+  if (p.format().size() > kMaxParentFormatBytes || HasControlChar(p.format()) ||
+      !IsValidUtf8(p.format())) {
+    k.Add("parent.format", absl::StrCat("must be an architectures value or model_type of at "
+                                        "most ", kMaxParentFormatBytes, " printable bytes"));
+    return;
+  }
+  if (p.path().empty()) {
+    k.Add("parent.format", "applies to parent.path (a Hugging Face checkpoint folder) only");
+    return;
+  }
+  absl::StatusOr<hf::Architecture> a = hf::ParseArchitecture(p.format());
+  if (!a.ok()) k.Add("parent.format", std::string(a.status().message()));
+}
+
 void CheckParent(const DeploymentContract& c, const Method* m, Checker& k) {
   const v1::ModelRef& p = c.parent();
   bool has_path = !p.path().empty();
@@ -148,6 +166,7 @@ void CheckParent(const DeploymentContract& c, const Method* m, Checker& k) {
           absl::StrCat("must be 64 lowercase hex characters (sha256), got ",
                        Quote(p.artifact_digest())));
   }
+  CheckParentFormat(p, k);
 }
 
 void CheckTarget(const DeploymentContract& c, const methods::MethodRegistry& registry,

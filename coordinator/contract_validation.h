@@ -18,6 +18,7 @@ namespace tailor::coordinator {
 // are in docs/contract.md.
 inline constexpr size_t kMaxNameChars = 64;          // name, team, target.engine(_version)
 inline constexpr size_t kMaxParentPathBytes = 4096;  // parent.path
+inline constexpr size_t kMaxParentFormatBytes = 64;  // parent.format
 inline constexpr size_t kMaxDeviceKindChars = 128;   // target.device_kind
 inline constexpr size_t kMaxGpuTypeChars = 32;       // resources.<block>.gpu_type
 inline constexpr int kMaxLabels = 32;                // labels entries

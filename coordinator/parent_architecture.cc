@@ -41,7 +41,8 @@ std::string ResolveParentArchitecture(const v1::ModelRef& parent,
   if (parent.path().empty() && parent.artifact_digest().empty()) return "";
   absl::StatusOr<std::string> text = ParentConfigText(parent, blobs);
   absl::StatusOr<std::string> key =
-      text.ok() ? hf::ParentArchitectureKey(*text) : absl::StatusOr<std::string>(text.status());
+      text.ok() ? hf::ParentArchitectureKey(*text, "config.json", parent.format())
+                : absl::StatusOr<std::string>(text.status());
   if (!key.ok()) {
     spdlog::info("parent architecture unresolved, the campaign will profile: {}",
                  key.status().ToString());

@@ -157,10 +157,13 @@ absl::StatusOr<ProfileJobOutput> RunProfile(const v1::DeploymentContract& contra
   TAILOR_ASSIGN_OR_RETURN(engine::EngineOptions engine_options,
                           EngineOptionsFor(contract, config));
   const std::string config_path = parent_dir + "/config.json";
-  absl::StatusOr<model::HybridConfig> parent = hf::ReadModelConfig(parent_dir);
+  const std::string& format = contract.parent().format();
+  absl::StatusOr<model::HybridConfig> parent = hf::ReadModelConfig(parent_dir, format);
   // The key the coordinator computes from the same text at submission (cost-table reuse).
   absl::StatusOr<std::string> architecture = model::ReadFileToString(config_path);
-  if (architecture.ok()) architecture = hf::ParentArchitectureKey(*architecture, config_path);
+  if (architecture.ok()) {
+    architecture = hf::ParentArchitectureKey(*architecture, config_path, format);
+  }
   if (parent.ok() && !architecture.ok()) parent = architecture.status();
   if (!parent.ok()) {
     return IsBadModel(parent.status().code()) ? BadModel("parent model", parent.status())
@@ -194,8 +197,11 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
   const engine::Workload w = costmodel::WorkloadFromProto(contract.workload());
   TAILOR_RETURN_IF_ERROR(engine::ValidateWorkload(w));
   TAILOR_RETURN_IF_ERROR(report(0.05, absl::StrCat("loading ", model_dir)));
+  // parent { format } forces the layout of the parent's folder only, never of a student's.
+  const std::string& format =
+      model_dir == contract.parent().path() ? contract.parent().format() : std::string();
   absl::StatusOr<std::unique_ptr<engine::Engine>> e =
-      engine::Engine::Load(model_dir, options, w.cache_positions());
+      engine::Engine::Load(model_dir, options, w.cache_positions(), format);
   if (!e.ok()) {
     return IsBadModel(e.status().code()) ? BadModel("model", e.status()) : e.status();
   }
@@ -326,7 +332,7 @@ JobHandler MakeVerifyHandler(MlJobConfig config, std::vector<VerifyVariant> vari
       TAILOR_ASSIGN_OR_RETURN(engine::EngineOptions options,
                               EngineOptionsFor(ctx.contract(), config));
       absl::StatusOr<std::unique_ptr<engine::Engine>> parent =
-          engine::Engine::Load(parent_dir, options);
+          engine::Engine::Load(parent_dir, options, 0, ctx.contract().parent().format());
       if (!parent.ok()) return BadModel("parent model", parent.status());
       ctx.ReportProgress(0.9, "evaluating the parent on the task suites").IgnoreError();
       TAILOR_ASSIGN_OR_RETURN(

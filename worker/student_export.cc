@@ -75,11 +75,13 @@ absl::StatusOr<std::vector<v1::StudentExport>> ExportStudent(WorkerContext& ctx,
   if (!ctx.is_rank0()) {
     return absl::FailedPreconditionError("ExportStudent: only rank 0 uploads artifacts");
   }
-  const std::string& parent_dir = ctx.contract().parent().path();
-  if (parent_dir.empty() || !hf::IsHfCheckpointDir(parent_dir)) {
+  const v1::ModelRef& ref = ctx.contract().parent();
+  if (ref.path().empty() || !hf::IsHfCheckpointDir(ref.path(), ref.format())) {
     return std::vector<v1::StudentExport>();
   }
-  TAILOR_ASSIGN_OR_RETURN(hf::HfCheckpoint parent, hf::HfCheckpoint::Open(parent_dir));
+  hf::HfCheckpointOptions options;
+  options.format = ref.format();
+  TAILOR_ASSIGN_OR_RETURN(hf::HfCheckpoint parent, hf::HfCheckpoint::Open(ref.path(), options));
   const std::string student_dir = absl::StrCat(ctx.work_dir, "/student-export");
   std::error_code ec;
   std::filesystem::create_directories(student_dir, ec);

@@ -166,8 +166,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(model::HybridLM model,
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::LoadHfCheckpoint(const std::string& dir,
                                                                  const EngineOptions& options,
-                                                                 int64_t min_positions) {
-  TAILOR_ASSIGN_OR_RETURN(model::HybridLM lm, hf::LoadModelDir(dir));
+                                                                 int64_t min_positions,
+                                                                 absl::string_view hf_format) {
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM lm, hf::LoadModelDir(dir, hf_format));
   // The imported model is sized by max_position_embeddings; serving past it would compute
   // positions the checkpoint was never trained for.
   if (lm->config().max_seq < min_positions) {
@@ -180,9 +181,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::LoadHfCheckpoint(const std::stri
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& dir,
                                                      const EngineOptions& options,
-                                                     int64_t min_positions) {
+                                                     int64_t min_positions,
+                                                     absl::string_view hf_format) {
   if (entropy::IsPackageDir(dir)) return LoadPackage(dir, options, min_positions);
-  if (hf::IsHfCheckpointDir(dir)) return LoadHfCheckpoint(dir, options, min_positions);
+  if (hf::IsHfCheckpointDir(dir, hf_format)) {
+    return LoadHfCheckpoint(dir, options, min_positions, hf_format);
+  }
   TAILOR_ASSIGN_OR_RETURN(model::HybridConfig config,
                           model::ReadHybridConfig(dir + "/config.json"));
   config.max_seq = std::max(config.max_seq, min_positions);

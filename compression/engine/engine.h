@@ -128,16 +128,18 @@ class Engine {
   // smaller: positions only bound what the model was trained for, not what serving a
   // request costs, and the contract's lengths decide the cost. Bad files are
   // INVALID_ARGUMENT (bad config or tensors) or DATA_LOSS (corrupt safetensors).
+  // `hf_format` (parent { format }) forces the Hugging Face layout of `dir`.
   static absl::StatusOr<std::unique_ptr<Engine>> Load(const std::string& dir,
                                                       const EngineOptions& options,
-                                                      int64_t min_positions = 0);
+                                                      int64_t min_positions = 0,
+                                                      absl::string_view hf_format = "");
 
   // A Hugging Face checkpoint folder (compression/hf/hf_import.h), imported, then Create.
   // Unlike a tailor model, its max_position_embeddings is not raised: a workload needing
   // more positions is INVALID_ARGUMENT naming both.
-  static absl::StatusOr<std::unique_ptr<Engine>> LoadHfCheckpoint(const std::string& dir,
-                                                                  const EngineOptions& options,
-                                                                  int64_t min_positions = 0);
+  static absl::StatusOr<std::unique_ptr<Engine>> LoadHfCheckpoint(
+      const std::string& dir, const EngineOptions& options, int64_t min_positions = 0,
+      absl::string_view hf_format = "");
 
   // An entropy-coded package (compression/entropy/package.h), validated, then FromPackage.
   static absl::StatusOr<std::unique_ptr<Engine>> LoadPackage(const std::string& dir,

@@ -294,17 +294,19 @@ absl::StatusOr<model::HybridLM> ImportHfModel(const HfCheckpoint& checkpoint,
   return model;
 }
 
-bool IsHfCheckpointDir(const std::string& dir) {
+bool IsHfCheckpointDir(const std::string& dir, absl::string_view format) {
+  if (!format.empty()) return true;
   absl::StatusOr<std::string> text = model::ReadFileToString(dir + "/config.json");
   if (!text.ok()) return false;
   const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   return j.is_object() && (j.contains("architectures") || j.contains("model_type"));
 }
 
-absl::StatusOr<model::HybridConfig> ReadModelConfig(const std::string& dir) {
+absl::StatusOr<model::HybridConfig> ReadModelConfig(const std::string& dir,
+                                                    absl::string_view format) {
   const std::string path = dir + "/config.json";
-  if (!IsHfCheckpointDir(dir)) return model::ReadHybridConfig(path);
-  TAILOR_ASSIGN_OR_RETURN(HfConfig config, ReadHfConfig(path));
+  if (!IsHfCheckpointDir(dir, format)) return model::ReadHybridConfig(path);
+  TAILOR_ASSIGN_OR_RETURN(HfConfig config, ReadHfConfig(path, format));
   absl::StatusOr<model::HybridConfig> internal = HybridConfigFromHf(config);
   if (!internal.ok()) {
     return absl::Status(internal.status().code(),
@@ -313,9 +315,11 @@ absl::StatusOr<model::HybridConfig> ReadModelConfig(const std::string& dir) {
   return internal;
 }
 
-absl::StatusOr<model::HybridLM> LoadModelDir(const std::string& dir) {
-  if (!IsHfCheckpointDir(dir)) return model::LoadHybridLM(dir);
-  TAILOR_ASSIGN_OR_RETURN(HfCheckpoint checkpoint, HfCheckpoint::Open(dir));
+absl::StatusOr<model::HybridLM> LoadModelDir(const std::string& dir, absl::string_view format) {
+  if (!IsHfCheckpointDir(dir, format)) return model::LoadHybridLM(dir);
+  HfCheckpointOptions options;
+  options.format = std::string(format);
+  TAILOR_ASSIGN_OR_RETURN(HfCheckpoint checkpoint, HfCheckpoint::Open(dir, options));
   return ImportHfModel(checkpoint);
 }
 

@@ -28,7 +28,10 @@
 
 namespace tailor::hf {
 
-// The internal config of an HF config; Unimplemented naming what tailor cannot express.
+// The internal config of an HF config; Unimplemented naming what tailor cannot express:
+// a sliding window shorter than max_position_embeddings (Mistral, Mixtral), a Mixtral /
+// Qwen3-MoE router other than softmax or with a shared expert, Nemotron-H Mamba layers
+// without conv biases or with a time_step_limit other than the default.
 absl::StatusOr<model::HybridConfig> HybridConfigFromHf(const HfConfig& config);
 
 // HF tensor name -> internal (state-dict) name, for every tensor of ExpectedTensors(config).
@@ -51,14 +54,18 @@ absl::StatusOr<model::HybridLM> ImportHfModel(const HfCheckpoint& checkpoint,
 
 // True when DIR/config.json is a Hugging Face config (it has `architectures`); tailor's own
 // config.json has none.
-bool IsHfCheckpointDir(const std::string& dir);
+// `format` (parent { format }: an architectures value or model_type) forces the HF layout and
+// overrides the detection from config.json in the functions below.
+bool IsHfCheckpointDir(const std::string& dir, absl::string_view format = "");
 
 // A tailor model folder (LoadHybridLM) or an HF checkpoint folder (Open + ImportHfModel).
-absl::StatusOr<model::HybridLM> LoadModelDir(const std::string& dir);
+absl::StatusOr<model::HybridLM> LoadModelDir(const std::string& dir,
+                                            absl::string_view format = "");
 
 // The internal config of either layout's folder without loading weights: what the profile
 // job and the block-removal solver read of a parent. Errors name DIR/config.json.
-absl::StatusOr<model::HybridConfig> ReadModelConfig(const std::string& dir);
+absl::StatusOr<model::HybridConfig> ReadModelConfig(const std::string& dir,
+                                                    absl::string_view format = "");
 
 // log P(next token | tokens[0..p]) for each p in `positions` (empty: the last position only),
 // each vocab-size long, from one FP32 causal forward pass. Tokens must be in [0, vocab) and

@@ -61,13 +61,14 @@ std::string HfArchitectureKey(const HfConfig& c) {
 }
 
 absl::StatusOr<std::string> ParentArchitectureKey(absl::string_view config_json,
-                                                  absl::string_view source) {
+                                                  absl::string_view source,
+                                                  absl::string_view format) {
   const Json parsed = Json::parse(config_json.begin(), config_json.end(), nullptr,
                                   /*allow_exceptions=*/false);
-  const bool hf = parsed.is_object() && (parsed.contains("architectures") ||
-                                         parsed.contains("model_type"));
+  const bool hf = !format.empty() || (parsed.is_object() && (parsed.contains("architectures") ||
+                                                             parsed.contains("model_type")));
   if (!hf) return model::ArchitectureKeyOfConfigJson(config_json);
-  absl::StatusOr<HfConfig> config = ParseHfConfigJson(config_json, source);
+  absl::StatusOr<HfConfig> config = ParseHfConfigJson(config_json, source, format);
   if (!config.ok()) return config.status();
   return HfArchitectureKey(*config);
 }

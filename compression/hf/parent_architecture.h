@@ -26,9 +26,11 @@ namespace tailor::hf {
 std::string HfArchitectureKey(const HfConfig& config);
 
 // Either layout, detected like the importer does (an HF config has `architectures` or
-// `model_type`); the parse error names the field otherwise.
+// `model_type`; a non-empty `format`, parent { format }, forces the HF layout); the parse
+// error names the field otherwise.
 absl::StatusOr<std::string> ParentArchitectureKey(absl::string_view config_json,
-                                                  absl::string_view source = "config.json");
+                                                  absl::string_view source = "config.json",
+                                                  absl::string_view format = "");
 
 }  // namespace tailor::hf
 

@@ -69,7 +69,7 @@ absl::StatusOr<v1::JobOutput> RunRank(WorkerContext& ctx) {
         "model.safetensors, or a Hugging Face checkpoint)");
   }
   torch::NoGradGuard no_grad;
-  auto model = hf::LoadModelDir(c.parent().path());
+  auto model = hf::LoadModelDir(c.parent().path(), c.parent().format());
   if (!model.ok()) return model.status();
   const int total = c.ranking().calibration_samples();
   const int per_rank = std::max(1, total / ctx.env.world_size);

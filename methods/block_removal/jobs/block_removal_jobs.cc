@@ -128,7 +128,7 @@ absl::StatusOr<v1::JobOutput> RunGateGradients(WorkerContext& ctx) {
         "parent.path: gate_gradients needs a parent directory (tailor's config.json + "
         "model.safetensors, or a Hugging Face checkpoint)");
   }
-  TAILOR_ASSIGN_OR_RETURN(model::HybridLM parent, hf::LoadModelDir(c.parent().path()));
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM parent, hf::LoadModelDir(c.parent().path(), c.parent().format()));
   const std::vector<int> layers = blockremoval::PresentLayers(parent->config());
   if (layers.empty()) return absl::InvalidArgumentError("parent has no present blocks");
   const int world = ctx.env.world_size;
@@ -280,7 +280,8 @@ absl::StatusOr<SolveInputs> ReadSolveInputs(WorkerContext& ctx) {
   }
   in.influence.assign(gradients.block_influence().begin(), gradients.block_influence().end());
   TAILOR_ASSIGN_OR_RETURN(in.parent_config,
-                          hf::ReadModelConfig(ctx.contract().parent().path()));
+                          hf::ReadModelConfig(ctx.contract().parent().path(),
+                                              ctx.contract().parent().format()));
   return in;
 }
 

@@ -24,6 +24,7 @@
 #include "compression/gguf/llama_cpp_sidecar.h"
 #include "compression/hf/hf_checkpoint.h"
 #include "compression/hf/hf_import.h"
+#include "compression/hf/parent_architecture.h"
 #include "compression/model/config.h"
 #include "compression/model/hybrid_lm.h"
 #include "gmock/gmock.h"
@@ -118,6 +119,29 @@ TEST(HfImportTest, MappingCoversEveryTensor) {
 
 // Mixtral and Qwen3-MoE import: compression_hf_moe_test; Nemotron-H:
 // compression_hf_nemotron_h_test.
+
+// parent { format }: a checkpoint whose config.json names no architecture (it would be read
+// as tailor's own config) imports once the layout is forced, with the same architecture key.
+TEST(HfImportTest, ForcedFormatReadsAConfigWithoutArchitectures) {
+  const std::string dir = WriteCheckpoint("Qwen3ForCausalLM");
+  const std::string path = dir + "/config.json";
+  const std::string original = *model::ReadFileToString(path);
+  nlohmann::json config = nlohmann::json::parse(original);
+  config.erase("architectures");
+  config.erase("model_type");
+  ASSERT_THAT(model::WriteFileAtomically(path, config.dump(2)), IsOk());
+  EXPECT_FALSE(IsHfCheckpointDir(dir));
+  EXPECT_THAT(LoadModelDir(dir).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(IsHfCheckpointDir(dir, "qwen3"));
+  absl::StatusOr<model::HybridLM> forced = LoadModelDir(dir, "qwen3");
+  ASSERT_THAT(forced.status(), IsOk());
+  EXPECT_TRUE((*forced)->config().layers[0].attention.qk_norm);
+  absl::StatusOr<model::HybridConfig> read = ReadModelConfig(dir, "Qwen3ForCausalLM");
+  ASSERT_THAT(read.status(), IsOk());
+  EXPECT_EQ(*read, (*forced)->config());
+  EXPECT_EQ(*ParentArchitectureKey(config.dump(), "config.json", "qwen3"),
+            *ParentArchitectureKey(original));
+}
 
 TEST(HfImportTest, WeightsAreTheCheckpointsInF32AndSurviveSaveAndLoad) {
   const std::string dir = WriteCheckpoint("Qwen3ForCausalLM");

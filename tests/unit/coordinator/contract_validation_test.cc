@@ -121,6 +121,14 @@ TEST(CheckContractTest, ReportsAllErrorsInFieldOrder) {
                                  "be <= 1000, got 5000")));
 }
 
+TEST(CheckContractTest, ParentFormatNamesASupportedLayout) {
+  for (const char* format : {"Qwen3ForCausalLM", "qwen3_moe", "nemotron_h"}) {
+    DeploymentContract c = Parse(kAutocompress);
+    c.mutable_parent()->set_format(format);
+    EXPECT_THAT(ValidateContract(c), IsOk()) << format;
+  }
+}
+
 TEST(CheckContractTest, ProbeNeedsNeitherParentNorWorkload) {
   DeploymentContract c = Parse(kProbe);
   c.mutable_probe()->set_duration_ms(500);
@@ -254,6 +262,23 @@ const RuleCase kRuleCases[] = {
     {"ParentPathTooLong", kAutocompress, nullptr,
      [](DeploymentContract& c) { c.mutable_parent()->set_path(std::string(4097, 'p')); },
      "parent.path: must be at most 4096 bytes, got 4097"},
+    {"ParentFormatUnsupported", kAutocompress, nullptr,
+     [](DeploymentContract& c) { c.mutable_parent()->set_format("GPT2LMHeadModel"); },
+     "parent.format: unsupported \"GPT2LMHeadModel\" (supported: LlamaForCausalLM, "
+     "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MixtralForCausalLM, "
+     "Qwen3MoeForCausalLM, NemotronHForCausalLM, or their model_type llama, mistral, qwen2, "
+     "qwen3, mixtral, qwen3_moe, nemotron_h)"},
+    {"ParentFormatOnlyForPaths", kBlockRemoval, nullptr,
+     [](DeploymentContract& c) {
+       c.mutable_parent()->set_path("");
+       c.mutable_parent()->set_artifact_digest(kHex64);
+       c.mutable_parent()->set_format("qwen3");
+     },
+     "parent.format: applies to parent.path (a Hugging Face checkpoint folder) only"},
+    {"ParentFormatTooLong", kAutocompress, nullptr,
+     [](DeploymentContract& c) { c.mutable_parent()->set_format(std::string(65, 'f')); },
+     "parent.format: must be an architectures value or model_type of at most 64 printable "
+     "bytes"},
     {"ProbeParentStillChecked", kProbe, R"pb(parent { artifact_digest: "xyz" })pb", nullptr,
      "parent.artifact_digest: must be 64 lowercase hex characters (sha256), got \"xyz\""},
     // target
