@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -76,19 +77,56 @@ void Drain(int out_fd, int err_fd, absl::Time deadline, ChildResult& r) {
   }
 }
 
-// posix_spawnp with stdout and stderr on pipes, stdin from /dev/null.
+// An unnamed in-memory file holding `text`, read from its start: the child's stdin. A file,
+// not a pipe, so that the parent never blocks writing a large request nor dies of SIGPIPE
+// when the child exits without reading it. -1 on failure.
+int StdinFile(const std::string& text) {
+  const int fd = memfd_create("llama-sidecar-request", MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      close(fd);
+      return -1;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (lseek(fd, 0, SEEK_SET) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// posix_spawnp with stdout and stderr on pipes, stdin `stdin_text` (empty: /dev/null).
 absl::StatusOr<ChildResult> RunChild(const std::vector<std::string>& argv,
-                                     absl::Duration timeout) {
+                                     const std::string& stdin_text, absl::Duration timeout) {
+  const int in_fd = stdin_text.empty() ? -1 : StdinFile(stdin_text);
+  if (!stdin_text.empty() && in_fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("llama.cpp sidecar: cannot hold the request: ", std::strerror(errno)));
+  }
   int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) return absl::InternalError("pipe2 failed");
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) {
+    if (in_fd >= 0) close(in_fd);
+    return absl::InternalError("pipe2 failed");
+  }
   if (pipe2(err_pipe, O_CLOEXEC) != 0) {
     close(out_pipe[0]);
     close(out_pipe[1]);
+    if (in_fd >= 0) close(in_fd);
     return absl::InternalError("pipe2 failed");
   }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  if (in_fd >= 0) {
+    // The copy on fd 0 loses FD_CLOEXEC, the memfd itself keeps it.
+    posix_spawn_file_actions_adddup2(&actions, in_fd, 0);
+  } else {
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  }
   posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
   posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
   std::vector<char*> args;
@@ -99,6 +137,7 @@ absl::StatusOr<ChildResult> RunChild(const std::vector<std::string>& argv,
   posix_spawn_file_actions_destroy(&actions);
   close(out_pipe[1]);
   close(err_pipe[1]);
+  if (in_fd >= 0) close(in_fd);
   if (rc != 0) {
     close(out_pipe[0]);
     close(err_pipe[0]);
@@ -140,6 +179,54 @@ bool FileExists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
+// The script run with `flags` after it and `stdin_text` on its stdin: its stdout, or the
+// error contract of RunNextTokenLogprobs.
+absl::StatusOr<std::string> RunSidecar(const std::vector<std::string>& flags,
+                                       const std::string& stdin_text, absl::Duration timeout,
+                                       const SidecarOptions& options) {
+  const std::string script = options.script.empty() ? DefaultSidecarScript() : options.script;
+  if (!FileExists(script)) {
+    return absl::NotFoundError(absl::StrCat("llama.cpp sidecar: no script at ", script));
+  }
+  std::vector<std::string> argv = {options.node, script};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  absl::StatusOr<ChildResult> r = RunChild(argv, stdin_text, timeout);
+  if (!r.ok()) return r.status();
+  if (r->timed_out || !WIFEXITED(r->wait_status) || WEXITSTATUS(r->wait_status) != 0) {
+    return ChildError(*r, timeout);
+  }
+  return std::move(r->out);
+}
+
+// One prompt's {"positions": [...], "logprobs": [[vocab_size values]...]} into `r`; the
+// message does not name the sidecar (the callers prefix it).
+absl::Status ParseResult(const Json& j, NextTokenLogprobs& r) {
+  if (!j.is_object() || !j.contains("positions") || !j["positions"].is_array() ||
+      !j.contains("logprobs") || !j["logprobs"].is_array()) {
+    return absl::InternalError("positions or logprobs missing or not arrays");
+  }
+  for (const Json& p : j["positions"]) {
+    r.positions.push_back(p.is_number_integer() ? p.get<int64_t>() : -1);
+  }
+  for (const Json& row : j["logprobs"]) {
+    if (!row.is_array()) return absl::InternalError("a row is not an array");
+    std::vector<double> values;
+    values.reserve(row.size());
+    for (const Json& x : row) {
+      values.push_back(x.is_number() ? x.get<double>() : -std::numeric_limits<double>::infinity());
+    }
+    if (static_cast<int64_t>(values.size()) != r.vocab_size) {
+      return absl::InternalError(
+          absl::StrCat("a row has ", values.size(), " values, vocab_size is ", r.vocab_size));
+    }
+    r.logprobs.push_back(std::move(values));
+  }
+  if (r.logprobs.size() != r.positions.size()) {
+    return absl::InternalError("one row per position expected");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string DefaultSidecarScript() {
@@ -156,58 +243,79 @@ absl::StatusOr<NextTokenLogprobs> ParseSidecarOutput(const std::string& json) {
     return absl::InternalError(absl::StrCat("llama.cpp sidecar: unexpected output: ",
                                             json.substr(0, 200)));
   }
-  NextTokenLogprobs r;
   if (!j["vocab_size"].is_number_integer() || !j["positions"].is_array() ||
       !j["logprobs"].is_array()) {
     return absl::InternalError("llama.cpp sidecar: vocab_size, positions or logprobs malformed");
   }
+  NextTokenLogprobs r;
   r.vocab_size = j["vocab_size"].get<int64_t>();
-  for (const Json& p : j["positions"]) {
-    r.positions.push_back(p.is_number_integer() ? p.get<int64_t>() : -1);
-  }
   r.node_llama_cpp_version = j.value("node_llama_cpp", "");
   r.llama_cpp_release = j.value("llama_cpp", "");
-  for (const Json& row : j["logprobs"]) {
-    if (!row.is_array()) return absl::InternalError("llama.cpp sidecar: a row is not an array");
-    std::vector<double> values;
-    values.reserve(row.size());
-    for (const Json& x : row) {
-      values.push_back(x.is_number() ? x.get<double>()
-                                     : -std::numeric_limits<double>::infinity());
-    }
-    if (static_cast<int64_t>(values.size()) != r.vocab_size) {
-      return absl::InternalError(absl::StrCat("llama.cpp sidecar: a row has ", values.size(),
-                                              " values, vocab_size is ", r.vocab_size));
-    }
-    r.logprobs.push_back(std::move(values));
-  }
-  if (r.logprobs.size() != r.positions.size()) {
-    return absl::InternalError("llama.cpp sidecar: one row per position expected");
+  if (absl::Status s = ParseResult(j, r); !s.ok()) {
+    return absl::InternalError(absl::StrCat("llama.cpp sidecar: ", s.message()));
   }
   return r;
+}
+
+absl::StatusOr<std::vector<NextTokenLogprobs>> ParseSidecarBatchOutput(const std::string& json,
+                                                                       size_t prompts) {
+  const Json j = Json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("results") || !j.contains("vocab_size")) {
+    return absl::InternalError(
+        absl::StrCat("llama.cpp sidecar: unexpected output: ", json.substr(0, 200)));
+  }
+  if (!j["vocab_size"].is_number_integer() || !j["results"].is_array()) {
+    return absl::InternalError("llama.cpp sidecar: vocab_size or results malformed");
+  }
+  if (j["results"].size() != prompts) {
+    return absl::InternalError(absl::StrCat("llama.cpp sidecar: ", j["results"].size(),
+                                            " results for ", prompts, " prompts"));
+  }
+  std::vector<NextTokenLogprobs> out(prompts);
+  for (size_t i = 0; i < prompts; ++i) {
+    out[i].vocab_size = j["vocab_size"].get<int64_t>();
+    out[i].node_llama_cpp_version = j.value("node_llama_cpp", "");
+    out[i].llama_cpp_release = j.value("llama_cpp", "");
+    if (absl::Status s = ParseResult(j["results"][i], out[i]); !s.ok()) {
+      return absl::InternalError(absl::StrCat("llama.cpp sidecar: prompt ", i, ": ", s.message()));
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<NextTokenLogprobs> RunNextTokenLogprobs(const std::string& gguf_path,
                                                        const std::vector<int32_t>& tokens,
                                                        const std::vector<int64_t>& positions,
                                                        const SidecarOptions& options) {
-  const std::string script = options.script.empty() ? DefaultSidecarScript() : options.script;
-  if (!FileExists(script)) {
-    return absl::NotFoundError(absl::StrCat("llama.cpp sidecar: no script at ", script));
-  }
-  std::vector<std::string> argv = {options.node, script, "--model", gguf_path, "--tokens",
-                                   absl::StrJoin(tokens, ","), "--threads",
-                                   absl::StrCat(options.threads)};
+  std::vector<std::string> flags = {"--model",   gguf_path,
+                                    "--threads", absl::StrCat(options.threads),
+                                    "--tokens",  absl::StrJoin(tokens, ",")};
   if (!positions.empty()) {
-    argv.push_back("--positions");
-    argv.push_back(absl::StrJoin(positions, ","));
+    flags.push_back("--positions");
+    flags.push_back(absl::StrJoin(positions, ","));
   }
-  absl::StatusOr<ChildResult> r = RunChild(argv, options.timeout);
-  if (!r.ok()) return r.status();
-  if (r->timed_out || !WIFEXITED(r->wait_status) || WEXITSTATUS(r->wait_status) != 0) {
-    return ChildError(*r, options.timeout);
+  absl::StatusOr<std::string> out = RunSidecar(flags, "", options.timeout, options);
+  if (!out.ok()) return out.status();
+  return ParseSidecarOutput(*out);
+}
+
+absl::StatusOr<std::vector<NextTokenLogprobs>> RunNextTokenLogprobsBatch(
+    const std::string& gguf_path, const std::vector<std::vector<int32_t>>& prompts,
+    const std::vector<int64_t>& positions, const SidecarOptions& options) {
+  if (prompts.empty()) return std::vector<NextTokenLogprobs>();
+  Json request = {{"prompts", Json::array()}};
+  for (const std::vector<int32_t>& tokens : prompts) {
+    Json prompt = {{"tokens", tokens}};
+    if (!positions.empty()) prompt["positions"] = positions;
+    request["prompts"].push_back(std::move(prompt));
   }
-  return ParseSidecarOutput(r->out);
+  const absl::Duration timeout =
+      options.timeout + options.timeout_per_extra_prompt * static_cast<int64_t>(prompts.size() - 1);
+  absl::StatusOr<std::string> out =
+      RunSidecar({"--model", gguf_path, "--batch", "--threads", absl::StrCat(options.threads)},
+                 request.dump(), timeout, options);
+  if (!out.ok()) return out.status();
+  return ParseSidecarBatchOutput(*out, prompts.size());
 }
 
 }  // namespace tailor::gguf

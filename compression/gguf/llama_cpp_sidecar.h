@@ -26,7 +26,10 @@ struct SidecarOptions {
   // The script; empty: $TAILOR_LLAMA_SIDECAR, else tools/llama-sidecar/ of the source tree
   // this binary was built from.
   std::string script;
+  // A run of one prompt: the model load (most of it for a small model) and its evaluation.
   absl::Duration timeout = absl::Seconds(120);
+  // What each further prompt of a batch adds to `timeout`.
+  absl::Duration timeout_per_extra_prompt = absl::Seconds(10);
   int threads = 1;
 };
 
@@ -51,8 +54,20 @@ absl::StatusOr<NextTokenLogprobs> RunNextTokenLogprobs(const std::string& gguf_p
                                                        const std::vector<int64_t>& positions,
                                                        const SidecarOptions& options = {});
 
-// Parses the sidecar's stdout (exposed for tests).
+// `prompts` in ONE child process (the model loaded once, each prompt evaluated from a clean
+// state: a prompt's result does not depend on the prompts before it), one result per prompt
+// in order; `positions` (empty: every position) applies to each prompt. The same errors as
+// RunNextTokenLogprobs; the timeout covers the whole batch: options.timeout plus
+// options.timeout_per_extra_prompt for each prompt after the first.
+absl::StatusOr<std::vector<NextTokenLogprobs>> RunNextTokenLogprobsBatch(
+    const std::string& gguf_path, const std::vector<std::vector<int32_t>>& prompts,
+    const std::vector<int64_t>& positions, const SidecarOptions& options = {});
+
+// Parse the sidecar's stdout (exposed for tests): one prompt, and a batch answering `prompts`
+// prompts.
 absl::StatusOr<NextTokenLogprobs> ParseSidecarOutput(const std::string& json);
+absl::StatusOr<std::vector<NextTokenLogprobs>> ParseSidecarBatchOutput(const std::string& json,
+                                                                       size_t prompts);
 
 }  // namespace tailor::gguf
 

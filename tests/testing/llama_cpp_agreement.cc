@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "gtest/gtest.h"
 
@@ -49,7 +50,7 @@ void CompareLogprobs(const std::vector<std::vector<float>>& ours,
       if (lp > theirs.logprobs[t][a_theirs]) a_theirs = v;
     }
     if (a.strict) {
-      EXPECT_LE(kl, 1e-4) << "position " << t;
+      EXPECT_LE(kl, a.kl_bound) << "position " << t;
     }
     a.max_kl = std::max(a.max_kl, kl);
     a.argmax_agree += a_ours == a_theirs;
@@ -57,27 +58,59 @@ void CompareLogprobs(const std::vector<std::vector<float>>& ours,
   }
 }
 
-void ExpectAgreesWithLlamaCpp(const LogprobsFn& ours, const std::string& gguf, int prompts,
-                              int length, int vocab, const std::string& label) {
-  std::vector<int64_t> positions(length);
-  for (int t = 0; t < length; ++t) positions[t] = t;
-  Agreement agreement;
-  for (int i = 0; i < prompts; ++i) {
-    const std::vector<int32_t> prompt = TestPrompt(i, length, vocab);
-    absl::StatusOr<gguf::NextTokenLogprobs> theirs =
-        gguf::RunNextTokenLogprobs(gguf, prompt, positions);
-    ASSERT_TRUE(theirs.ok()) << theirs.status();
-    auto mine = ours(std::vector<int64_t>(prompt.begin(), prompt.end()), positions);
-    ASSERT_TRUE(mine.ok()) << mine.status();
-    CompareLogprobs(*mine, *theirs, agreement);
+namespace {
+
+// `fn` over every prompt against llama.cpp's answers, tallied into `a`.
+void Tally(const LogprobsFn& fn, const std::vector<std::vector<int32_t>>& prompts,
+           const std::vector<int64_t>& positions,
+           const std::vector<gguf::NextTokenLogprobs>& theirs, const std::string& what,
+           Agreement& a) {
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto mine = fn(std::vector<int64_t>(prompts[i].begin(), prompts[i].end()), positions);
+    ASSERT_TRUE(mine.ok()) << what << ", prompt " << i << ": " << mine.status();
+    SCOPED_TRACE(what + ", prompt " + std::to_string(i));
+    CompareLogprobs(*mine, theirs[i], a);
   }
-  std::printf("%s: tailor vs llama.cpp over %d prompts x %d positions: max KL %.3g, argmax "
-              "agreement %d/%d\n",
-              label.c_str(), prompts, length, agreement.max_kl, agreement.argmax_agree,
-              agreement.positions);
-  EXPECT_EQ(agreement.positions, prompts * length);
-  EXPECT_LE(agreement.max_kl, 1e-4);
-  EXPECT_GE(agreement.argmax_agree, 0.99 * agreement.positions);
+}
+
+}  // namespace
+
+void ExpectAgreesWithLlamaCpp(const LogprobsFn& ours, const std::string& gguf,
+                              const LlamaCppComparison& c, const std::string& label) {
+  std::vector<int64_t> positions(c.length);
+  for (int t = 0; t < c.length; ++t) positions[t] = t;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < c.prompts; ++i) prompts.push_back(TestPrompt(i, c.length, c.vocab));
+  // One child process for every prompt: the model is loaded once.
+  absl::StatusOr<std::vector<gguf::NextTokenLogprobs>> theirs =
+      gguf::RunNextTokenLogprobsBatch(gguf, prompts, positions);
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  ASSERT_EQ(theirs->size(), prompts.size());
+  Agreement real;
+  real.kl_bound = c.max_kl;
+  Tally(ours, prompts, positions, *theirs, label, real);
+  std::vector<Agreement> controls(c.controls.size());
+  for (size_t k = 0; k < c.controls.size(); ++k) {
+    controls[k].strict = false;  // expected to disagree
+    Tally(c.controls[k].logprobs, prompts, positions, *theirs, c.controls[k].label, controls[k]);
+  }
+  std::string control_figures;
+  for (size_t k = 0; k < c.controls.size(); ++k) {
+    char figure[64];
+    std::snprintf(figure, sizeof(figure), " (max KL %.3g)", controls[k].max_kl);
+    control_figures += (k == 0 ? "; controls: " : ", ") + c.controls[k].label + figure;
+  }
+  std::printf(
+      "%s: tailor vs llama.cpp over %d prompts x %d positions: max KL %.3g, argmax "
+      "agreement %d/%d%s\n",
+      label.c_str(), c.prompts, c.length, real.max_kl, real.argmax_agree, real.positions,
+      control_figures.c_str());
+  EXPECT_EQ(real.positions, c.prompts * c.length);
+  EXPECT_LE(real.max_kl, c.max_kl);
+  EXPECT_GE(real.argmax_agree, c.min_argmax_agreement * real.positions);
+  for (size_t k = 0; k < c.controls.size(); ++k) {
+    EXPECT_GT(controls[k].max_kl, 10 * real.max_kl) << "control " << c.controls[k].label;
+  }
 }
 
 }  // namespace tailor::testing

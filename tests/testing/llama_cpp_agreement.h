@@ -22,13 +22,14 @@ std::vector<int32_t> TestPrompt(int i, int length, int vocab);
 
 struct Agreement {
   bool strict = true;  // false: a control that is expected to disagree
+  double kl_bound = 1e-4;  // with `strict`, on every position
   int positions = 0;
   int argmax_agree = 0;
   double max_kl = 0;
 };
 
 // KL(tailor || llama.cpp) and argmax agreement at every position of one prompt; with
-// `strict`, a position over 1e-4 fails the test (gtest assertions).
+// `strict`, a position over `kl_bound` fails the test (gtest assertions).
 void CompareLogprobs(const std::vector<std::vector<float>>& ours,
                      const gguf::NextTokenLogprobs& theirs, Agreement& a);
 
@@ -36,11 +37,31 @@ void CompareLogprobs(const std::vector<std::vector<float>>& ours,
 using LogprobsFn = std::function<absl::StatusOr<std::vector<std::vector<float>>>(
     const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions)>;
 
-// `prompts` TestPrompts of `length` ids over [0, vocab), every position compared between
-// `ours` and llama.cpp on `gguf`: FP32 expectations (KL <= 1e-4 per position, argmax agreement
-// >= 99%), the figures printed under `label`.
-void ExpectAgreesWithLlamaCpp(const LogprobsFn& ours, const std::string& gguf, int prompts,
-                              int length, int vocab, const std::string& label);
+// A deliberately wrong variant of the model under test (say, the RoPE scaling ignored): the
+// test weights are small and the distributions flat, so a control shows the comparison tells
+// such a mistake apart from the real model.
+struct LlamaCppControl {
+  std::string label;  // what is wrong, printed with its figure
+  LogprobsFn logprobs;
+};
+
+struct LlamaCppComparison {
+  int prompts = 64;  // TestPrompts 0..prompts-1
+  int length = 32;   // ids per prompt, every position compared
+  int vocab = 64;    // the ids are drawn from [0, vocab)
+  // FP32 expectations; a BF16 GGUF needs looser ones.
+  double max_kl = 1e-4;                // on every position
+  double min_argmax_agreement = 0.99;  // fraction of the positions
+  // Each must score a max KL over 10x the real model's.
+  std::vector<LlamaCppControl> controls;
+};
+
+// `ours` against llama.cpp on `gguf` over `c.prompts` TestPrompts, all evaluated by llama.cpp
+// in one sidecar run: every position's KL within `c.max_kl`, argmax agreement on at least
+// `c.min_argmax_agreement` of them, every control over 10x the real max KL. Prints the
+// figures under `label` (the release notes quote them).
+void ExpectAgreesWithLlamaCpp(const LogprobsFn& ours, const std::string& gguf,
+                              const LlamaCppComparison& c, const std::string& label);
 
 }  // namespace tailor::testing
 

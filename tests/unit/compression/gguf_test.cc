@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -516,6 +517,8 @@ TEST(LlamaCppSidecarTest, FailuresAreErrorsNotCrashes) {
               StatusIs(absl::StatusCode::kInternal,
                        ::testing::AllOf(HasSubstr("signal 6 (Aborted)"),
                                         HasSubstr("GGML_ASSERT(x) failed"))));
+  EXPECT_THAT(RunNextTokenLogprobsBatch(dir + "/bad.gguf", {{1}, {2}}, {}, options).status(),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("signal 6 (Aborted)")));
   // A hang is killed at the timeout.
   const std::string hang_script = dir + "/hang.mjs";
   f = std::fopen(hang_script.c_str(), "wb");
@@ -525,6 +528,122 @@ TEST(LlamaCppSidecarTest, FailuresAreErrorsNotCrashes) {
   options.timeout = absl::Milliseconds(500);
   EXPECT_THAT(RunNextTokenLogprobs(dir + "/bad.gguf", {1}, {}, options).status(),
               StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("timeout")));
+}
+
+// The batch answer: one result per prompt, each with its own positions and rows.
+TEST(LlamaCppSidecarBatchTest, OutputIsParsedPromptByPrompt) {
+  const std::string json = R"({"vocab_size": 2, "results": [)"
+                           R"({"positions": [0, 1], "logprobs": [[-0.5, -1.0], [null, 0.0]]},)"
+                           R"({"positions": [1], "logprobs": [[-2.0, -0.25]]}],)"
+                           R"( "node_llama_cpp": "3.21.1", "llama_cpp": "b1"})";
+  absl::StatusOr<std::vector<NextTokenLogprobs>> got = ParseSidecarBatchOutput(json, 2);
+  ASSERT_THAT(got.status(), IsOk());
+  ASSERT_EQ(got->size(), 2u);
+  const NextTokenLogprobs& a = (*got)[0];
+  EXPECT_EQ(a.vocab_size, 2);
+  EXPECT_THAT(a.positions, ElementsAre(0, 1));
+  EXPECT_THAT(a.logprobs[0], ElementsAre(-0.5, -1.0));
+  EXPECT_EQ(a.logprobs[1][0], -std::numeric_limits<double>::infinity());  // underflowed
+  EXPECT_EQ(a.node_llama_cpp_version, "3.21.1");
+  EXPECT_EQ(a.llama_cpp_release, "b1");
+  const NextTokenLogprobs& b = (*got)[1];
+  EXPECT_THAT(b.positions, ElementsAre(1));
+  EXPECT_THAT(b.logprobs, ElementsAre(ElementsAre(-2.0, -0.25)));
+  EXPECT_EQ(b.node_llama_cpp_version, "3.21.1");
+}
+
+TEST(LlamaCppSidecarBatchTest, MalformedOutputIsAnErrorNamingWhatIsWrong) {
+  const auto error = [](const std::string& json, size_t prompts) {
+    return ParseSidecarBatchOutput(json, prompts).status();
+  };
+  EXPECT_THAT(error("Segmentation fault", 1),
+              StatusIs(absl::StatusCode::kInternal,
+                       ::testing::StrEq("llama.cpp sidecar: unexpected output: Segmentation "
+                                        "fault")));
+  EXPECT_THAT(error(R"({"vocab_size": 2, "results": {}})", 1),
+              StatusIs(absl::StatusCode::kInternal,
+                       ::testing::StrEq("llama.cpp sidecar: vocab_size or results malformed")));
+  const std::string one = R"({"positions": [0], "logprobs": [[-0.5, -1.0]]})";
+  EXPECT_THAT(error(absl::StrCat(R"({"vocab_size": 2, "results": [)", one, "]}"), 2),
+              StatusIs(absl::StatusCode::kInternal,
+                       ::testing::StrEq("llama.cpp sidecar: 1 results for 2 prompts")));
+  EXPECT_THAT(
+      error(absl::StrCat(R"({"vocab_size": 2, "results": [)", one,
+                         R"(, {"positions": [0], "logprobs": [[-0.5]]}]})"),
+            2),
+      StatusIs(absl::StatusCode::kInternal,
+               ::testing::StrEq("llama.cpp sidecar: prompt 1: a row has 1 values, vocab_size "
+                                "is 2")));
+  EXPECT_THAT(
+      error(absl::StrCat(R"({"vocab_size": 2, "results": [)", one, R"(, {"rows": []}]})"), 2),
+      StatusIs(absl::StatusCode::kInternal,
+               ::testing::StrEq("llama.cpp sidecar: prompt 1: positions or logprobs "
+                                "missing or not arrays")));
+}
+
+// The request travels on the child's stdin, and the whole batch runs under one timeout
+// scaled by the number of prompts. A stand-in script: needs node only.
+TEST(LlamaCppSidecarBatchTest, RequestGoesOnStdinAndTheTimeoutScalesWithThePrompts) {
+  if (std::system("command -v node >/dev/null 2>&1") != 0) GTEST_SKIP() << "node is not on PATH";
+  const std::string dir = NewDir();
+  const std::string echo_script = dir + "/echo.mjs";
+  FILE* f = std::fopen(echo_script.c_str(), "wb");
+  // One row per position holding [tokens.length, tokens[position]]: what was asked, back.
+  std::fputs(
+      "import { readFileSync } from 'node:fs';\n"
+      "const r = JSON.parse(readFileSync(0, 'utf8'));\n"
+      "const results = r.prompts.map((p) => ({ positions: p.positions,\n"
+      "  logprobs: p.positions.map((i) => [p.tokens.length, p.tokens[i]]) }));\n"
+      "process.stdout.write(JSON.stringify({ vocab_size: 2, results }));\n",
+      f);
+  std::fclose(f);
+  SidecarOptions options;
+  options.script = echo_script;
+  absl::StatusOr<std::vector<NextTokenLogprobs>> got =
+      RunNextTokenLogprobsBatch("unused.gguf", {{7, 8, 9}, {4, 5}}, {0, 1}, options);
+  ASSERT_THAT(got.status(), IsOk());
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_THAT((*got)[0].logprobs, ElementsAre(ElementsAre(3, 7), ElementsAre(3, 8)));
+  EXPECT_THAT((*got)[1].logprobs, ElementsAre(ElementsAre(2, 4), ElementsAre(2, 5)));
+
+  const std::string hang_script = dir + "/hang.mjs";
+  f = std::fopen(hang_script.c_str(), "wb");
+  std::fputs("setInterval(() => {}, 1000);\n", f);
+  std::fclose(f);
+  options.script = hang_script;
+  options.timeout = absl::Milliseconds(300);
+  options.timeout_per_extra_prompt = absl::Milliseconds(100);
+  EXPECT_THAT(
+      RunNextTokenLogprobsBatch("unused.gguf", {{1}, {2}, {3}}, {}, options).status(),
+      StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("killed after the 500ms timeout")));
+}
+
+// Each prompt of a batch starts from a clean state: prompt B's numbers are bit-identical
+// alone, after prompt A in the same child, and through the one-prompt path.
+TEST(LlamaCppSidecarBatchTest, NoStateCarriesOverBetweenPrompts) {
+  const std::string missing = testing::LlamaCppSidecarMissing();
+  if (!missing.empty()) GTEST_SKIP() << "llama.cpp sidecar unavailable: " << missing;
+  const Exported e = Export("LlamaForCausalLM");
+  const std::vector<int32_t> a = testing::TestPrompt(0, 24, 64);
+  const std::vector<int32_t> b = testing::TestPrompt(1, 24, 64);
+  const std::vector<int64_t> positions = {0, 5, 23};
+  absl::StatusOr<std::vector<NextTokenLogprobs>> both =
+      RunNextTokenLogprobsBatch(e.gguf, {a, b}, positions);
+  absl::StatusOr<std::vector<NextTokenLogprobs>> b_alone =
+      RunNextTokenLogprobsBatch(e.gguf, {b}, positions);
+  absl::StatusOr<NextTokenLogprobs> b_single = RunNextTokenLogprobs(e.gguf, b, positions);
+  ASSERT_THAT(both.status(), IsOk());
+  ASSERT_THAT(b_alone.status(), IsOk());
+  ASSERT_THAT(b_single.status(), IsOk());
+  ASSERT_EQ(both->size(), 2u);
+  EXPECT_THAT((*both)[1].positions, ElementsAre(0, 5, 23));
+  EXPECT_EQ((*both)[1].logprobs, (*b_alone)[0].logprobs);
+  EXPECT_EQ((*both)[1].logprobs, b_single->logprobs);
+  EXPECT_NE((*both)[0].logprobs, (*both)[1].logprobs);  // A is another prompt indeed
+  // And A is what it is alone, too.
+  absl::StatusOr<NextTokenLogprobs> a_single = RunNextTokenLogprobs(e.gguf, a, positions);
+  ASSERT_THAT(a_single.status(), IsOk());
+  EXPECT_EQ((*both)[0].logprobs, a_single->logprobs);
 }
 
 }  // namespace

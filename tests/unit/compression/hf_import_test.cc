@@ -229,37 +229,14 @@ void CheckAgainstLlamaCpp(absl::string_view arch) {
   const bool scaled = (*m)->config().rope_scaling.type != model::RopeScalingSpec::Type::kNone;
   absl::StatusOr<model::HybridLM> control = WithoutRopeScaling(*m);
   ASSERT_THAT(control.status(), IsOk());
-  constexpr int kPrompts = 16, kLength = 32;
-  std::vector<int64_t> positions(kLength);
-  for (int t = 0; t < kLength; ++t) positions[t] = t;
-  testing::Agreement agreement, unscaled;
-  unscaled.strict = false;
-  for (int i = 0; i < kPrompts; ++i) {
-    const std::vector<int32_t> prompt = testing::TestPrompt(i, kLength, 64);
-    absl::StatusOr<gguf::NextTokenLogprobs> theirs =
-        gguf::RunNextTokenLogprobs(gguf_path, prompt, positions);
-    ASSERT_THAT(theirs.status(), IsOk());
-    absl::StatusOr<std::vector<std::vector<float>>> ours =
-        NextTokenLogprobs(*m, std::vector<int64_t>(prompt.begin(), prompt.end()), positions);
-    ASSERT_THAT(ours.status(), IsOk());
-    testing::CompareLogprobs(*ours, *theirs, agreement);
-    if (scaled) {
-      ours = NextTokenLogprobs(*control, std::vector<int64_t>(prompt.begin(), prompt.end()),
-                               positions);
-      ASSERT_THAT(ours.status(), IsOk());
-      testing::CompareLogprobs(*ours, *theirs, unscaled);
-    }
-  }
-  std::printf("%s: tailor vs llama.cpp over %d prompts x %d positions: max KL %.3g, argmax "
-              "agreement %d/%d\n",
-              std::string(arch).c_str(), kPrompts, kLength, agreement.max_kl,
-              agreement.argmax_agree, agreement.positions);
-  EXPECT_EQ(agreement.positions, kPrompts * kLength);
-  EXPECT_GE(agreement.argmax_agree, 0.99 * agreement.positions);
-  if (scaled) {
-    std::printf("  control without the llama3 scaling: max KL %.3g\n", unscaled.max_kl);
-    EXPECT_GT(unscaled.max_kl, 10 * agreement.max_kl);
-  }
+  auto logprobs_of = [](model::HybridLM model) -> testing::LogprobsFn {
+    return [model](const auto& tokens, const auto& positions) mutable {
+      return NextTokenLogprobs(model, tokens, positions);
+    };
+  };
+  testing::LlamaCppComparison comparison;
+  if (scaled) comparison.controls.push_back({"without the llama3 scaling", logprobs_of(*control)});
+  testing::ExpectAgreesWithLlamaCpp(logprobs_of(*m), gguf_path, comparison, std::string(arch));
 }
 
 TEST(HfImportLlamaCppTest, LlamaWithLlama3RopeMatchesLlamaCpp) {

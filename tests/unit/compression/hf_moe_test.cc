@@ -514,37 +514,15 @@ void CheckAgainstLlamaCpp(absl::string_view arch, void (*edit)(nlohmann::json&))
   gguf::GgufExportOptions options;
   options.all_f32 = true;
   ASSERT_THAT(gguf::ExportHfToGguf(*c, gguf_path, options).status(), IsOk());
-  constexpr int kPrompts = 16, kLength = 32;
-  std::vector<int64_t> positions(kLength);
-  for (int t = 0; t < kLength; ++t) positions[t] = t;
-  testing::Agreement agreement, misrouted, renormalised;
-  misrouted.strict = renormalised.strict = false;  // controls: expected to disagree
-  for (int i = 0; i < kPrompts; ++i) {
-    const std::vector<int32_t> prompt = testing::TestPrompt(i, kLength, 64);
-    const std::vector<int64_t> ids(prompt.begin(), prompt.end());
-    absl::StatusOr<gguf::NextTokenLogprobs> theirs =
-        gguf::RunNextTokenLogprobs(gguf_path, prompt, positions);
-    ASSERT_THAT(theirs.status(), IsOk());
-    absl::StatusOr<std::vector<std::vector<float>>> ours =
-        hf::NextTokenLogprobs(*m, ids, positions);
-    ASSERT_THAT(ours.status(), IsOk());
-    testing::CompareLogprobs(*ours, *theirs, agreement);
-    ours = hf::NextTokenLogprobs(*misrouted_model, ids, positions);
-    ASSERT_THAT(ours.status(), IsOk());
-    testing::CompareLogprobs(*ours, *theirs, misrouted);
-    ours = hf::NextTokenLogprobs(*renormalised_model, ids, positions);
-    ASSERT_THAT(ours.status(), IsOk());
-    testing::CompareLogprobs(*ours, *theirs, renormalised);
-  }
-  std::printf("%s: tailor vs llama.cpp over %d prompts x %d positions: max KL %.3g, argmax "
-              "agreement %d/%d; controls: misrouted max KL %.3g, norm_top_k flipped %.3g\n",
-              std::string(arch).c_str(), kPrompts, kLength, agreement.max_kl,
-              agreement.argmax_agree, agreement.positions, misrouted.max_kl,
-              renormalised.max_kl);
-  EXPECT_EQ(agreement.positions, kPrompts * kLength);
-  EXPECT_GE(agreement.argmax_agree, 0.99 * agreement.positions);
-  EXPECT_GT(misrouted.max_kl, 10 * agreement.max_kl);
-  EXPECT_GT(renormalised.max_kl, 10 * agreement.max_kl);
+  auto logprobs_of = [](model::HybridLM model) -> testing::LogprobsFn {
+    return [model](const auto& tokens, const auto& positions) mutable {
+      return hf::NextTokenLogprobs(model, tokens, positions);
+    };
+  };
+  testing::LlamaCppComparison comparison;
+  comparison.controls = {{"misrouted", logprobs_of(*misrouted_model)},
+                         {"norm_top_k flipped", logprobs_of(*renormalised_model)}};
+  testing::ExpectAgreesWithLlamaCpp(logprobs_of(*m), gguf_path, comparison, std::string(arch));
 }
 
 TEST(HfMoeLlamaCppTest, MixtralMatchesLlamaCpp) {

@@ -395,8 +395,10 @@ absl::StatusOr<model::HybridLM> Control(const model::HybridLM& m,
   return out;
 }
 
-// `wrong` changes the imported config into a plausible mistake (the control).
+// `wrong` changes the imported config into a plausible mistake (the control, printed as
+// `mistake`).
 void CheckAgainstLlamaCpp(const std::string& pattern, const std::string& want_arch,
+                          const std::string& mistake,
                           const std::function<void(model::HybridConfig&)>& wrong) {
   const std::string missing = testing::LlamaCppSidecarMissing();
   if (!missing.empty()) GTEST_SKIP() << "llama.cpp sidecar unavailable: " << missing;
@@ -415,49 +417,32 @@ void CheckAgainstLlamaCpp(const std::string& pattern, const std::string& want_ar
   wrong(wrong_config);
   absl::StatusOr<model::HybridLM> control = Control(*m, wrong_config);
   ASSERT_THAT(control.status(), IsOk());
-  // 40 positions: more than two of the scan's 16-step chunks.
-  constexpr int kPrompts = 8, kLength = 40;
-  std::vector<int64_t> positions(kLength);
-  for (int t = 0; t < kLength; ++t) positions[t] = t;
-  testing::Agreement real, mistaken;
-  mistaken.strict = false;
-  for (int i = 0; i < kPrompts; ++i) {
-    const std::vector<int32_t> prompt = testing::TestPrompt(i, kLength, 64);
-    const std::vector<int64_t> ids(prompt.begin(), prompt.end());
-    absl::StatusOr<gguf::NextTokenLogprobs> theirs =
-        gguf::RunNextTokenLogprobs(gguf_path, prompt, positions);
-    ASSERT_THAT(theirs.status(), IsOk());
-    absl::StatusOr<std::vector<std::vector<float>>> ours =
-        hf::NextTokenLogprobs(*m, ids, positions);
-    ASSERT_THAT(ours.status(), IsOk());
-    testing::CompareLogprobs(*ours, *theirs, real);
-    ours = hf::NextTokenLogprobs(*control, ids, positions);
-    ASSERT_THAT(ours.status(), IsOk());
-    testing::CompareLogprobs(*ours, *theirs, mistaken);
-  }
-  std::printf("NemotronH %s (%s): tailor vs llama.cpp over %d prompts x %d positions: max KL "
-              "%.3g, argmax agreement %d/%d; control (a wrong variant): max KL %.3g\n",
-              pattern.c_str(), want_arch.c_str(), kPrompts, kLength, real.max_kl,
-              real.argmax_agree, real.positions, mistaken.max_kl);
-  EXPECT_EQ(real.positions, kPrompts * kLength);
-  EXPECT_GE(real.argmax_agree, 0.99 * real.positions);
-  EXPECT_GT(mistaken.max_kl, 10 * real.max_kl);
+  auto logprobs_of = [](model::HybridLM model) -> testing::LogprobsFn {
+    return [model](const auto& tokens, const auto& positions) mutable {
+      return hf::NextTokenLogprobs(model, tokens, positions);
+    };
+  };
+  testing::LlamaCppComparison comparison;
+  comparison.length = 40;  // more than two of the scan's 16-step chunks
+  comparison.controls = {{mistake, logprobs_of(*control)}};
+  testing::ExpectAgreesWithLlamaCpp(logprobs_of(*m), gguf_path, comparison,
+                                    "NemotronH " + pattern + " (" + want_arch + ")");
 }
 
 TEST(NemotronHLlamaCppTest, DenseMatchesLlamaCppOnTheExportedGguf) {
-  // Control: the gated norm per head instead of per B/C group.
-  CheckAgainstLlamaCpp(kPattern, "nemotron_h", [](model::HybridConfig& c) {
+  const auto per_head = [](model::HybridConfig& c) {
     for (model::LayerSpec& l : c.layers) l.mamba.norm = model::MambaNorm::kPerHead;
-  });
+  };
+  CheckAgainstLlamaCpp(kPattern, "nemotron_h", "gated norm per head, not per B/C group", per_head);
 }
 
 // 'E' layers (sigmoid router with score-correction bias, relu2 experts and shared expert)
 // as llama.cpp's nemotron_h_moe, which has no dense '-' layers.
 TEST(NemotronHLlamaCppTest, MoeMatchesLlamaCppOnTheExportedGguf) {
-  // Control: routed_scaling_factor ignored.
-  CheckAgainstLlamaCpp("M*EME", "nemotron_h_moe", [](model::HybridConfig& c) {
+  const auto unscaled = [](model::HybridConfig& c) {
     for (model::LayerSpec& l : c.layers) l.moe.scale = 1.0;
-  });
+  };
+  CheckAgainstLlamaCpp("M*EME", "nemotron_h_moe", "routed_scaling_factor ignored", unscaled);
 }
 
 }  // namespace

@@ -75,11 +75,13 @@ void Remove(model::LayerSpec& l) {
 // tailor's student against llama.cpp on the GGUF tailor wrote for it: 40 positions, more
 // than two of the Mamba scan's 16-step chunks.
 void ExpectLlamaCppAgrees(model::HybridLM child, const std::string& gguf, const char* label) {
+  testing::LlamaCppComparison comparison;
+  comparison.length = 40;
   testing::ExpectAgreesWithLlamaCpp(
       [&](const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions) {
         return hf::NextTokenLogprobs(child, tokens, positions);
       },
-      gguf, /*prompts=*/8, /*length=*/40, /*vocab=*/64, label);
+      gguf, comparison, label);
 }
 
 std::vector<int32_t> IntArray(const gguf::GgufFile& f, const std::string& key) {

@@ -149,7 +149,7 @@ void ExpectLlamaCppAgrees(model::HybridLM child, const std::string& gguf, const 
       [&](const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions) {
         return hf::NextTokenLogprobs(child, tokens, positions);
       },
-      gguf, /*prompts=*/8, /*length=*/24, /*vocab=*/64, label);
+      gguf, testing::LlamaCppComparison(), label);
 }
 
 TEST(StudentExportLlamaCppTest, HeterogeneousLlamaChildIsADeciFileEqualToTailor) {
