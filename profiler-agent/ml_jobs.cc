@@ -156,14 +156,17 @@ absl::StatusOr<ProfileJobOutput> RunProfile(const v1::DeploymentContract& contra
                                             const MlProgressFn& progress) {
   TAILOR_ASSIGN_OR_RETURN(engine::EngineOptions engine_options,
                           EngineOptionsFor(contract, config));
+  // Read once: the internal config and the cost-table key come from the same text (the key
+  // the coordinator computed from it at submission decides reuse).
   const std::string config_path = parent_dir + "/config.json";
   const std::string& format = contract.parent().format();
-  absl::StatusOr<model::HybridConfig> parent = hf::ReadModelConfig(parent_dir, format);
-  // The key the coordinator computes from the same text at submission (cost-table reuse).
-  absl::StatusOr<std::string> architecture = model::ReadFileToString(config_path);
-  if (architecture.ok()) {
-    architecture = hf::ParentArchitectureKey(*architecture, config_path, format);
-  }
+  absl::StatusOr<std::string> text = model::ReadFileToString(config_path);
+  absl::StatusOr<model::HybridConfig> parent =
+      text.ok() ? hf::ModelConfigFromJson(*text, config_path, format)
+                : absl::StatusOr<model::HybridConfig>(text.status());
+  absl::StatusOr<std::string> architecture =
+      text.ok() ? hf::ParentArchitectureKey(*text, config_path, format)
+                : absl::StatusOr<std::string>(text.status());
   if (parent.ok() && !architecture.ok()) parent = architecture.status();
   if (!parent.ok()) {
     return IsBadModel(parent.status().code()) ? BadModel("parent model", parent.status())

@@ -195,7 +195,8 @@ absl::StatusOr<v1::JobOutput> RunDistill(WorkerContext& ctx) {
   output.set_student_digest(student_digest);
   output.set_architecture(input->architecture());
   ctx.Progress(kTrainEnd, "exporting the student for serving engines");
-  TAILOR_ASSIGN_OR_RETURN(std::vector<v1::StudentExport> exports, ExportStudent(ctx, student));
+  TAILOR_ASSIGN_OR_RETURN(std::vector<v1::StudentExport> exports,
+                          ExportStudent(ctx, UploadedModelDir(ctx, "student")));
   for (v1::StudentExport& e : exports) *result.add_exports() = std::move(e);
   SetDetail(output, result);
   ctx.Progress(1.0, absl::StrFormat("distilled %d tokens: kd %.4f -> %.4f", r.tokens_trained,

@@ -123,13 +123,17 @@ absl::StatusOr<v1::Artifact> UploadModel(WorkerContext& ctx, const model::Hybrid
   if (!ctx.is_rank0()) {
     return absl::FailedPreconditionError("UploadModel: only rank 0 uploads artifacts");
   }
-  const std::string dir = absl::StrCat(ctx.work_dir, "/", name);
+  const std::string dir = UploadedModelDir(ctx, name);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   TAILOR_RETURN_IF_ERROR(model::SaveHybridLM(m, dir));
   const std::string tar = dir + ".tar";
   TAILOR_RETURN_IF_ERROR(model::PackModelArchive(dir, tar));
   return ctx.job->UploadArtifactFile(kind, name + ".tar", tar);
+}
+
+std::string UploadedModelDir(const WorkerContext& ctx, const std::string& name) {
+  return absl::StrCat(ctx.work_dir, "/", name);
 }
 
 std::string CheckpointDir(const WorkerContext& ctx) {

@@ -35,11 +35,15 @@ absl::StatusOr<model::HybridLM> FetchModel(WorkerContext& ctx, const std::string
 // Collective. Rank 0 reads the cost table `id` from the coordinator; every rank gets it.
 absl::StatusOr<v1::CostTable> FetchCostTable(WorkerContext& ctx, const std::string& id);
 
-// Rank 0 only: saves `m` (F32 safetensors + config.json) under the work dir, packs it as a
-// model archive and uploads it as artifact `kind`. Returns the artifact (digest = the
-// `model_digest` a verify job reads). Other ranks get FAILED_PRECONDITION.
+// Rank 0 only: saves `m` (F32 safetensors + config.json) in UploadedModelDir(ctx, name),
+// packs it as a model archive and uploads it as artifact `kind`. Returns the artifact
+// (digest = the `model_digest` a verify job reads). Other ranks get FAILED_PRECONDITION.
 absl::StatusOr<v1::Artifact> UploadModel(WorkerContext& ctx, const model::HybridLM& m,
                                          const std::string& kind, const std::string& name);
+
+// Where UploadModel saved model `name`: later steps of the job (exports) read it there
+// instead of saving the model a second time.
+std::string UploadedModelDir(const WorkerContext& ctx, const std::string& name);
 
 // A directory that survives attempts of the same job on this host (RankEnv::checkpoint_dir).
 // Created on first use; a retried attempt resumes from what an earlier one left there.

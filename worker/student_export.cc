@@ -71,7 +71,7 @@ absl::StatusOr<v1::StudentExport> ExportGguf(WorkerContext& ctx, const std::stri
 }  // namespace
 
 absl::StatusOr<std::vector<v1::StudentExport>> ExportStudent(WorkerContext& ctx,
-                                                             const model::HybridLM& student) {
+                                                             const std::string& student_dir) {
   if (!ctx.is_rank0()) {
     return absl::FailedPreconditionError("ExportStudent: only rank 0 uploads artifacts");
   }
@@ -82,10 +82,6 @@ absl::StatusOr<std::vector<v1::StudentExport>> ExportStudent(WorkerContext& ctx,
   hf::HfCheckpointOptions options;
   options.format = ref.format();
   TAILOR_ASSIGN_OR_RETURN(hf::HfCheckpoint parent, hf::HfCheckpoint::Open(ref.path(), options));
-  const std::string student_dir = absl::StrCat(ctx.work_dir, "/student-export");
-  std::error_code ec;
-  std::filesystem::create_directories(student_dir, ec);
-  TAILOR_RETURN_IF_ERROR(model::SaveHybridLM(student, student_dir));
   TAILOR_ASSIGN_OR_RETURN(v1::StudentExport hf_folder, ExportHf(ctx, student_dir, parent));
   TAILOR_ASSIGN_OR_RETURN(v1::StudentExport gguf_file, ExportGguf(ctx, student_dir, parent));
   return std::vector<v1::StudentExport>{hf_folder, gguf_file};

@@ -7,20 +7,21 @@
 // uniform, and GGUF (llama.cpp: the family's arch, or `deci` for per-layer widths). Each
 // layout the student does not fit is recorded with the reason instead of failing the job.
 
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "compression/model/hybrid_lm.h"
 #include "tailor/v1/job_output.pb.h"
 #include "worker/worker_context.h"
 
 namespace tailor::worker {
 
-// Rank 0 only. Empty for a parent in tailor's own format (nothing to convert). Errors other
-// than a layout's Unimplemented (I/O, upload) fail the job: a student that should have been
+// Rank 0 only: `student_dir` is the student as SaveHybridLM wrote it (the folder UploadModel
+// left). Empty for a parent in tailor's own format (nothing to convert). Errors other than a
+// layout's Unimplemented (I/O, upload) fail the job: a student that should have been
 // exported is never silently missing.
 absl::StatusOr<std::vector<v1::StudentExport>> ExportStudent(WorkerContext& ctx,
-                                                             const model::HybridLM& student);
+                                                             const std::string& student_dir);
 
 }  // namespace tailor::worker
 

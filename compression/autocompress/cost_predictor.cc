@@ -49,8 +49,11 @@ absl::StatusOr<SpaceAxes> ScanAxes(const HybridConfig& parent, const SearchSpace
     out.sizes.push_back(static_cast<int64_t>(axis.widths.size()));
     if (axis.kind == AxisKind::kHidden) out.hidden = static_cast<int>(a);
     if (axis.kind == AxisKind::kMambaHeads) out.mamba = static_cast<int>(a);
-    if (axis.layer >= parent.num_layers()) {
-      return absl::InvalidArgumentError(absl::StrCat(axis.name, ": no such layer in the parent"));
+    for (int l : axis.layers()) {
+      if (l >= parent.num_layers()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(axis.name, ": no such layer in the parent"));
+      }
     }
   }
   if (out.hidden < 0) {
@@ -97,7 +100,7 @@ std::vector<int> AxesOfLayer(const HybridConfig& parent, const SearchSpace& spac
   std::vector<int> out;
   if (parent.layers[l].kind == LayerKind::kMamba && axes.mamba >= 0) out.push_back(axes.mamba);
   for (size_t a = 0; a < space.axes.size(); ++a) {
-    if (space.axes[a].layer == l) out.push_back(static_cast<int>(a));
+    if (space.axes[a].covers(l)) out.push_back(static_cast<int>(a));
   }
   return out;
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 
 namespace tailor::autocompress {
@@ -39,7 +40,70 @@ ChoiceAxis Axis(AxisKind kind, int layer, std::vector<int64_t> widths, absl::str
   return a;
 }
 
+// Ties the per-layer axes of one kind and the same widths (the same parent width) into the
+// first of them: its choice then sets every one of those layers.
+std::vector<ChoiceAxis> TieLayers(std::vector<ChoiceAxis> axes) {
+  std::vector<ChoiceAxis> out;
+  for (ChoiceAxis& a : axes) {
+    ChoiceAxis* same = nullptr;
+    for (ChoiceAxis& o : out) {
+      if (a.layer >= 0 && o.layer >= 0 && o.kind == a.kind && o.widths == a.widths) same = &o;
+    }
+    if (same == nullptr) {
+      out.push_back(std::move(a));
+    } else {
+      same->tied_layers.push_back(a.layer);
+    }
+  }
+  for (ChoiceAxis& a : out) {
+    if (a.tied_layers.empty()) continue;
+    const std::string what = a.name.substr(a.name.find("]."));
+    std::vector<std::string> ids;
+    for (int l : a.layers()) ids.push_back(absl::StrCat(l));
+    a.name = absl::StrCat("layers[", absl::StrJoin(ids, ","), what);
+  }
+  return out;
+}
+
+// Sets a per-layer axis's width `w` on layer `l` (widths of 0 remove the part).
+void ApplyLayerWidth(AxisKind kind, int64_t w, LayerSpec& l) {
+  switch (kind) {
+    case AxisKind::kHidden:
+    case AxisKind::kMambaHeads:
+      break;  // global
+    case AxisKind::kAttentionHeads:
+      l.attention.heads = l.attention.kv_heads * w;
+      if (w == 0) l.attention.kv_heads = 0;
+      break;
+    case AxisKind::kExperts:
+      l.moe.experts = w;
+      break;
+    case AxisKind::kExpertFfn:
+      l.moe.expert_ffn = w;
+      break;
+    case AxisKind::kSharedFfn:
+      l.moe.shared_ffn = w;
+      break;
+    case AxisKind::kMlpFfn:
+      l.mlp.ffn = w;
+      break;
+  }
+}
+
 }  // namespace
+
+std::vector<int> ChoiceAxis::layers() const {
+  std::vector<int> out;
+  if (layer < 0) return out;
+  out.push_back(layer);
+  out.insert(out.end(), tied_layers.begin(), tied_layers.end());
+  return out;
+}
+
+bool ChoiceAxis::covers(int l) const {
+  return l >= 0 && (l == layer || std::find(tied_layers.begin(), tied_layers.end(), l) !=
+                                      tied_layers.end());
+}
 
 int64_t SearchSpace::total_choices() const {
   int64_t n = 0;
@@ -54,9 +118,13 @@ absl::StatusOr<SearchSpace> BuildSearchSpace(const HybridConfig& parent,
     return absl::InvalidArgumentError("width_choices must be >= 1");
   }
   const int n = options.width_choices;
-  const bool zero = options.allow_removal;
+  const bool zero = options.allow_removal && !options.uniform_layers;
   SearchSpace space;
-  space.axes.push_back(Axis(AxisKind::kHidden, -1, Widths(parent.hidden, n, false), "hidden"));
+  const bool heads = options.prune_hidden_and_heads;
+  space.axes.push_back(Axis(AxisKind::kHidden, -1,
+                            heads ? Widths(parent.hidden, n, false)
+                                  : std::vector<int64_t>{parent.hidden},
+                            "hidden"));
   int64_t mamba_heads = 0;
   for (const LayerSpec& l : parent.layers) {
     if (l.kind == LayerKind::kMamba) mamba_heads = std::max(mamba_heads, l.mamba.heads);
@@ -73,8 +141,9 @@ absl::StatusOr<SearchSpace> BuildSearchSpace(const HybridConfig& parent,
     switch (l.kind) {
       case LayerKind::kAttention: {
         const int64_t g = l.attention.heads / l.attention.kv_heads;
-        space.axes.push_back(
-            Axis(AxisKind::kAttentionHeads, i, Widths(g, n, zero), "attention_heads_per_group"));
+        space.axes.push_back(Axis(AxisKind::kAttentionHeads, i,
+                                  heads ? Widths(g, n, zero) : std::vector<int64_t>{g},
+                                  "attention_heads_per_group"));
         break;
       }
       case LayerKind::kMamba:
@@ -99,6 +168,7 @@ absl::StatusOr<SearchSpace> BuildSearchSpace(const HybridConfig& parent,
         break;
     }
   }
+  if (options.uniform_layers) space.axes = TieLayers(std::move(space.axes));
   return space;
 }
 
@@ -116,41 +186,19 @@ absl::StatusOr<HybridConfig> ChildConfig(const HybridConfig& parent, const Searc
           axis.name, ": choice ", indices[a], " out of range [0, ", axis.widths.size(), ")"));
     }
     const int64_t w = axis.widths[indices[a]];
-    if (axis.layer >= parent.num_layers()) {
-      return absl::InvalidArgumentError(absl::StrCat(axis.name, ": no such layer"));
+    for (int l : axis.layers()) {
+      if (l >= parent.num_layers()) {
+        return absl::InvalidArgumentError(absl::StrCat(axis.name, ": no such layer"));
+      }
+      ApplyLayerWidth(axis.kind, w, child.layers[l]);
     }
-    LayerSpec* l = axis.layer >= 0 ? &child.layers[axis.layer] : nullptr;
-    switch (axis.kind) {
-      case AxisKind::kHidden:
-        child.hidden = w;
-        break;
-      case AxisKind::kMambaHeads:
-        for (LayerSpec& m : child.layers) {
-          if (m.kind == LayerKind::kMamba && m.mamba.heads > 0) {
-            m.mamba.heads = model::KeptMambaHeads(m.mamba, w);
-          }
+    if (axis.kind == AxisKind::kHidden) child.hidden = w;
+    if (axis.kind == AxisKind::kMambaHeads) {
+      for (LayerSpec& m : child.layers) {
+        if (m.kind == LayerKind::kMamba && m.mamba.heads > 0) {
+          m.mamba.heads = model::KeptMambaHeads(m.mamba, w);
         }
-        break;
-      case AxisKind::kAttentionHeads:
-        if (w == 0) {
-          l->attention.heads = 0;
-          l->attention.kv_heads = 0;
-        } else {
-          l->attention.heads = l->attention.kv_heads * w;
-        }
-        break;
-      case AxisKind::kExperts:
-        l->moe.experts = w;
-        break;
-      case AxisKind::kExpertFfn:
-        l->moe.expert_ffn = w;
-        break;
-      case AxisKind::kSharedFfn:
-        l->moe.shared_ffn = w;
-        break;
-      case AxisKind::kMlpFfn:
-        l->mlp.ffn = w;
-        break;
+      }
     }
   }
   for (LayerSpec& l : child.layers) {

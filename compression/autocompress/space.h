@@ -31,6 +31,13 @@ struct ChoiceAxis {
   int layer = -1;               // -1 for global axes
   std::vector<int64_t> widths;  // ascending, distinct; the last is the parent's width
   std::string name;             // "hidden", "layers[3].experts", ... (for logs and reports)
+  // Further layers that take this axis's width too (SpaceOptions::uniform_layers): one
+  // choice, one width, for `layer` and every one of these.
+  std::vector<int> tied_layers;
+
+  // The layers the axis sets: none for a global axis, else `layer` then `tied_layers`.
+  std::vector<int> layers() const;
+  bool covers(int l) const;
 };
 
 struct SearchSpace {
@@ -45,13 +52,22 @@ struct SpaceOptions {
   bool allow_removal = true;
   // Keeps shared experts at full width (the paper found them cheap and left them whole).
   bool search_shared_ffn = true;
+  // One width per kind for all layers: the per-layer axes of a kind over layers of the same
+  // parent width become one axis, and no layer is removed. For parents whose only deployable
+  // layouts have one width per kind (hf::StudentShapeRules): a student the search can pick
+  // is always one the export can write.
+  bool uniform_layers = false;
+  // false: the hidden and attention-head axes keep only the parent's width (a layout that
+  // ties the query width to the hidden width: llama.cpp's `qwen2`).
+  bool prune_hidden_and_heads = true;
 };
 
 // One axis per global width and per prunable per-layer width of `parent`. Expert-count
 // choices stay >= top_k (a masked expert still takes its routing slot, so fewer experts
 // than top_k has no supernet counterpart); a layer with routing groups keeps all its experts
 // or none. Mamba head choices are multiples of every Mamba layer's groups
-// (model::MambaHeadMultiple). Absent parent layers get no axes.
+// (model::MambaHeadMultiple). Absent parent layers get no axes. With `uniform_layers` the
+// per-layer axes of one kind and parent width are tied into one, named "layers[i,j,...]".
 absl::StatusOr<SearchSpace> BuildSearchSpace(const model::HybridConfig& parent,
                                              const SpaceOptions& options = {});
 

@@ -25,6 +25,34 @@ at::Tensor MambaKeepMatrix(const ChoiceAxis& axis, const model::MambaSpec& m) {
   return (unit.view({1, m.heads}) < widths).to(torch::kFloat);
 }
 
+// The expected keep-mask of a per-layer axis's soft choice `y` on one layer it covers.
+void SetLayerMask(const ChoiceAxis& axis, const at::Tensor& y, const LayerSpec& l,
+                  model::LayerMask& lm) {
+  auto expected = [&](int64_t channels, int64_t group = 0) {
+    return torch::matmul(y, KeepMatrix(axis, channels, group).to(y.options()));
+  };
+  switch (axis.kind) {
+    case AxisKind::kHidden:
+    case AxisKind::kMambaHeads:
+      break;  // global
+    case AxisKind::kAttentionHeads:
+      lm.attention_heads = expected(l.attention.heads, l.attention.heads / l.attention.kv_heads);
+      break;
+    case AxisKind::kExperts:
+      lm.experts = expected(l.moe.experts);
+      break;
+    case AxisKind::kExpertFfn:
+      lm.expert_ffn = expected(l.moe.expert_ffn);
+      break;
+    case AxisKind::kSharedFfn:
+      lm.shared_ffn = expected(l.moe.shared_ffn);
+      break;
+    case AxisKind::kMlpFfn:
+      lm.mlp_ffn = expected(l.mlp.ffn);
+      break;
+  }
+}
+
 }  // namespace
 
 at::Tensor KeepMatrix(const ChoiceAxis& axis, int64_t channels, int64_t group) {
@@ -53,44 +81,23 @@ absl::StatusOr<model::ArchMask> SoftArchMask(const model::HybridConfig& parent,
         return absl::InvalidArgumentError(
             absl::StrCat(axis.name, ": choice vector must be [", n, "] or [N, ", n, "]"));
       }
-      if (axis.layer >= parent.num_layers()) {
-        return absl::InvalidArgumentError(absl::StrCat(axis.name, ": no such layer"));
+      for (int l : axis.layers()) {
+        if (l >= parent.num_layers()) {
+          return absl::InvalidArgumentError(absl::StrCat(axis.name, ": no such layer"));
+        }
+        SetLayerMask(axis, y, parent.layers[l], mask.layers[l]);
       }
-      auto expected = [&](int64_t channels, int64_t group = 0) {
-        at::Tensor m = KeepMatrix(axis, channels, group).to(y.options());
-        return torch::matmul(y, m);
-      };
-      model::LayerMask* lm = axis.layer >= 0 ? &mask.layers[axis.layer] : nullptr;
-      const LayerSpec* l = axis.layer >= 0 ? &parent.layers[axis.layer] : nullptr;
-      switch (axis.kind) {
-        case AxisKind::kHidden:
-          mask.hidden = expected(parent.hidden);
-          break;
-        case AxisKind::kMambaHeads:
-          for (int64_t i = 0; i < parent.num_layers(); ++i) {
-            const LayerSpec& m = parent.layers[i];
-            if (m.kind == LayerKind::kMamba && m.mamba.heads > 0) {
-              mask.layers[i].mamba_heads =
-                  torch::matmul(y, MambaKeepMatrix(axis, m.mamba).to(y.options()));
-            }
+      if (axis.kind == AxisKind::kHidden) {
+        mask.hidden = torch::matmul(y, KeepMatrix(axis, parent.hidden, 0).to(y.options()));
+      }
+      if (axis.kind == AxisKind::kMambaHeads) {
+        for (int64_t i = 0; i < parent.num_layers(); ++i) {
+          const LayerSpec& m = parent.layers[i];
+          if (m.kind == LayerKind::kMamba && m.mamba.heads > 0) {
+            mask.layers[i].mamba_heads =
+                torch::matmul(y, MambaKeepMatrix(axis, m.mamba).to(y.options()));
           }
-          break;
-        case AxisKind::kAttentionHeads:
-          lm->attention_heads =
-              expected(l->attention.heads, l->attention.heads / l->attention.kv_heads);
-          break;
-        case AxisKind::kExperts:
-          lm->experts = expected(l->moe.experts);
-          break;
-        case AxisKind::kExpertFfn:
-          lm->expert_ffn = expected(l->moe.expert_ffn);
-          break;
-        case AxisKind::kSharedFfn:
-          lm->shared_ffn = expected(l->moe.shared_ffn);
-          break;
-        case AxisKind::kMlpFfn:
-          lm->mlp_ffn = expected(l->mlp.ffn);
-          break;
+        }
       }
     }
     return mask;

@@ -92,42 +92,20 @@ double RangeSum(const std::vector<double>& v, int64_t lo, int64_t hi) {
 
 double Total(const std::vector<double>& v) { return RangeSum(v, 0, v.size()); }
 
-// Share of axis a's importance lost by shrinking it from width `from` to `to` (see
-// RepairToBudgets). Falls back to the share of the width when no scores are available.
-double ImportanceLost(const HybridConfig& parent, const SearchSpace& space,
-                      const std::vector<int>& indices, int a, int64_t from, int64_t to,
-                      const Importance* imp) {
-  const ChoiceAxis& axis = space.axes[a];
-  const double width_share = static_cast<double>(from - to) /
-                             static_cast<double>(std::max<int64_t>(axis.widths.back(), 1));
-  if (imp == nullptr) return width_share;
-  double lost = 0, total = 0;
-  const LayerImportance* li = axis.layer >= 0 && axis.layer < static_cast<int>(imp->layers.size())
-                                  ? &imp->layers[axis.layer]
-                                  : nullptr;
+// Importance of one layer's part between widths `to` and `from` (`lost`) and all of it
+// (`total`), for a per-layer axis covering layer `l`.
+void LayerImportanceLost(const HybridConfig& parent, const SearchSpace& space,
+                         const std::vector<int>& indices, const ChoiceAxis& axis, int l,
+                         int64_t from, int64_t to, const LayerImportance& li, double& lost,
+                         double& total) {
   switch (axis.kind) {
     case AxisKind::kHidden:
-      lost = RangeSum(imp->hidden, to, from);
-      total = Total(imp->hidden);
-      break;
     case AxisKind::kMambaHeads:
-      for (size_t l = 0; l < parent.layers.size() && l < imp->layers.size(); ++l) {
-        const LayerSpec& s = parent.layers[l];
-        if (s.kind != LayerKind::kMamba || s.mamba.heads == 0) continue;
-        // The ranked heads of each B/C group between the kept counts (ranking is per group).
-        const std::vector<double>& v = imp->layers[l].mamba_heads;
-        const int64_t g = s.mamba.groups, per = s.mamba.heads / g;
-        const int64_t lo = model::KeptMambaHeads(s.mamba, to) / g;
-        const int64_t hi = model::KeptMambaHeads(s.mamba, from) / g;
-        for (int64_t k = 0; k < g; ++k) lost += RangeSum(v, k * per + lo, k * per + hi);
-        total += Total(v);
-      }
-      break;
+      break;  // global
     case AxisKind::kAttentionHeads: {
-      if (li == nullptr) break;
-      const LayerSpec& s = parent.layers[axis.layer];
+      const LayerSpec& s = parent.layers[l];
       const int64_t g = s.attention.kv_heads > 0 ? s.attention.heads / s.attention.kv_heads : 1;
-      const std::vector<double>& v = li->attention_heads;
+      const std::vector<double>& v = li.attention_heads;
       for (size_t h = 0; h < v.size(); ++h) {
         const int64_t pos = static_cast<int64_t>(h) % g;  // rank inside its GQA group
         if (pos >= to && pos < from) lost += v[h];
@@ -136,35 +114,65 @@ double ImportanceLost(const HybridConfig& parent, const SearchSpace& space,
       break;
     }
     case AxisKind::kExperts:
-      if (li == nullptr) break;
-      lost = RangeSum(li->experts, to, from);
-      total = Total(li->experts);
+      lost += RangeSum(li.experts, to, from);
+      total += Total(li.experts);
       break;
     case AxisKind::kExpertFfn: {
-      if (li == nullptr) break;
       // Only the experts currently kept lose FFN channels.
-      int64_t kept = parent.layers[axis.layer].moe.experts;
+      int64_t kept = parent.layers[l].moe.experts;
       for (size_t b = 0; b < space.axes.size(); ++b) {
-        if (space.axes[b].layer == axis.layer && space.axes[b].kind == AxisKind::kExperts) {
+        if (space.axes[b].covers(l) && space.axes[b].kind == AxisKind::kExperts) {
           kept = space.axes[b].widths[indices[b]];
         }
       }
-      for (size_t e = 0; e < li->expert_ffn.size(); ++e) {
-        if (static_cast<int64_t>(e) < kept) lost += RangeSum(li->expert_ffn[e], to, from);
-        total += Total(li->expert_ffn[e]);
+      for (size_t e = 0; e < li.expert_ffn.size(); ++e) {
+        if (static_cast<int64_t>(e) < kept) lost += RangeSum(li.expert_ffn[e], to, from);
+        total += Total(li.expert_ffn[e]);
       }
       break;
     }
     case AxisKind::kSharedFfn:
-      if (li == nullptr) break;
-      lost = RangeSum(li->shared_ffn, to, from);
-      total = Total(li->shared_ffn);
+      lost += RangeSum(li.shared_ffn, to, from);
+      total += Total(li.shared_ffn);
       break;
     case AxisKind::kMlpFfn:
-      if (li == nullptr) break;
-      lost = RangeSum(li->mlp_ffn, to, from);
-      total = Total(li->mlp_ffn);
+      lost += RangeSum(li.mlp_ffn, to, from);
+      total += Total(li.mlp_ffn);
       break;
+  }
+}
+
+// Share of axis a's importance lost by shrinking it from width `from` to `to` (see
+// RepairToBudgets), summed over every layer the axis sets. Falls back to the share of the
+// width when no scores are available.
+double ImportanceLost(const HybridConfig& parent, const SearchSpace& space,
+                      const std::vector<int>& indices, int a, int64_t from, int64_t to,
+                      const Importance* imp) {
+  const ChoiceAxis& axis = space.axes[a];
+  const double width_share = static_cast<double>(from - to) /
+                             static_cast<double>(std::max<int64_t>(axis.widths.back(), 1));
+  if (imp == nullptr) return width_share;
+  double lost = 0, total = 0;
+  if (axis.kind == AxisKind::kHidden) {
+    lost = RangeSum(imp->hidden, to, from);
+    total = Total(imp->hidden);
+  }
+  if (axis.kind == AxisKind::kMambaHeads) {
+    for (size_t l = 0; l < parent.layers.size() && l < imp->layers.size(); ++l) {
+      const LayerSpec& s = parent.layers[l];
+      if (s.kind != LayerKind::kMamba || s.mamba.heads == 0) continue;
+      // The ranked heads of each B/C group between the kept counts (ranking is per group).
+      const std::vector<double>& v = imp->layers[l].mamba_heads;
+      const int64_t g = s.mamba.groups, per = s.mamba.heads / g;
+      const int64_t lo = model::KeptMambaHeads(s.mamba, to) / g;
+      const int64_t hi = model::KeptMambaHeads(s.mamba, from) / g;
+      for (int64_t k = 0; k < g; ++k) lost += RangeSum(v, k * per + lo, k * per + hi);
+      total += Total(v);
+    }
+  }
+  for (int l : axis.layers()) {
+    if (l >= static_cast<int>(imp->layers.size())) continue;
+    LayerImportanceLost(parent, space, indices, axis, l, from, to, imp->layers[l], lost, total);
   }
   return total > 0 ? lost / total : width_share;
 }

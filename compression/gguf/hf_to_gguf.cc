@@ -358,6 +358,13 @@ absl::StatusOr<std::string> GgufArchitecture(const hf::HfConfig& config) {
         return absl::UnimplementedError(absl::StrCat(
             name, ": llama3 rope scaling is only exported for the `llama` arch"));
       }
+      if (config.num_attention_heads * config.head_dim != config.hidden_size) {
+        // Checked: such a file fails llama.cpp's load ("attn_q.weight has wrong shape").
+        return absl::UnimplementedError(absl::StrCat(
+            name, ": llama.cpp's `qwen2` sizes attn_q as [hidden, hidden], so "
+            "num_attention_heads x head_dim (", config.num_attention_heads, " x ",
+            config.head_dim, ") must equal hidden_size (", config.hidden_size, ")"));
+      }
       return std::string("qwen2");
     case hf::Architecture::kNemotronH:
       return NemotronHGgufArchitecture(config);  // hf_to_gguf_nemotron_h.cc

@@ -538,6 +538,23 @@ absl::StatusOr<StudentGgufSummary> ExportFamily(const std::string& student_dir,
 
 }  // namespace
 
+StudentShapeRules StudentShapeRulesOf(const hf::HfConfig& parent) {
+  StudentShapeRules rules;
+  const absl::Status deci =
+      parent.family == hf::Family::kNemotronH ? absl::OkStatus() : RefuseForDeci(parent);
+  if (!deci.ok()) {
+    rules.per_layer_widths = false;
+    rules.why = std::string(deci.message());
+  }
+  if (parent.architecture == hf::Architecture::kQwen2) {
+    rules.prune_hidden_and_heads = false;
+    rules.why = absl::StrCat(rules.why, rules.why.empty() ? "" : "; ",
+                             "llama.cpp's `qwen2` sizes attn_q by the hidden width, so a Qwen2 "
+                             "student keeps its hidden width and attention heads");
+  }
+  return rules;
+}
+
 absl::StatusOr<StudentGgufSummary> ExportStudentToGguf(const std::string& student_dir,
                                                        const hf::HfCheckpoint& parent,
                                                        const std::string& path,

@@ -45,6 +45,22 @@ struct StudentGgufSummary {
   int64_t zero_mamba = 0;
 };
 
+// The student shapes the layouts tailor writes for `parent` can express: what the search
+// restricts its space to (autocompress::SpaceOptions), so a student it picks is one the export
+// writes, never one discovered unexportable after distillation (or by an engine failing to
+// load it).
+struct StudentShapeRules {
+  // GGUF `deci` (Llama family without biases or sliding window) and `nemotron_h` take
+  // per-layer widths and removed layers; every other family's layouts have one width per
+  // kind for all layers.
+  bool per_layer_widths = true;
+  // llama.cpp's `qwen2` sizes attn_q by the hidden width (heads x head_dim = hidden): a Qwen2
+  // student keeps its hidden width and its heads.
+  bool prune_hidden_and_heads = true;
+  std::string why;  // each restriction's reason, "" without any
+};
+StudentShapeRules StudentShapeRulesOf(const hf::HfConfig& parent);
+
 // Writes `path` (atomically) from tailor's model folder `student_dir` (a child of
 // `parent`'s import). Errors name the tensor, the layer or the reason.
 absl::StatusOr<StudentGgufSummary> ExportStudentToGguf(const std::string& student_dir,

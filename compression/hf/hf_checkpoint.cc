@@ -517,6 +517,21 @@ std::vector<std::string> HfCheckpoint::tensor_names() const {
 
 using internal::HfShard;
 
+void HfCheckpoint::ReleasePages(const void* data, uint64_t bytes) const {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t end = begin + bytes;
+  for (const std::unique_ptr<internal::HfShard>& shard : shards_) {
+    const absl::string_view m = shard->mapping.bytes();
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(m.data()), hi = lo + m.size();
+    if (m.empty() || begin < lo || end > hi) continue;
+    // Whole pages only: a page shared with a neighbouring tensor stays (it is re-read anyway).
+    const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+    return;
+  }
+}
+
 absl::StatusOr<TensorView> HfCheckpoint::Tensor(absl::string_view name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) {

@@ -94,6 +94,13 @@ class HfCheckpoint {
   // NotFound naming the tensor when the checkpoint has no such tensor.
   absl::StatusOr<TensorView> Tensor(absl::string_view name) const;
 
+  // Drops the mapped pages wholly inside [data, data + bytes) from this process's resident
+  // set (madvise MADV_DONTNEED: clean file pages, re-read from the file if touched again),
+  // once an importer has copied a tensor out. A range outside the shards' mappings is left
+  // alone (never anonymous memory, which MADV_DONTNEED would zero). Without it the import's
+  // RSS peak counts every shard page besides the F32 model.
+  void ReleasePages(const void* data, uint64_t bytes) const;
+
  private:
   struct Located {
     const internal::HfShard* shard = nullptr;

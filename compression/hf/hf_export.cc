@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "compression/hf/hf_import.h"
+#include "compression/hf/hf_import_moe.h"
 #include "nlohmann/json.hpp"
 
 namespace tailor::hf {
@@ -18,8 +19,9 @@ namespace {
 
 using Json = nlohmann::json;
 
-bool IsDenseFamily(const HfConfig& c) {
-  return c.family == Family::kLlama || c.family == Family::kQwen3;
+bool IsExportedFamily(const HfConfig& c) {
+  return c.family == Family::kLlama || c.family == Family::kQwen3 ||
+         c.family == Family::kMixtral || c.family == Family::kQwen3Moe;
 }
 
 absl::Status NotExpressible(const HfConfig& parent, absl::string_view why) {
@@ -29,19 +31,42 @@ absl::Status NotExpressible(const HfConfig& parent, absl::string_view why) {
       "`deci` for per-layer widths)"));
 }
 
-// The student's widths, checked to be one per kind over the kept decoder layers.
+// The student's widths, checked to be one per kind over the kept decoder layers (dense MLP
+// layers and routed-expert layers each agree among themselves).
 struct UniformWidths {
   const model::AttentionSpec* attention = nullptr;
   const model::MlpSpec* mlp = nullptr;
+  const model::MoeSpec* moe = nullptr;
 };
+
+absl::Status CheckUniformFfn(const HfConfig& parent, int64_t layer, const model::LayerSpec& m,
+                             UniformWidths& widths) {
+  if (m.kind == model::LayerKind::kMlp) {
+    if (widths.mlp == nullptr) widths.mlp = &m.mlp;
+    if (m.mlp.ffn == widths.mlp->ffn) return absl::OkStatus();
+    return NotExpressible(parent, absl::StrCat("decoder layer ", layer, " has MLP width ",
+                                               m.mlp.ffn, ", an earlier layer ",
+                                               widths.mlp->ffn));
+  }
+  if (m.moe.experts == 0 || m.moe.shared_ffn != 0) {
+    return NotExpressible(parent, absl::StrCat("decoder layer ", layer,
+                                               m.moe.experts == 0 ? " has no routed experts left"
+                                                                  : " has a shared expert"));
+  }
+  if (widths.moe == nullptr) widths.moe = &m.moe;
+  const model::MoeSpec& w = *widths.moe;
+  if (m.moe.experts == w.experts && m.moe.expert_ffn == w.expert_ffn && m.moe.top_k == w.top_k) {
+    return absl::OkStatus();
+  }
+  return NotExpressible(parent, absl::StrCat("decoder layer ", layer, " has ", m.moe.experts,
+                                             " experts of width ", m.moe.expert_ffn, " (top ",
+                                             m.moe.top_k, "), an earlier layer ", w.experts,
+                                             " of width ", w.expert_ffn, " (top ", w.top_k, ")"));
+}
 
 absl::Status CheckUniform(const HfConfig& parent, int64_t layer, const model::LayerSpec& a,
                           const model::LayerSpec& m, UniformWidths& widths) {
-  if (widths.attention == nullptr) {
-    widths.attention = &a.attention;
-    widths.mlp = &m.mlp;
-    return absl::OkStatus();
-  }
+  if (widths.attention == nullptr) widths.attention = &a.attention;
   if (a.attention.heads != widths.attention->heads ||
       a.attention.kv_heads != widths.attention->kv_heads) {
     return NotExpressible(parent, absl::StrCat("decoder layer ", layer, " has ",
@@ -50,12 +75,7 @@ absl::Status CheckUniform(const HfConfig& parent, int64_t layer, const model::La
                                                widths.attention->heads, "/",
                                                widths.attention->kv_heads));
   }
-  if (m.mlp.ffn != widths.mlp->ffn) {
-    return NotExpressible(parent, absl::StrCat("decoder layer ", layer, " has MLP width ",
-                                               m.mlp.ffn, ", an earlier layer ",
-                                               widths.mlp->ffn));
-  }
-  return absl::OkStatus();
+  return CheckUniformFfn(parent, layer, m, widths);
 }
 
 // "layers.{2j + s}.rest" -> "layers.{2 * kept[j] + s}.rest": the family mapping of the
@@ -118,16 +138,43 @@ std::string TorchDTypeName(model::DType d) {
   return "float32";
 }
 
+// The MoE keys of Mixtral / Qwen3-MoE configs. Qwen3-MoE's dense layers are listed
+// explicitly (mlp_only_layers, decoder_sparse_step 1): the parent's step pattern would
+// land on other layers once a layer is dropped.
+void SetMoeKeys(const HfConfig& student, Json& config) {
+  const MoeConfig& m = student.moe;
+  config["num_experts_per_tok"] = m.experts_per_token;
+  if (student.family == Family::kMixtral) {
+    config["num_local_experts"] = m.num_experts;
+    config["intermediate_size"] = m.expert_intermediate;  // Mixtral's expert width
+    return;
+  }
+  config["num_experts"] = m.num_experts;
+  config["moe_intermediate_size"] = m.expert_intermediate;
+  if (student.intermediate_size > 0) config["intermediate_size"] = student.intermediate_size;
+  Json dense = Json::array();
+  for (size_t i = 0; i < student.layers.size(); ++i) {
+    if (student.layers[i] == LayerKind::kAttentionMlp) dense.push_back(i);
+  }
+  if (!dense.empty() || config.contains("mlp_only_layers")) config["mlp_only_layers"] = dense;
+  if (config.contains("decoder_sparse_step")) config["decoder_sparse_step"] = 1;
+}
+
 // The parent's config.json with the student's layer count, widths and dtype; every other
 // key is the parent's, verbatim.
 Json StudentConfigJson(Json parent, const HfConfig& student, model::DType dtype) {
   parent["num_hidden_layers"] = student.num_hidden_layers;
+  parent["hidden_size"] = student.hidden_size;  // a child may keep fewer residual channels
   parent["num_attention_heads"] = student.num_attention_heads;
   parent["num_key_value_heads"] = student.num_key_value_heads;
-  parent["intermediate_size"] = student.intermediate_size;
   // Without the key, HF derives head_dim from hidden / heads, which pruning heads changes.
   parent["head_dim"] = student.head_dim;
   parent["torch_dtype"] = TorchDTypeName(dtype);
+  if (student.family == Family::kMixtral || student.family == Family::kQwen3Moe) {
+    SetMoeKeys(student, parent);
+  } else {
+    parent["intermediate_size"] = student.intermediate_size;
+  }
   return parent;
 }
 
@@ -144,17 +191,25 @@ absl::StatusOr<ShardPlan> ConvertTensors(
   uint64_t shard_bytes = 0;
   for (const auto& [hf_name, dense_internal] : mapping) {
     const std::string internal = ParentIndexed(dense_internal, kept);
-    const model::TensorEntry* e = weights.Find(internal);
-    if (e == nullptr) {
+    // "name[e]": expert e of the stacked [experts, ...] tensor.
+    const auto [name, slot] = SplitStackSlot(internal);
+    const model::TensorEntry* e = weights.Find(name);
+    if (e == nullptr || (slot >= 0 && (e->shape.empty() || slot >= e->shape[0]))) {
       return absl::InvalidArgumentError(absl::StrCat(
           weights.source(), ": no tensor ", internal, " (for ", hf_name, ")"));
     }
     if (e->dtype != model::DType::kF32) {
-      return absl::InvalidArgumentError(absl::StrCat(weights.source(), ": ", internal, " is ",
+      return absl::InvalidArgumentError(absl::StrCat(weights.source(), ": ", name, " is ",
                                                      model::DTypeName(e->dtype), ", want F32"));
     }
-    const absl::string_view bytes = weights.Bytes(*e);
-    model::RawTensor t{hf_name, dtype, e->shape,
+    absl::string_view bytes = weights.Bytes(*e);
+    std::vector<int64_t> shape = e->shape;
+    if (slot >= 0) {
+      shape.erase(shape.begin());
+      const size_t per = bytes.size() / static_cast<size_t>(e->shape[0]);
+      bytes = bytes.substr(static_cast<size_t>(slot) * per, per);
+    }
+    model::RawTensor t{hf_name, dtype, shape,
                        ConvertF32(bytes.data(), static_cast<int64_t>(bytes.size() / 4), dtype)};
     if (plan.shards.empty() || (shard_bytes > 0 && shard_bytes + t.data.size() > max_shard_bytes)) {
       plan.shards.emplace_back();
@@ -218,10 +273,11 @@ std::string ConvertF32(const char* data, int64_t count, model::DType to) {
 
 absl::StatusOr<FamilyLayout> FamilyLayoutOf(const HfConfig& parent,
                                             const model::HybridConfig& student) {
-  if (!IsDenseFamily(parent)) {
+  if (!IsExportedFamily(parent)) {
     return absl::UnimplementedError(absl::StrCat(
         "HF export of ", ArchitectureName(parent.architecture),
-        " students is not implemented yet (supported: the Llama family and Qwen3)"));
+        " students is not implemented yet (supported: the Llama family, Qwen3, Mixtral and "
+        "Qwen3-MoE)"));
   }
   if (student.num_layers() != 2 * parent.num_hidden_layers) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -245,11 +301,18 @@ absl::StatusOr<FamilyLayout> FamilyLayoutOf(const HfConfig& parent,
   if (out.kept_layers.empty()) return NotExpressible(parent, "it keeps no decoder layer");
   out.config = parent;
   out.config.num_hidden_layers = static_cast<int64_t>(out.kept_layers.size());
-  out.config.layers.assign(out.kept_layers.size(), LayerKind::kAttentionMlp);
+  out.config.hidden_size = student.hidden;
+  out.config.layers.clear();
+  for (int64_t i : out.kept_layers) out.config.layers.push_back(parent.layers[i]);
   out.config.num_attention_heads = widths.attention->heads;
   out.config.num_key_value_heads = widths.attention->kv_heads;
   out.config.head_dim = widths.attention->head_dim;
-  out.config.intermediate_size = widths.mlp->ffn;
+  if (widths.mlp != nullptr) out.config.intermediate_size = widths.mlp->ffn;
+  if (widths.moe != nullptr) {
+    out.config.moe.num_experts = widths.moe->experts;
+    out.config.moe.experts_per_token = widths.moe->top_k;
+    out.config.moe.expert_intermediate = widths.moe->expert_ffn;
+  }
   return out;
 }
 

@@ -12,8 +12,10 @@
 // student is Unimplemented naming the first layer that does not fit (GGUF `deci` expresses
 // per-layer widths: compression/gguf/student_to_gguf.h).
 //
-// Supported families: the dense ones (Llama, Mistral, Qwen2, Qwen3). MoE and Nemotron-H
-// students are Unimplemented naming the family.
+// Supported families: Llama, Mistral, Qwen2, Qwen3, Mixtral and Qwen3-MoE (every kept MoE
+// layer with the same expert count, expert width and top-k; Qwen3-MoE's dense layers listed
+// in mlp_only_layers). Nemotron-H students are Unimplemented naming the family (GGUF
+// `nemotron_h` carries them).
 //
 // Weights are converted from the student's F32 to the parent's dtype (BF16 / F16 by
 // round-to-nearest-even) unless `dtype` says otherwise: a student imported from a BF16

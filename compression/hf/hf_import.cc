@@ -286,7 +286,11 @@ absl::StatusOr<model::HybridLM> ImportHfModel(const HfCheckpoint& checkpoint,
     }
     TAILOR_RETURN_IF_ERROR(StackExperts(checkpoint.dir(), stacks, views));
     // Checks that every parameter got a tensor, then copies (converting to F32).
-    TAILOR_RETURN_IF_ERROR(model->LoadStateDict(views, checkpoint.dir()));
+    // Each tensor's shard pages are released once copied: the import's peak is the F32
+    // model, not the F32 model plus every mapped shard (docs/benchmarks.md, bench/hf_io).
+    TAILOR_RETURN_IF_ERROR(model->LoadStateDict(
+        views, checkpoint.dir(),
+        [&](const at::Tensor& t) { checkpoint.ReleasePages(t.data_ptr(), t.nbytes()); }));
   } catch (const c10::Error& e) {
     return absl::InternalError(
         absl::StrCat(checkpoint.dir(), ": import: ", e.what_without_backtrace()));
@@ -294,25 +298,42 @@ absl::StatusOr<model::HybridLM> ImportHfModel(const HfCheckpoint& checkpoint,
   return model;
 }
 
+bool IsHfConfigJson(absl::string_view config_json, absl::string_view format) {
+  if (!format.empty()) return true;
+  const nlohmann::json j = nlohmann::json::parse(config_json.begin(), config_json.end(), nullptr,
+                                                 /*allow_exceptions=*/false);
+  return j.is_object() && (j.contains("architectures") || j.contains("model_type"));
+}
+
 bool IsHfCheckpointDir(const std::string& dir, absl::string_view format) {
   if (!format.empty()) return true;
   absl::StatusOr<std::string> text = model::ReadFileToString(dir + "/config.json");
-  if (!text.ok()) return false;
-  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && (j.contains("architectures") || j.contains("model_type"));
+  return text.ok() && IsHfConfigJson(*text, format);
+}
+
+absl::StatusOr<model::HybridConfig> ModelConfigFromJson(absl::string_view config_json,
+                                                        absl::string_view source,
+                                                        absl::string_view format) {
+  if (!IsHfConfigJson(config_json, format)) {
+    absl::StatusOr<model::HybridConfig> own = model::ParseHybridConfigJson(config_json);
+    if (own.ok()) return own;
+    return absl::Status(own.status().code(), absl::StrCat(source, ": ", own.status().message()));
+  }
+  TAILOR_ASSIGN_OR_RETURN(HfConfig config, ParseHfConfigJson(config_json, source, format));
+  absl::StatusOr<model::HybridConfig> internal = HybridConfigFromHf(config);
+  if (!internal.ok()) {
+    return absl::Status(internal.status().code(),
+                        absl::StrCat(source, ": ", internal.status().message()));
+  }
+  return internal;
 }
 
 absl::StatusOr<model::HybridConfig> ReadModelConfig(const std::string& dir,
                                                     absl::string_view format) {
   const std::string path = dir + "/config.json";
   if (!IsHfCheckpointDir(dir, format)) return model::ReadHybridConfig(path);
-  TAILOR_ASSIGN_OR_RETURN(HfConfig config, ReadHfConfig(path, format));
-  absl::StatusOr<model::HybridConfig> internal = HybridConfigFromHf(config);
-  if (!internal.ok()) {
-    return absl::Status(internal.status().code(),
-                        absl::StrCat(path, ": ", internal.status().message()));
-  }
-  return internal;
+  TAILOR_ASSIGN_OR_RETURN(std::string text, model::ReadFileToString(path));
+  return ModelConfigFromJson(text, path, format);
 }
 
 absl::StatusOr<model::HybridLM> LoadModelDir(const std::string& dir, absl::string_view format) {

@@ -57,6 +57,7 @@ absl::StatusOr<model::HybridLM> ImportHfModel(const HfCheckpoint& checkpoint,
 // `format` (parent { format }: an architectures value or model_type) forces the HF layout and
 // overrides the detection from config.json in the functions below.
 bool IsHfCheckpointDir(const std::string& dir, absl::string_view format = "");
+bool IsHfConfigJson(absl::string_view config_json, absl::string_view format = "");
 
 // A tailor model folder (LoadHybridLM) or an HF checkpoint folder (Open + ImportHfModel).
 absl::StatusOr<model::HybridLM> LoadModelDir(const std::string& dir,
@@ -66,6 +67,12 @@ absl::StatusOr<model::HybridLM> LoadModelDir(const std::string& dir,
 // job and the block-removal solver read of a parent. Errors name DIR/config.json.
 absl::StatusOr<model::HybridConfig> ReadModelConfig(const std::string& dir,
                                                     absl::string_view format = "");
+
+// The same from config.json's text (a caller that also keys the text, like the profile job,
+// reads the file once); errors name `source`.
+absl::StatusOr<model::HybridConfig> ModelConfigFromJson(absl::string_view config_json,
+                                                        absl::string_view source,
+                                                        absl::string_view format = "");
 
 // log P(next token | tokens[0..p]) for each p in `positions` (empty: the last position only),
 // each vocab-size long, from one FP32 causal forward pass. Tokens must be in [0, vocab) and

@@ -212,7 +212,11 @@ absl::StatusOr<model::HybridLM> ImportNemotronH(const HfCheckpoint& checkpoint,
     // One [E, ...] copy per stacked tensor; LoadStateDict checks its shape.
     for (auto& [name, parts] : stacks) views.emplace(name, torch::stack(parts));
     // Checks that every parameter got a tensor, then copies (converting to F32).
-    TAILOR_RETURN_IF_ERROR(model->LoadStateDict(views, checkpoint.dir()));
+    // Each tensor's shard pages are released once copied: the import's peak is the F32
+    // model, not the F32 model plus every mapped shard (docs/benchmarks.md, bench/hf_io).
+    TAILOR_RETURN_IF_ERROR(model->LoadStateDict(
+        views, checkpoint.dir(),
+        [&](const at::Tensor& t) { checkpoint.ReleasePages(t.data_ptr(), t.nbytes()); }));
   } catch (const c10::Error& e) {
     return absl::InternalError(
         absl::StrCat(checkpoint.dir(), ": import: ", e.what_without_backtrace()));

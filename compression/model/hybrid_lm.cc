@@ -356,6 +356,11 @@ TensorMap HybridLMImpl::StateDict() const {
 }
 
 absl::Status HybridLMImpl::LoadStateDict(const TensorMap& tensors, absl::string_view source) {
+  return LoadStateDict(tensors, source, nullptr);
+}
+
+absl::Status HybridLMImpl::LoadStateDict(const TensorMap& tensors, absl::string_view source,
+                                         const std::function<void(const at::Tensor&)>& copied) {
   auto params = named_parameters(/*recurse=*/true);
   // Check everything first: a failed load must leave the model untouched.
   for (const auto& item : params) {
@@ -384,7 +389,11 @@ absl::Status HybridLMImpl::LoadStateDict(const TensorMap& tensors, absl::string_
   }
   try {
     torch::NoGradGuard no_grad;
-    for (auto& item : params) item.value().copy_(tensors.at(item.key()));
+    for (auto& item : params) {
+      const at::Tensor& from = tensors.at(item.key());
+      item.value().copy_(from);
+      if (copied) copied(from);
+    }
   } catch (const c10::Error& e) {
     return FromTorch(e, source);
   }

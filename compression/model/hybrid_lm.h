@@ -14,6 +14,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -105,6 +106,10 @@ class HybridLMImpl : public torch::nn::Module {
   // Copies weights in: names must match exactly (no missing, no extra), shapes must match,
   // dtypes must be floating (converted to the parameter dtype). `source` prefixes errors.
   absl::Status LoadStateDict(const TensorMap& tensors, absl::string_view source);
+  // The same, calling `copied(source tensor)` right after each parameter is copied from it
+  // (an importer releases the mapped pages it no longer needs).
+  absl::Status LoadStateDict(const TensorMap& tensors, absl::string_view source,
+                             const std::function<void(const at::Tensor&)>& copied);
 
   // Reorders residual channels everywhere (new channel i = old perm[i]); logits unchanged.
   absl::Status PermuteHidden(const std::vector<int64_t>& perm);

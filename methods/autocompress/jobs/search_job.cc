@@ -32,6 +32,9 @@
 #include "compression/autocompress/uniform.h"
 #include "compression/costmodel/cost_model.h"
 #include "compression/costmodel/cost_table_proto.h"
+#include "compression/gguf/student_to_gguf.h"
+#include "compression/hf/hf_config.h"
+#include "compression/hf/hf_import.h"
 #include "compression/model/hybrid_lm.h"
 #include "compression/tasks/suites.h"
 #include "spdlog/spdlog.h"
@@ -150,6 +153,31 @@ absl::StatusOr<costmodel::CostModel> ModelOf(const v1::CostTable& table) {
   return m;
 }
 
+std::string Clip(std::string s) {
+  if (s.size() > kMaxMessage) s = s.substr(0, kMaxMessage) + "...";
+  return s;
+}
+
+// The space's shape: restricted to the student shapes the export layouts can write for the
+// parent (gguf::StudentShapeRulesOf: one width per kind for Qwen3, Qwen2 and the MoE
+// families; Qwen2 keeps hidden width and heads), so the student the search picks is one the
+// export writes. Every rank reads the same config.json.
+absl::StatusOr<autocompress::SpaceOptions> SpaceOptionsFor(WorkerContext& ctx) {
+  autocompress::SpaceOptions o;
+  const v1::ModelRef& ref = ctx.contract().parent();
+  if (ref.path().empty() || !hf::IsHfCheckpointDir(ref.path(), ref.format())) return o;
+  TAILOR_ASSIGN_OR_RETURN(const hf::HfConfig parent,
+                          hf::ReadHfConfig(ref.path() + "/config.json", ref.format()));
+  const gguf::StudentShapeRules rules = gguf::StudentShapeRulesOf(parent);
+  o.uniform_layers = !rules.per_layer_widths;
+  o.prune_hidden_and_heads = rules.prune_hidden_and_heads;
+  if (!rules.why.empty()) {
+    ctx.Progress(0.0, Clip(absl::StrCat("search space restricted to what the export writes: ",
+                                        rules.why)));
+  }
+  return o;
+}
+
 absl::StatusOr<Inputs> LoadInputs(WorkerContext& ctx) {
   Inputs in;
   TAILOR_ASSIGN_OR_RETURN(const v1::JobOutput* profile, Input(ctx, methods::jobs::kProfile));
@@ -168,7 +196,9 @@ absl::StatusOr<Inputs> LoadInputs(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(in.table, FetchCostTable(ctx, table_id));
   TAILOR_ASSIGN_OR_RETURN(in.teacher, FetchModel(ctx, in.teacher_digest, "teacher"));
   for (at::Tensor& p : in.teacher->parameters()) p.requires_grad_(false);  // frozen
-  TAILOR_ASSIGN_OR_RETURN(in.space, autocompress::BuildSearchSpace(in.teacher->config()));
+  TAILOR_ASSIGN_OR_RETURN(const autocompress::SpaceOptions space_options, SpaceOptionsFor(ctx));
+  TAILOR_ASSIGN_OR_RETURN(in.space,
+                          autocompress::BuildSearchSpace(in.teacher->config(), space_options));
   const v1::Budget& b = ctx.contract().budget();
   if (b.has_latency_ms_max()) in.budgets.latency_ms = b.latency_ms_max();
   if (b.has_memory_mib_max()) in.budgets.memory_mib = b.memory_mib_max();
@@ -195,10 +225,6 @@ void SetArchitecture(v1::JobOutput& output, const model::HybridConfig& config) {
   output.set_parameters(static_cast<int64_t>(config.ParameterCount()));
 }
 
-std::string Clip(std::string s) {
-  if (s.size() > kMaxMessage) s = s.substr(0, kMaxMessage) + "...";
-  return s;
-}
 
 // ----------------------------------------------------------------------------------------
 

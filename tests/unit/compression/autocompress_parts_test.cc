@@ -71,6 +71,41 @@ TEST(SearchSpaceTest, ChildConfigFollowsChoices) {
   EXPECT_FALSE(ChildConfig(p, s, {4, 0, 0, 0, 0, 0, 0}).ok());
 }
 
+TEST(SearchSpaceTest, UniformLayersTieEachKindAndWidthIntoOneAxis) {
+  HybridConfig p = MixedConfig();
+  p.layers = {LayerSpec::Attention(6, 2, 8), LayerSpec::Mlp(48), LayerSpec::Attention(6, 2, 8),
+              LayerSpec::Mlp(48), LayerSpec::Mlp(24)};
+  SpaceOptions o;
+  o.uniform_layers = true;
+  absl::StatusOr<SearchSpace> s = BuildSearchSpace(p, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->axes.size(), 4u);
+  EXPECT_EQ(s->axes[1].name, "layers[0,2].attention_heads_per_group");
+  EXPECT_EQ(s->axes[1].widths, (std::vector<int64_t>{1, 2, 3}));  // no 0: nothing removed
+  EXPECT_EQ(s->axes[1].layers(), (std::vector<int>{0, 2}));
+  EXPECT_EQ(s->axes[2].name, "layers[1,3].mlp_ffn");
+  EXPECT_EQ(s->axes[3].name, "layers[4].mlp_ffn");  // another parent width: its own axis
+  EXPECT_TRUE(s->axes[2].covers(3));
+  EXPECT_FALSE(s->axes[2].covers(4));
+  EXPECT_TRUE(s->axes[0].layers().empty());
+
+  absl::StatusOr<HybridConfig> c = ChildConfig(p, *s, {3, 0, 1, 3});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->layers[0], LayerSpec::Attention(2, 2, 8));
+  EXPECT_EQ(c->layers[2], LayerSpec::Attention(2, 2, 8));
+  EXPECT_EQ(c->layers[1].mlp.ffn, 24);
+  EXPECT_EQ(c->layers[3].mlp.ffn, 24);
+  EXPECT_EQ(c->layers[4].mlp.ffn, 24);
+
+  // One soft choice, the same expected mask on every layer it covers.
+  absl::StatusOr<model::ArchMask> m = SoftArchMask(p, *s, OneHotChoices(*s, {3, 0, 1, 3}));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(torch::equal(m->layers[0].attention_heads, m->layers[2].attention_heads));
+  EXPECT_EQ(m->layers[1].mlp_ffn.sum().item<float>(), 24.0f);
+  EXPECT_EQ(m->layers[3].mlp_ffn.sum().item<float>(), 24.0f);
+  EXPECT_EQ(m->layers[4].mlp_ffn.sum().item<float>(), 24.0f);
+}
+
 TEST(GumbelScheduleTest, ExactValuesAtStartMiddleEnd) {
   GumbelSchedule s;
   s.steps = 5;

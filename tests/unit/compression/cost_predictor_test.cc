@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <set>
 #include <vector>
@@ -77,17 +78,33 @@ void ExpectRelNear(double got, double want, const std::string& what) {
   EXPECT_LE(std::abs(got - want), 1e-6 * std::abs(want)) << what << ": " << got << " vs " << want;
 }
 
+// The synthetic table's cost model (with interaction) and the space's predictor over it.
+struct Priced {
+  std::optional<costmodel::CostModel> model;
+  std::shared_ptr<const SpaceCostModel> pred;
+};
+
+Priced Price(const HybridConfig& parent, const SearchSpace& space) {
+  CostTableData table = SyntheticTable(parent);
+  table.interaction = SomeInteraction();
+  absl::StatusOr<costmodel::CostModel> model = costmodel::CostModel::FromData(table);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return {};
+  absl::StatusOr<std::shared_ptr<const SpaceCostModel>> pred =
+      SpaceCostModel::Build(*model, parent, space);
+  EXPECT_TRUE(pred.ok()) << pred.status();
+  if (!pred.ok()) return {};
+  return {*std::move(model), *std::move(pred)};
+}
+
 TEST(CostPredictorTest, OneHotEqualsCostModelPredict) {
   const HybridConfig parent = Parent();
   absl::StatusOr<SearchSpace> space = BuildSearchSpace(parent);
   ASSERT_TRUE(space.ok()) << space.status();
-  CostTableData table = SyntheticTable(parent);
-  table.interaction = SomeInteraction();
-  absl::StatusOr<costmodel::CostModel> model = costmodel::CostModel::FromData(table);
-  ASSERT_TRUE(model.ok()) << model.status();
-  absl::StatusOr<std::shared_ptr<const SpaceCostModel>> pred =
-      SpaceCostModel::Build(*model, parent, *space);
-  ASSERT_TRUE(pred.ok()) << pred.status();
+  const Priced priced = Price(parent, *space);
+  ASSERT_NE(priced.pred, nullptr);
+  const costmodel::CostModel* model = &*priced.model;
+  const std::shared_ptr<const SpaceCostModel>* pred = &priced.pred;
 
   std::mt19937_64 rng(17);
   std::vector<std::vector<int>> archs;
@@ -119,6 +136,30 @@ TEST(CostPredictorTest, OneHotEqualsCostModelPredict) {
   }
   // The sample exercised the workspace max: the peak moved between parts.
   EXPECT_GE(peaks.size(), 3u);
+}
+
+TEST(CostPredictorTest, TiedAxesPriceEveryLayerTheyCover) {
+  const HybridConfig parent = Parent();
+  SpaceOptions options;
+  options.uniform_layers = true;
+  absl::StatusOr<SearchSpace> space = BuildSearchSpace(parent, options);
+  ASSERT_TRUE(space.ok()) << space.status();
+  const Priced priced = Price(parent, *space);
+  ASSERT_NE(priced.pred, nullptr);
+  const costmodel::CostModel* model = &*priced.model;
+  const std::shared_ptr<const SpaceCostModel>* pred = &priced.pred;
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 100; ++i) {
+    const std::vector<int> idx = RandomIndices(*space, rng);
+    absl::StatusOr<HybridConfig> child = ChildConfig(parent, *space, idx);
+    ASSERT_TRUE(child.ok()) << child.status();
+    absl::StatusOr<costmodel::Prediction> want = model->Predict(*child);
+    ASSERT_TRUE(want.ok()) << want.status();
+    absl::StatusOr<CostPrediction> got = (*pred)->Predict(OneHot(*space, idx));
+    ASSERT_TRUE(got.ok()) << got.status();
+    ExpectRelNear(got->latency_ms.item<double>(), want->latency_ms, "latency");
+    ExpectRelNear(got->memory_mib.item<double>(), want->memory_mib, "memory");
+  }
 }
 
 TEST(CostPredictorTest, SoftChoicesGiveTheExpectationWithoutInteraction) {
