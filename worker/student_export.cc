@@ -26,7 +26,7 @@ absl::StatusOr<v1::StudentExport> UploadHfFolder(WorkerContext& ctx, const std::
                           ctx.job->UploadArtifactFile("model-hf", "student-hf.tar", tar));
   v1::StudentExport e;
   e.set_layout("hf");
-  e.set_format(std::string(hf::ArchitectureName(summary.layout.config.architecture)));
+  e.set_format(summary.layout.architecture);
   e.set_digest(art.digest());
   return e;
 }

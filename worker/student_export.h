@@ -2,9 +2,10 @@
 #define TAILOR_WORKER_STUDENT_EXPORT_H_
 
 // A distilled student of a Hugging Face parent handed back in layouts serving engines load
-// (docs/model.md, "Export"): the family's HF folder (a tar of config.json, shards, index
-// and the parent's tokenizer files; vLLM / transformers) when the student's widths are
-// uniform, and GGUF (llama.cpp: the family's arch, or `deci` for per-layer widths). Each
+// (docs/model.md, "Export"): an HF folder (a tar of config.json, shards, index and the
+// parent's tokenizer files; vLLM / transformers): the family's layout when the student's
+// widths are uniform, else DeciLM's block_configs layout where it fits; and GGUF (llama.cpp:
+// the family's arch, or `deci` for per-layer widths). Each
 // layout the student does not fit is recorded with the reason instead of failing the job.
 
 #include <string>

@@ -1,5 +1,6 @@
 #include "compression/hf/hf_export.h"
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -300,6 +301,7 @@ absl::StatusOr<FamilyLayout> FamilyLayoutOf(const HfConfig& parent,
   }
   if (out.kept_layers.empty()) return NotExpressible(parent, "it keeps no decoder layer");
   out.config = parent;
+  out.architecture = std::string(ArchitectureName(parent.architecture));
   out.config.num_hidden_layers = static_cast<int64_t>(out.kept_layers.size());
   out.config.hidden_size = student.hidden;
   out.config.layers.clear();
@@ -316,6 +318,143 @@ absl::StatusOr<FamilyLayout> FamilyLayoutOf(const HfConfig& parent,
   return out;
 }
 
+namespace {
+
+absl::Status NotDeciLm(absl::string_view why) {
+  return absl::UnimplementedError(absl::StrCat("DeciLM's block_configs layout: ", why));
+}
+
+// One kept decoder layer as a DeciLM block; `heads` is the query-head count every kept
+// attention layer must share (0 until the first one).
+absl::StatusOr<DeciLmBlock> DeciLmBlockOf(int64_t layer, const model::LayerSpec& a,
+                                          const model::LayerSpec& m, int64_t hidden,
+                                          int64_t& heads) {
+  DeciLmBlock b;
+  if (a.present()) {
+    if (heads != 0 && a.attention.heads != heads) {
+      return NotDeciLm(absl::StrCat("decoder layer ", layer, " keeps ", a.attention.heads,
+                                    " query heads, an earlier layer ", heads,
+                                    " (one query-head count for every attention layer)"));
+    }
+    heads = a.attention.heads;
+    if (heads * a.attention.head_dim != hidden) {
+      return NotDeciLm(absl::StrCat("decoder layer ", layer, ": ", heads, " query heads x ",
+                                    a.attention.head_dim, " must equal the hidden width ",
+                                    hidden, " (the loaders derive the head size from it)"));
+    }
+    b.attention = true;
+    b.n_heads_in_group = heads / a.attention.kv_heads;
+  }
+  if (m.present()) {
+    const int64_t f = m.mlp.ffn;
+    b.ffn = true;
+    b.ffn_mult = std::round(1.5e6 * static_cast<double>(f) / static_cast<double>(hidden)) / 1e6;
+    if (f % 256 != 0 || DeciLmFfnWidth(b.ffn_mult, hidden) != f) {
+      return NotDeciLm(absl::StrCat("decoder layer ", layer, " has FFN width ", f,
+                                    ", not a multiple of 256 (widths are ffn_mult x 2/3 x "
+                                    "hidden rounded up to 256)"));
+    }
+  }
+  return b;
+}
+
+// The parent's config.json as DeciLM's: its architecture, the global widths (no uniform
+// KV heads or FFN width: null, as DeciLM configs have them), the block_configs. Keys the
+// loaders do not read (head_dim) are dropped; the rest (rope, eps, vocab, ...) verbatim.
+Json DeciLmConfigJson(Json parent, const FamilyLayout& layout, model::DType dtype) {
+  parent["architectures"] = Json::array({"DeciLMForCausalLM"});
+  parent["model_type"] = "nemotron-nas";
+  parent["num_hidden_layers"] = layout.config.num_hidden_layers;
+  parent["hidden_size"] = layout.config.hidden_size;
+  parent["num_attention_heads"] = layout.config.num_attention_heads;
+  parent["num_key_value_heads"] = nullptr;
+  parent["intermediate_size"] = nullptr;
+  parent.erase("head_dim");
+  parent["torch_dtype"] = TorchDTypeName(dtype);
+  Json blocks = Json::array();
+  for (const DeciLmBlock& b : layout.decilm_blocks) {
+    Json attention = {{"no_op", !b.attention}, {"replace_with_linear", false}};
+    attention["n_heads_in_group"] = b.attention ? Json(b.n_heads_in_group) : Json(nullptr);
+    Json ffn = {{"no_op", !b.ffn}, {"replace_with_linear", false}};
+    ffn["ffn_mult"] = b.ffn ? Json(b.ffn_mult) : Json(nullptr);
+    blocks.push_back({{"attention", attention}, {"ffn", ffn}});
+  }
+  parent["block_configs"] = blocks;
+  return parent;
+}
+
+// The Llama tensors of `layout` (its layers numbered densely), without those of no_op parts.
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> LayoutTensorMapping(
+    const FamilyLayout& layout) {
+  TAILOR_ASSIGN_OR_RETURN(auto mapping, HfTensorMapping(layout.config));
+  if (layout.decilm_blocks.empty()) return mapping;
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto& [hf_name, internal] : mapping) {
+    bool keep = true;
+    for (size_t j = 0; j < layout.decilm_blocks.size(); ++j) {
+      const std::string layer = absl::StrCat("model.layers.", j, ".");
+      if (!absl::StartsWith(hf_name, layer)) continue;
+      const absl::string_view rest = absl::string_view(hf_name).substr(layer.size());
+      const bool attention =
+          absl::StartsWith(rest, "self_attn.") || absl::StartsWith(rest, "input_layernorm.");
+      keep = attention ? layout.decilm_blocks[j].attention : layout.decilm_blocks[j].ffn;
+    }
+    if (keep) out.emplace_back(std::move(hf_name), std::move(internal));
+  }
+  return out;
+}
+
+// The family's layout, else DeciLM's; Unimplemented with both reasons when neither fits.
+absl::StatusOr<FamilyLayout> LayoutOf(const HfConfig& parent, const model::HybridConfig& s) {
+  absl::StatusOr<FamilyLayout> family = FamilyLayoutOf(parent, s);
+  if (family.status().code() != absl::StatusCode::kUnimplemented) return family;
+  if (parent.family != Family::kLlama) return family;
+  absl::StatusOr<FamilyLayout> decilm = DeciLmLayoutOf(parent, s);
+  if (decilm.status().code() != absl::StatusCode::kUnimplemented) return decilm;
+  return absl::UnimplementedError(
+      absl::StrCat(family.status().message(), "; and ", decilm.status().message()));
+}
+
+}  // namespace
+
+int64_t DeciLmFfnWidth(double ffn_mult, int64_t hidden) {
+  const auto f = static_cast<int64_t>(2.0 * ffn_mult * static_cast<double>(hidden) / 3.0);
+  return f % 256 == 0 ? f : f + 256 - f % 256;
+}
+
+absl::StatusOr<FamilyLayout> DeciLmLayoutOf(const HfConfig& parent,
+                                            const model::HybridConfig& student) {
+  if (parent.family != Family::kLlama || parent.qkv_bias || parent.o_bias || parent.mlp_bias ||
+      parent.sliding_window != 0) {
+    return NotDeciLm(absl::StrCat("it is the layout of Llama / Mistral children without "
+                                  "biases or sliding window, not of ",
+                                  ArchitectureName(parent.architecture), " ones"));
+  }
+  if (student.num_layers() != 2 * parent.num_hidden_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("the student has ", student.num_layers(),
+                                                   " blocks; a child of this parent has ",
+                                                   2 * parent.num_hidden_layers));
+  }
+  FamilyLayout out;
+  int64_t heads = 0;
+  for (int64_t i = 0; i < parent.num_hidden_layers; ++i) {
+    const model::LayerSpec& a = student.layers[2 * i];
+    const model::LayerSpec& m = student.layers[2 * i + 1];
+    if (!a.present() && !m.present()) continue;  // removed whole: dropped
+    TAILOR_ASSIGN_OR_RETURN(DeciLmBlock b, DeciLmBlockOf(i, a, m, student.hidden, heads));
+    out.decilm_blocks.push_back(b);
+    out.kept_layers.push_back(i);
+  }
+  if (out.kept_layers.empty()) return NotDeciLm("the student keeps no decoder layer");
+  out.architecture = "DeciLMForCausalLM";
+  out.config = parent;
+  out.config.num_hidden_layers = static_cast<int64_t>(out.kept_layers.size());
+  out.config.hidden_size = student.hidden;
+  out.config.layers.assign(out.kept_layers.size(), LayerKind::kAttentionMlp);
+  out.config.num_attention_heads = heads > 0 ? heads : parent.num_attention_heads;
+  return out;
+}
+
 absl::StatusOr<HfExportSummary> ExportStudentAsHf(const std::string& student_dir,
                                                   const HfCheckpoint& parent,
                                                   const std::string& out_dir,
@@ -323,13 +462,13 @@ absl::StatusOr<HfExportSummary> ExportStudentAsHf(const std::string& student_dir
   TAILOR_ASSIGN_OR_RETURN(model::HybridConfig student,
                           model::ReadHybridConfig(student_dir + "/config.json"));
   HfExportSummary summary;
-  TAILOR_ASSIGN_OR_RETURN(summary.layout, FamilyLayoutOf(parent.config(), student));
+  TAILOR_ASSIGN_OR_RETURN(summary.layout, LayoutOf(parent.config(), student));
   TAILOR_ASSIGN_OR_RETURN(std::string parent_text,
                           model::ReadFileToString(parent.dir() + "/config.json"));
   const Json parent_json = Json::parse(parent_text, nullptr, /*allow_exceptions=*/false);
   TAILOR_ASSIGN_OR_RETURN(model::DType parent_dtype, ParentDType(parent_json));
   summary.dtype = options.dtype.value_or(parent_dtype);
-  TAILOR_ASSIGN_OR_RETURN(auto mapping, HfTensorMapping(summary.layout.config));
+  TAILOR_ASSIGN_OR_RETURN(auto mapping, LayoutTensorMapping(summary.layout));
   TAILOR_ASSIGN_OR_RETURN(model::SafetensorsFile weights,
                           model::SafetensorsFile::Read(student_dir + "/model.safetensors"));
   TAILOR_ASSIGN_OR_RETURN(ShardPlan plan,
@@ -349,7 +488,10 @@ absl::StatusOr<HfExportSummary> ExportStudentAsHf(const std::string& student_dir
   absl::Status s = WriteShards(plan, tmp, summary.shards);
   if (s.ok()) s = CopyTokenizerFiles(parent, tmp);
   if (s.ok()) {
-    const Json config = StudentConfigJson(parent_json, summary.layout.config, summary.dtype);
+    const Json config =
+        summary.layout.decilm_blocks.empty()
+            ? StudentConfigJson(parent_json, summary.layout.config, summary.dtype)
+            : DeciLmConfigJson(parent_json, summary.layout, summary.dtype);
     s = model::WriteFileAtomically(tmp + "/config.json", config.dump(2) + "\n");
   }
   if (s.ok()) {

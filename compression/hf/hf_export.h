@@ -34,16 +34,43 @@
 
 namespace tailor::hf {
 
-// Which decoder layers of `parent` a student keeps and the family config it then has.
+// One decoder layer of DeciLM's `block_configs` (DeciLmLayoutOf).
+struct DeciLmBlock {
+  bool attention = false;        // false: "no_op"
+  int64_t n_heads_in_group = 0;  // query heads per KV head (KV heads = heads / this)
+  bool ffn = false;              // false: "no_op"
+  double ffn_mult = 0;           // width = DeciLmFfnWidth(ffn_mult, hidden)
+};
+
+// Which decoder layers of `parent` a student keeps and the config it then has.
 struct FamilyLayout {
-  HfConfig config;                  // the student's HF config
+  HfConfig config;                  // the student's HF config (DeciLM: the global fields)
   std::vector<int64_t> kept_layers;  // parent decoder-layer index of each student layer
+  // Non-empty (one per kept layer): the DeciLM layout instead of the family's own.
+  std::vector<DeciLmBlock> decilm_blocks;
+  std::string architecture;  // what config.json's `architectures` names
 };
 
 // The family layout of `student` (internal config, a child of `parent`'s import), or
 // Unimplemented naming the first layer the layout cannot express.
 absl::StatusOr<FamilyLayout> FamilyLayoutOf(const HfConfig& parent,
                                             const model::HybridConfig& student);
+
+// DeciLM (`DeciLMForCausalLM`, model_type "nemotron-nas": Llama-3.1-Nemotron-51B,
+// -Super-49B, -Ultra-253B), the layout engines serve Llama-family children with per-layer
+// widths in (vLLM's nemotron_nas, llama.cpp's converter to `deci`): per decoder layer an
+// attention with the global query heads and its own KV heads, or none, and an FFN of width
+// DeciLmFfnWidth(ffn_mult), or none. So it expresses a student whose kept attention layers all
+// keep the same query heads (with heads x head_dim = hidden, which those loaders assume) and
+// whose FFN widths are multiples of 256: typically a block-removal student of a full-size
+// parent. Anything else is Unimplemented naming the layer and the width. Llama / Mistral
+// parents without biases or sliding window only.
+absl::StatusOr<FamilyLayout> DeciLmLayoutOf(const HfConfig& parent,
+                                            const model::HybridConfig& student);
+
+// DeciLM's FFN width for `ffn_mult`: int(2 * ffn_mult * hidden / 3) rounded up to a multiple
+// of 256 (the loaders' _ffn_mult_to_intermediate_size).
+int64_t DeciLmFfnWidth(double ffn_mult, int64_t hidden);
 
 struct HfExportOptions {
   // F32, BF16 or F16; unset keeps the parent's torch_dtype (F32 when it names none).
@@ -61,7 +88,8 @@ struct HfExportSummary {
 
 // Writes the student in tailor's model folder `student_dir` (config.json +
 // model.safetensors, as SaveHybridLM writes it) as an HF checkpoint folder `out_dir`
-// (created; must not exist). Written to `out_dir`.tmp and renamed when complete, so a
+// (created; must not exist): in the family's layout when the student fits it, else in the
+// DeciLM layout when that fits (Unimplemented giving both reasons when neither does). Written to `out_dir`.tmp and renamed when complete, so a
 // failed export leaves nothing behind. Errors name the tensor or file.
 absl::StatusOr<HfExportSummary> ExportStudentAsHf(const std::string& student_dir,
                                                   const HfCheckpoint& parent,

@@ -20,10 +20,15 @@
 namespace tailor::e2e {
 namespace {
 
-std::string WriteCheckpoint(Cluster& cluster, const std::string& architecture) {
+// The family's tiny test checkpoint; `intermediate_size` > 0 replaces its MLP width.
+std::string WriteCheckpoint(Cluster& cluster, const std::string& architecture,
+                            int64_t intermediate_size = 0) {
   const std::string dir = cluster.dir() + "/" + architecture;
   std::filesystem::create_directories(dir);
-  const absl::Status written = testing::WriteHfTestCheckpoint(dir, architecture);
+  nlohmann::json config = testing::TinyHfConfig(architecture);
+  if (intermediate_size > 0) config["intermediate_size"] = intermediate_size;
+  const absl::Status written = testing::WriteHfCheckpointFiles(
+      dir, config, testing::HfTestTensors(config, model::DType::kBF16, 1));
   EXPECT_TRUE(written.ok()) << written;
   return dir;
 }
@@ -90,7 +95,9 @@ void CheckGgufComputesTheStudent(Cluster& cluster, const std::string& student_di
 
 TEST(HfParentE2E, LlamaCheckpointCompressesAndAnotherShapeProfilesAgain) {
   Cluster cluster("hfparent", Cluster::WithProductionLeases());
-  const std::string llama = WriteCheckpoint(cluster, "LlamaForCausalLM");
+  // MLP width 256, a multiple of 256 like full-size Llamas': the block-removal student fits
+  // DeciLM's layout.
+  const std::string llama = WriteCheckpoint(cluster, "LlamaForCausalLM", 256);
   const std::string qwen3 = WriteCheckpoint(cluster, "Qwen3ForCausalLM");
   ASSERT_TRUE(cluster.StartCoordinator());
   cluster.StartAgent("cpu0", {"--profile-rounds", "2", "--profile-validation", "4",
@@ -112,6 +119,15 @@ TEST(HfParentE2E, LlamaCheckpointCompressesAndAnotherShapeProfilesAgain) {
   }
   // The imported parent: 2 decoder layers = 4 internal blocks (attention, MLP per layer).
   EXPECT_EQ(JobOf(cluster.Status(br), "gate_gradients")["output"]["detail"]["blocks"], 4);
+  // One block (an attention or an MLP) removed: the Llama layout cannot hold it, DeciLM's
+  // block_configs can.
+  const nlohmann::json br_exports =
+      JobOf(cluster.Status(br), "distill")["output"]["detail"]["exports"];
+  ASSERT_EQ(br_exports.size(), 2u) << br_exports.dump(2);
+  std::printf("block-removal student exports: %s\n", br_exports.dump().c_str());
+  EXPECT_EQ(br_exports[0]["format"], "DeciLMForCausalLM") << br_exports.dump(2);
+  EXPECT_EQ(br_exports[0].value("digest", "").size(), 64u) << br_exports.dump(2);
+  EXPECT_EQ(br_exports[1]["format"], "deci") << br_exports.dump(2);
   // The distilled student handed back for serving engines: GGUF always (a per-layer student
   // as `deci`), the family's HF folder when its widths are uniform, else the reason.
   const nlohmann::json exports = JobOf(campaign, "distill")["output"]["detail"]["exports"];
@@ -120,7 +136,8 @@ TEST(HfParentE2E, LlamaCheckpointCompressesAndAnotherShapeProfilesAgain) {
   EXPECT_EQ(exports[0]["layout"], "hf");
   EXPECT_EQ(exports[1]["layout"], "gguf");
   if (!exports[0].value("digest", "").empty()) {
-    EXPECT_EQ(exports[0]["format"], "LlamaForCausalLM");
+    EXPECT_THAT(exports[0]["format"].get<std::string>(),
+                ::testing::AnyOf("LlamaForCausalLM", "DeciLMForCausalLM"));
   } else {
     EXPECT_THAT(exports[0]["unavailable"].get<std::string>(),
                 ::testing::HasSubstr("does not fit the LlamaForCausalLM layout"));
