@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "compression/model/config.h"
+#include "compression/model/mapped_file.h"
 #include "nlohmann/json.hpp"
 
 namespace tailor::hf {
@@ -173,41 +174,7 @@ void AddNemotronLayer(const HfConfig& c, int64_t i, Expect& e) {
   }
 }
 
-// A read-only mapping of a whole file; unmapped on destruction.
-class Mapping {
- public:
-  Mapping() = default;
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() {
-    if (addr_ != nullptr) ::munmap(addr_, size_);
-  }
-
-  absl::Status Map(const std::string& path, uint64_t size) {
-    if (size == 0) return absl::OkStatus();  // mmap refuses length 0; the header parse reports it
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      return absl::UnavailableError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-    }
-    void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    const int err = errno;
-    ::close(fd);
-    if (addr == MAP_FAILED) {
-      return absl::UnavailableError(absl::StrCat(path, ": cannot map: ", std::strerror(err)));
-    }
-    addr_ = addr;
-    size_ = size;
-    return absl::OkStatus();
-  }
-  absl::string_view bytes() const {
-    return addr_ == nullptr ? absl::string_view()
-                            : absl::string_view(static_cast<const char*>(addr_), size_);
-  }
-
- private:
-  void* addr_ = nullptr;
-  size_t size_ = 0;
-};
+using Mapping = model::MappedFile;
 
 std::string GiB(uint64_t bytes) {
   return absl::StrFormat("%.2f GiB (%d bytes)", static_cast<double>(bytes) / (1ull << 30), bytes);

@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "compression/hf/hf_import.h"
 #include "compression/hf/hf_import_moe.h"
+#include "compression/model/mapped_file.h"
 #include "nlohmann/json.hpp"
 
 namespace tailor::hf {
@@ -179,28 +180,51 @@ Json StudentConfigJson(Json parent, const HfConfig& student, model::DType dtype)
   return parent;
 }
 
+// The student's saved weights, mapped (not read): the export streams from here.
+struct MappedWeights {
+  model::MappedFile file;
+  model::SafetensorsHeader header;
+
+  absl::string_view Bytes(const model::TensorEntry& e) const {
+    return file.bytes().substr(header.data_start + e.begin, e.end - e.begin);
+  }
+};
+
+absl::Status MapWeights(const std::string& path, MappedWeights& out) {
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec) return absl::NotFoundError(absl::StrCat(path, ": cannot read: ", ec.message()));
+  TAILOR_RETURN_IF_ERROR(out.file.Map(path, size));
+  TAILOR_ASSIGN_OR_RETURN(out.header,
+                          model::ParseSafetensorsHeader(out.file.bytes(), size, path));
+  return absl::OkStatus();
+}
+
+// Each shard's tensors, converted only when the shard is written: the export holds one
+// tensor's converted bytes at a time, never the model.
 struct ShardPlan {
-  std::vector<std::vector<model::RawTensor>> shards;
+  std::vector<std::vector<model::StreamedTensor>> shards;
   uint64_t total_bytes = 0;
 };
 
-absl::StatusOr<ShardPlan> ConvertTensors(
-    const model::SafetensorsFile& weights,
+absl::StatusOr<ShardPlan> PlanTensors(
+    const MappedWeights& weights,
     const std::vector<std::pair<std::string, std::string>>& mapping,
     const std::vector<int64_t>& kept, model::DType dtype, uint64_t max_shard_bytes) {
   ShardPlan plan;
   uint64_t shard_bytes = 0;
+  const std::string& source = weights.header.source;
   for (const auto& [hf_name, dense_internal] : mapping) {
     const std::string internal = ParentIndexed(dense_internal, kept);
     // "name[e]": expert e of the stacked [experts, ...] tensor.
     const auto [name, slot] = SplitStackSlot(internal);
-    const model::TensorEntry* e = weights.Find(name);
+    const model::TensorEntry* e = weights.header.Find(name);
     if (e == nullptr || (slot >= 0 && (e->shape.empty() || slot >= e->shape[0]))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          weights.source(), ": no tensor ", internal, " (for ", hf_name, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": no tensor ", internal, " (for ", hf_name, ")"));
     }
     if (e->dtype != model::DType::kF32) {
-      return absl::InvalidArgumentError(absl::StrCat(weights.source(), ": ", name, " is ",
+      return absl::InvalidArgumentError(absl::StrCat(source, ": ", name, " is ",
                                                      model::DTypeName(e->dtype), ", want F32"));
     }
     absl::string_view bytes = weights.Bytes(*e);
@@ -210,15 +234,17 @@ absl::StatusOr<ShardPlan> ConvertTensors(
       const size_t per = bytes.size() / static_cast<size_t>(e->shape[0]);
       bytes = bytes.substr(static_cast<size_t>(slot) * per, per);
     }
-    model::RawTensor t{hf_name, dtype, shape,
-                       ConvertF32(bytes.data(), static_cast<int64_t>(bytes.size() / 4), dtype)};
-    if (plan.shards.empty() || (shard_bytes > 0 && shard_bytes + t.data.size() > max_shard_bytes)) {
+    const uint64_t out_bytes = bytes.size() / 4 * static_cast<uint64_t>(model::DTypeSize(dtype));
+    if (plan.shards.empty() || (shard_bytes > 0 && shard_bytes + out_bytes > max_shard_bytes)) {
       plan.shards.emplace_back();
       shard_bytes = 0;
     }
-    shard_bytes += t.data.size();
-    plan.total_bytes += t.data.size();
-    plan.shards.back().push_back(std::move(t));
+    shard_bytes += out_bytes;
+    plan.total_bytes += out_bytes;
+    plan.shards.back().push_back(
+        {hf_name, dtype, shape, [bytes, dtype]() -> absl::StatusOr<std::string> {
+           return ConvertF32(bytes.data(), static_cast<int64_t>(bytes.size() / 4), dtype);
+         }});
   }
   return plan;
 }
@@ -235,9 +261,9 @@ absl::Status WriteShards(const ShardPlan& plan, const std::string& dir,
   Json weight_map = Json::object();
   for (size_t i = 0; i < plan.shards.size(); ++i) {
     names.push_back(ShardName(i, plan.shards.size()));
-    for (const model::RawTensor& t : plan.shards[i]) weight_map[t.name] = names.back();
-    TAILOR_RETURN_IF_ERROR(
-        model::WriteSafetensors(dir + "/" + names.back(), plan.shards[i], {{"format", "pt"}}));
+    for (const model::StreamedTensor& t : plan.shards[i]) weight_map[t.name] = names.back();
+    TAILOR_RETURN_IF_ERROR(model::WriteSafetensorsStreamed(dir + "/" + names.back(),
+                                                           plan.shards[i], {{"format", "pt"}}));
   }
   if (plan.shards.size() == 1) return absl::OkStatus();
   const Json index = {{"metadata", {{"total_size", plan.total_bytes}}},
@@ -469,11 +495,11 @@ absl::StatusOr<HfExportSummary> ExportStudentAsHf(const std::string& student_dir
   TAILOR_ASSIGN_OR_RETURN(model::DType parent_dtype, ParentDType(parent_json));
   summary.dtype = options.dtype.value_or(parent_dtype);
   TAILOR_ASSIGN_OR_RETURN(auto mapping, LayoutTensorMapping(summary.layout));
-  TAILOR_ASSIGN_OR_RETURN(model::SafetensorsFile weights,
-                          model::SafetensorsFile::Read(student_dir + "/model.safetensors"));
+  MappedWeights weights;
+  TAILOR_RETURN_IF_ERROR(MapWeights(student_dir + "/model.safetensors", weights));
   TAILOR_ASSIGN_OR_RETURN(ShardPlan plan,
-                          ConvertTensors(weights, mapping, summary.layout.kept_layers,
-                                         summary.dtype, options.max_shard_bytes));
+                          PlanTensors(weights, mapping, summary.layout.kept_layers,
+                                      summary.dtype, options.max_shard_bytes));
   summary.weight_bytes = plan.total_bytes;
 
   std::error_code ec;

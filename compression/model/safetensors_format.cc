@@ -1,6 +1,10 @@
 #include "compression/model/safetensors_format.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <set>
 
@@ -357,50 +361,58 @@ absl::string_view SafetensorsFile::Bytes(const TensorEntry& entry) const {
   return absl::string_view(bytes_).substr(data_start_ + entry.begin, entry.end - entry.begin);
 }
 
-absl::StatusOr<std::string> SerializeSafetensors(
-    const std::vector<RawTensor>& tensors, const std::map<std::string, std::string>& metadata) {
-  if (tensors.size() > kMaxSafetensorsTensors) {
-    return absl::InvalidArgumentError(absl::StrCat("safetensors: ", tensors.size(),
+namespace {
+
+// What the header says of one tensor; `bytes` is its data length.
+struct TensorMeta {
+  const std::string* name;
+  DType dtype;
+  const std::vector<int64_t>* shape;
+  uint64_t bytes;
+};
+
+// The file's first bytes (header length, header padded to 8 bytes so the data buffer is
+// aligned) for tensors in the order given (sorted by name), each checked as documented.
+absl::StatusOr<std::string> FilePrefix(const std::vector<TensorMeta>& order,
+                                       const std::map<std::string, std::string>& metadata) {
+  if (order.size() > kMaxSafetensorsTensors) {
+    return absl::InvalidArgumentError(absl::StrCat("safetensors: ", order.size(),
                                                    " tensors, more than the ",
                                                    kMaxSafetensorsTensors, " allowed"));
   }
-  std::vector<const RawTensor*> order;
-  for (const RawTensor& t : tensors) order.push_back(&t);
-  // Sorted names make the file bytes a function of the contents only (stable digests).
-  std::sort(order.begin(), order.end(),
-            [](const RawTensor* a, const RawTensor* b) { return a->name < b->name; });
   Json header = Json::object();
   uint64_t offset = 0;
   for (size_t i = 0; i < order.size(); ++i) {
-    const RawTensor& t = *order[i];
-    if (t.name.empty()) return absl::InvalidArgumentError("safetensors: empty tensor name");
-    if (t.name == kMetadataKey) {
+    const TensorMeta& t = order[i];
+    const std::string& name = *t.name;
+    if (name.empty()) return absl::InvalidArgumentError("safetensors: empty tensor name");
+    if (name == kMetadataKey) {
       return absl::InvalidArgumentError("safetensors: '__metadata__' is reserved");
     }
-    if (t.name.size() > kMaxTensorNameBytes) {
+    if (name.size() > kMaxTensorNameBytes) {
       return absl::InvalidArgumentError(
-          absl::StrCat("safetensors: tensor name of ", t.name.size(), " bytes exceeds the ",
+          absl::StrCat("safetensors: tensor name of ", name.size(), " bytes exceeds the ",
                        kMaxTensorNameBytes, "-byte limit"));
     }
-    if (t.shape.size() > kMaxTensorRank) {
-      return absl::InvalidArgumentError(absl::StrCat("safetensors: tensor '", t.name, "': shape has ",
-                                                     t.shape.size(), " dimensions, more than the ",
+    if (t.shape->size() > kMaxTensorRank) {
+      return absl::InvalidArgumentError(absl::StrCat("safetensors: tensor '", name, "': shape has ",
+                                                     t.shape->size(), " dimensions, more than the ",
                                                      kMaxTensorRank, " allowed"));
     }
-    if (i > 0 && order[i - 1]->name == t.name) {
+    if (i > 0 && *order[i - 1].name == name) {
       return absl::InvalidArgumentError(
-          absl::StrCat("safetensors: duplicate tensor name '", t.name, "'"));
+          absl::StrCat("safetensors: duplicate tensor name '", name, "'"));
     }
-    absl::StatusOr<uint64_t> want = ByteLength(t.shape, t.dtype);
-    if (!want.ok() || *want != t.data.size()) {
+    absl::StatusOr<uint64_t> want = ByteLength(*t.shape, t.dtype);
+    if (!want.ok() || *want != t.bytes) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "safetensors: tensor '", t.name, "': shape ", ShapeString(t.shape), " with dtype ",
-          DTypeName(t.dtype), " does not match ", t.data.size(), " data bytes"));
+          "safetensors: tensor '", name, "': shape ", ShapeString(*t.shape), " with dtype ",
+          DTypeName(t.dtype), " does not match ", t.bytes, " data bytes"));
     }
-    header[t.name] = {{"dtype", std::string(DTypeName(t.dtype))},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + t.data.size()}}};
-    offset += t.data.size();
+    header[name] = {{"dtype", std::string(DTypeName(t.dtype))},
+                    {"shape", *t.shape},
+                    {"data_offsets", {offset, offset + t.bytes}}};
+    offset += t.bytes;
   }
   if (!metadata.empty()) header[std::string(kMetadataKey)] = metadata;
   std::string header_text = header.dump();
@@ -412,10 +424,33 @@ absl::StatusOr<std::string> SerializeSafetensors(
   // Pad with spaces (valid JSON whitespace) so the data buffer starts 8-byte aligned.
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
   std::string out;
-  out.reserve(8 + header_text.size() + offset);
-  uint64_t n = header_text.size();
+  const uint64_t n = header_text.size();
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
-  out += header_text;
+  return out + header_text;
+}
+
+// Sorted names make the file bytes a function of the contents only (stable digests).
+template <typename T>
+std::vector<const T*> ByName(const std::vector<T>& tensors) {
+  std::vector<const T*> order;
+  for (const T& t : tensors) order.push_back(&t);
+  std::sort(order.begin(), order.end(), [](const T* a, const T* b) { return a->name < b->name; });
+  return order;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> SerializeSafetensors(
+    const std::vector<RawTensor>& tensors, const std::map<std::string, std::string>& metadata) {
+  const std::vector<const RawTensor*> order = ByName(tensors);
+  std::vector<TensorMeta> metas;
+  uint64_t total = 0;
+  for (const RawTensor* t : order) {
+    metas.push_back({&t->name, t->dtype, &t->shape, t->data.size()});
+    total += t->data.size();
+  }
+  TAILOR_ASSIGN_OR_RETURN(std::string out, FilePrefix(metas, metadata));
+  out.reserve(out.size() + total);
   for (const RawTensor* t : order) out += t->data;
   return out;
 }
@@ -427,6 +462,68 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<RawTens
     return absl::Status(bytes.status().code(), absl::StrCat(path, ": ", bytes.status().message()));
   }
   return WriteFileAtomically(path, *bytes);
+}
+
+namespace {
+
+absl::Status WriteStreamedTo(FILE* f, const std::string& path,
+                             const std::vector<const StreamedTensor*>& order,
+                             const std::string& prefix) {
+  auto put = [&](absl::string_view bytes) -> absl::Status {
+    if (std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size()) return absl::OkStatus();
+    return absl::UnavailableError(absl::StrCat(path, ": write failed: ", std::strerror(errno)));
+  };
+  TAILOR_RETURN_IF_ERROR(put(prefix));
+  for (const StreamedTensor* t : order) {
+    absl::StatusOr<std::string> bytes = t->bytes();
+    if (!bytes.ok()) {
+      return absl::Status(bytes.status().code(),
+                          absl::StrCat(path, ": tensor '", t->name, "': ", bytes.status().message()));
+    }
+    absl::StatusOr<uint64_t> want = ByteLength(t->shape, t->dtype);
+    if (!want.ok() || *want != bytes->size()) {
+      return absl::InternalError(absl::StrCat(path, ": tensor '", t->name, "': produced ",
+                                              bytes->size(), " bytes for shape ",
+                                              ShapeString(t->shape)));
+    }
+    TAILOR_RETURN_IF_ERROR(put(*bytes));
+  }
+  if (std::fflush(f) != 0 || ::fsync(::fileno(f)) != 0) {
+    return absl::UnavailableError(absl::StrCat(path, ": write failed: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteSafetensorsStreamed(const std::string& path,
+                                      const std::vector<StreamedTensor>& tensors,
+                                      const std::map<std::string, std::string>& metadata) {
+  const std::vector<const StreamedTensor*> order = ByName(tensors);
+  std::vector<TensorMeta> metas;
+  for (const StreamedTensor* t : order) {
+    absl::StatusOr<uint64_t> bytes = ByteLength(t->shape, t->dtype);
+    metas.push_back({&t->name, t->dtype, &t->shape, bytes.ok() ? *bytes : ~uint64_t{0}});
+  }
+  absl::StatusOr<std::string> prefix = FilePrefix(metas, metadata);
+  if (!prefix.ok()) {
+    return absl::Status(prefix.status().code(),
+                        absl::StrCat(path, ": ", prefix.status().message()));
+  }
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) {
+    return absl::UnavailableError(absl::StrCat(tmp, ": cannot create: ", std::strerror(errno)));
+  }
+  absl::Status s = WriteStreamedTo(f, path, order, *prefix);
+  if (std::fclose(f) != 0 && s.ok()) {
+    s = absl::UnavailableError(absl::StrCat(path, ": write failed: ", std::strerror(errno)));
+  }
+  if (s.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    s = absl::UnavailableError(absl::StrCat(path, ": rename failed: ", std::strerror(errno)));
+  }
+  if (!s.ok()) std::remove(tmp.c_str());
+  return s;
 }
 
 }  // namespace tailor::model

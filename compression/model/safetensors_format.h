@@ -15,6 +15,7 @@
 // compression/model/safetensors.h adds the LibTorch boundary.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -104,6 +105,22 @@ absl::StatusOr<std::string> SerializeSafetensors(
     const std::vector<RawTensor>& tensors, const std::map<std::string, std::string>& metadata);
 absl::Status WriteSafetensors(const std::string& path, const std::vector<RawTensor>& tensors,
                               const std::map<std::string, std::string>& metadata);
+
+// One tensor of a streamed file: `bytes` produces its data (shape-product * DTypeSize
+// bytes) when the file is written, so the writer holds one tensor's bytes at a time.
+struct StreamedTensor {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  std::function<absl::StatusOr<std::string>()> bytes;
+};
+
+// The bytes SerializeSafetensors gives for the same tensors, written to a temporary file
+// one tensor at a time, fsynced and renamed to `path`: the same checks, errors prefixed with
+// `path` (a producer's error names the tensor), nothing left behind on failure.
+absl::Status WriteSafetensorsStreamed(const std::string& path,
+                                      const std::vector<StreamedTensor>& tensors,
+                                      const std::map<std::string, std::string>& metadata);
 
 }  // namespace tailor::model
 

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -80,6 +81,59 @@ TEST(SafetensorsTest, SerializeIsDeterministicAndAligned) {
   TAILOR_ASSERT_OK_AND_ASSIGN(SafetensorsFile f, SafetensorsFile::Parse(x, "mem"));
   EXPECT_EQ(f.Bytes(*f.Find("a")), "abcd");
   EXPECT_EQ(f.Bytes(*f.Find("b")), "xyz");
+}
+
+// A streamed tensor producing `bytes` (counting its calls in `*calls`).
+StreamedTensor Streamed(std::string name, DType dtype, std::vector<int64_t> shape,
+                        std::string bytes, int* calls) {
+  return {std::move(name), dtype, std::move(shape),
+          [bytes = std::move(bytes), calls]() -> absl::StatusOr<std::string> {
+            ++*calls;
+            return bytes;
+          }};
+}
+
+TEST(SafetensorsTest, StreamedWriteIsByteIdenticalToSerialize) {
+  int calls = 0;
+  const std::vector<StreamedTensor> streamed = {
+      Streamed("b", DType::kU8, {3}, "xyz", &calls),
+      Streamed("a", DType::kI32, {1}, "abcd", &calls)};
+  const std::string path = ::testing::TempDir() + "/streamed.safetensors";
+  TAILOR_ASSERT_OK(WriteSafetensorsStreamed(path, streamed, {{"format", "pt"}}));
+  EXPECT_EQ(calls, 2);
+  TAILOR_ASSERT_OK_AND_ASSIGN(
+      std::string want,
+      SerializeSafetensors({{"b", DType::kU8, {3}, "xyz"}, {"a", DType::kI32, {1}, "abcd"}},
+                           {{"format", "pt"}}));
+  std::ifstream in(path, std::ios::binary);
+  const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(got, want);
+}
+
+TEST(SafetensorsTest, StreamedWriteFailuresLeaveNothing) {
+  const std::string path = ::testing::TempDir() + "/streamed_bad.safetensors";
+  int calls = 0;
+  // The header is checked before anything is produced.
+  EXPECT_THAT(WriteSafetensorsStreamed(path, {Streamed("", DType::kU8, {1}, "a", &calls)}, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       path + ": safetensors: empty tensor name"));
+  EXPECT_EQ(calls, 0);
+  // A producer that returns the wrong length.
+  EXPECT_THAT(WriteSafetensorsStreamed(path, {Streamed("x", DType::kF32, {2}, "abc", &calls)},
+                                       {}),
+              StatusIs(absl::StatusCode::kInternal,
+                       path + ": tensor 'x': produced 3 bytes for shape [2]"));
+  // A producer's error, named with its tensor.
+  const StreamedTensor failing{"y", DType::kU8, {1}, []() -> absl::StatusOr<std::string> {
+                                 return absl::DataLossError("source gone");
+                               }};
+  EXPECT_THAT(WriteSafetensorsStreamed(path, {failing}, {}),
+              StatusIs(absl::StatusCode::kDataLoss, path + ": tensor 'y': source gone"));
+  EXPECT_FALSE(std::filesystem::exists(path));
+  for (const auto& e : std::filesystem::directory_iterator(::testing::TempDir())) {
+    EXPECT_EQ(e.path().filename().string().find("streamed_bad"), std::string::npos)
+        << e.path();
+  }
 }
 
 TEST(SafetensorsTest, WriterRejectsBadInput) {
