@@ -31,6 +31,16 @@ std::vector<int64_t> Widths(int64_t full, int n, bool with_zero, int64_t min_non
   return w;
 }
 
+// Expert counts of a MoE layer, all >= top_k (a masked expert keeps its routing slot, so the
+// child keeps the parent's top_k). With routing groups they are k * groups, k >= 2 kept in
+// EVERY group (model::KeptExperts) and top_groups * k >= top_k, so the child routes over the
+// parent's groups.
+std::vector<int64_t> ExpertWidths(const model::MoeSpec& m, int n, bool with_zero) {
+  if (m.groups <= 1) return Widths(m.experts, n, with_zero, m.top_k);
+  const int64_t per_group = std::max<int64_t>(2, (m.top_k + m.top_groups - 1) / m.top_groups);
+  return Widths(m.experts, n, with_zero, per_group * m.groups, m.groups);
+}
+
 ChoiceAxis Axis(AxisKind kind, int layer, std::vector<int64_t> widths, absl::string_view what) {
   ChoiceAxis a;
   a.kind = kind;
@@ -150,11 +160,8 @@ absl::StatusOr<SearchSpace> BuildSearchSpace(const HybridConfig& parent,
         break;  // global axis
       case LayerKind::kMoe:
         if (l.moe.experts > 0) {
-          // With routing groups fewer experts would regroup them (another routing function,
-          // which the model refuses to slice): only all experts or none.
-          const int steps = l.moe.groups > 1 ? 1 : n;
-          space.axes.push_back(Axis(AxisKind::kExperts, i,
-                                    Widths(l.moe.experts, steps, zero, l.moe.top_k), "experts"));
+          space.axes.push_back(
+              Axis(AxisKind::kExperts, i, ExpertWidths(l.moe, n, zero), "experts"));
           space.axes.push_back(
               Axis(AxisKind::kExpertFfn, i, Widths(l.moe.expert_ffn, n, zero), "expert_ffn"));
         }

@@ -20,7 +20,8 @@ enum class AxisKind {
   kMambaHeads,      // global: heads of every Mamba layer (model::KeptMambaHeads: clamped
                     // to the layer's heads, multiples of its B/C groups)
   kAttentionHeads,  // per layer: query heads kept per GQA group (0 = layer removed)
-  kExperts,         // per layer: routed experts (0 = no routed part)
+  kExperts,         // per layer: routed experts (0 = no routed part; with routing groups
+                    // multiples of them, each group keeping its first: model::KeptExperts)
   kExpertFfn,       // per layer: every routed expert's FFN width (0 = no routed part)
   kSharedFfn,       // per layer: shared-expert FFN width (0 = no shared part)
   kMlpFfn,          // per layer: dense MLP width (0 = layer removed)
@@ -64,8 +65,9 @@ struct SpaceOptions {
 
 // One axis per global width and per prunable per-layer width of `parent`. Expert-count
 // choices stay >= top_k (a masked expert still takes its routing slot, so fewer experts
-// than top_k has no supernet counterpart); a layer with routing groups keeps all its experts
-// or none. Mamba head choices are multiples of every Mamba layer's groups
+// than top_k has no supernet counterpart); a layer with routing groups keeps k >= 2 experts
+// of every group (multiples of its groups, model::KeptExperts) with top_groups * k >= top_k.
+// Mamba head choices are multiples of every Mamba layer's groups
 // (model::MambaHeadMultiple). Absent parent layers get no axes. With `uniform_layers` the
 // per-layer axes of one kind and parent width are tied into one, named "layers[i,j,...]".
 absl::StatusOr<SearchSpace> BuildSearchSpace(const model::HybridConfig& parent,

@@ -25,6 +25,18 @@ at::Tensor MambaKeepMatrix(const ChoiceAxis& axis, const model::MambaSpec& m) {
   return (unit.view({1, m.heads}) < widths).to(torch::kFloat);
 }
 
+// KeepMatrix of an expert axis on one layer: choice j keeps model::KeptExperts(width_j),
+// with routing groups the first width_j / groups experts of each group (what SliceHybridLM
+// keeps; a plain prefix with groups = 1).
+at::Tensor ExpertKeepMatrix(const ChoiceAxis& axis, const model::MoeSpec& m) {
+  const int64_t n = static_cast<int64_t>(axis.widths.size());
+  at::Tensor keep = torch::zeros({n, m.experts});
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t e : model::KeptExperts(m, axis.widths[j])) keep[j][e] = 1.0;
+  }
+  return keep;
+}
+
 // The expected keep-mask of a per-layer axis's soft choice `y` on one layer it covers.
 void SetLayerMask(const ChoiceAxis& axis, const at::Tensor& y, const LayerSpec& l,
                   model::LayerMask& lm) {
@@ -39,7 +51,7 @@ void SetLayerMask(const ChoiceAxis& axis, const at::Tensor& y, const LayerSpec& 
       lm.attention_heads = expected(l.attention.heads, l.attention.heads / l.attention.kv_heads);
       break;
     case AxisKind::kExperts:
-      lm.experts = expected(l.moe.experts);
+      lm.experts = torch::matmul(y, ExpertKeepMatrix(axis, l.moe).to(y.options()));
       break;
     case AxisKind::kExpertFfn:
       lm.expert_ffn = expected(l.moe.expert_ffn);

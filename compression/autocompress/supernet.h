@@ -8,8 +8,9 @@
 // the gradient of the KD loss reaches y through every unit the choices disagree on.
 // Attention heads are kept per GQA group: head h (group size g) is kept by choice j when
 // h % g < width_j; Mamba heads likewise per B/C group (the first
-// model::KeptMambaHeads(width_j) / groups of each group). Routed experts are masked on their
-// OUTPUTS after top-k (what the model does with LayerMask::experts); see
+// model::KeptMambaHeads(width_j) / groups of each group), routed experts per routing group
+// (model::KeptExperts(width_j): the first width_j / groups of each). Routed experts are masked
+// on their OUTPUTS after top-k (what the model does with LayerMask::experts); see
 // MoeForwardWithMasking for the ablation.
 
 #include <ATen/core/Tensor.h>
@@ -25,7 +26,8 @@ namespace tailor::autocompress {
 
 // [choices, channels] 0/1 matrix M with M[j, i] = 1 when choice j keeps unit i of the
 // axis; `group` > 0 ranks units inside consecutive groups of that size (GQA). SoftArchMask
-// builds the Mamba axis's matrix per layer instead (its groups, model::KeptMambaHeads).
+// builds the Mamba and expert axes' matrices per layer instead (their groups,
+// model::KeptMambaHeads, model::KeptExperts).
 at::Tensor KeepMatrix(const ChoiceAxis& axis, int64_t channels, int64_t group = 0);
 
 // `choices[a]` is axis a's choice vector, [n_a] or [N, n_a] (one row per sequence: give

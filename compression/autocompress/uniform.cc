@@ -113,20 +113,32 @@ void LayerImportanceLost(const HybridConfig& parent, const SearchSpace& space,
       }
       break;
     }
-    case AxisKind::kExperts:
-      lost += RangeSum(li.experts, to, from);
+    case AxisKind::kExperts: {
+      // The ranked experts of each routing group between the kept counts (ranking is per
+      // group; one group of all experts without groups).
+      const model::MoeSpec& m = parent.layers[l].moe;
+      const int64_t g = std::max<int64_t>(m.groups, 1), per = m.experts / g;
+      for (int64_t k = 0; k < g; ++k) {
+        lost += RangeSum(li.experts, k * per + to / g, k * per + from / g);
+      }
       total += Total(li.experts);
       break;
+    }
     case AxisKind::kExpertFfn: {
-      // Only the experts currently kept lose FFN channels.
-      int64_t kept = parent.layers[l].moe.experts;
+      // Only the experts currently kept (per routing group) lose FFN channels.
+      const model::MoeSpec& m = parent.layers[l].moe;
+      int64_t kept = m.experts;
       for (size_t b = 0; b < space.axes.size(); ++b) {
         if (space.axes[b].covers(l) && space.axes[b].kind == AxisKind::kExperts) {
           kept = space.axes[b].widths[indices[b]];
         }
       }
+      std::vector<bool> is_kept(li.expert_ffn.size(), false);
+      for (int64_t e : model::KeptExperts(m, kept)) {
+        if (e < static_cast<int64_t>(is_kept.size())) is_kept[e] = true;
+      }
       for (size_t e = 0; e < li.expert_ffn.size(); ++e) {
-        if (static_cast<int64_t>(e) < kept) lost += RangeSum(li.expert_ffn[e], to, from);
+        if (is_kept[e]) lost += RangeSum(li.expert_ffn[e], to, from);
         total += Total(li.expert_ffn[e]);
       }
       break;

@@ -57,10 +57,14 @@ LayerSpec MlpOf(const LayerSpec& parent, int64_t ffn) {
 }
 
 std::vector<int64_t> ExpertChoices(const model::MoeSpec& m, int steps) {
-  // With routing groups fewer experts would regroup them (another routing function, which
-  // the model refuses to slice): all of them only.
-  if (m.groups > 1) return m.experts > 0 ? std::vector<int64_t>{m.experts} : std::vector<int64_t>{};
-  return StepChoices(m.experts, steps);
+  if (m.groups <= 1) return StepChoices(m.experts, steps);
+  // k experts of EVERY routing group (model::KeptExperts), k >= 2: a group's score is the
+  // sum of its two best. The steps are those of the per-group count.
+  std::vector<int64_t> out;
+  for (int64_t e : StepChoices(m.experts, steps, m.groups)) {
+    if (e >= 2 * m.groups) out.push_back(e);
+  }
+  return out;
 }
 
 namespace {

@@ -11,9 +11,9 @@
 // Per-layer choices, each including "removed" (all widths 0: the layer is the identity):
 //   attention: KV groups kept x query heads kept per group (heads within GQA groups)
 //   mamba:     keep / remove (the head count is the global choice)
-//   moe:       routed experts (top_k = min(parent top_k, experts); all of them with routing
-//              groups), routed-expert FFN width, shared-expert FFN width; routed 0 with
-//              shared > 0 is a dense MLP
+//   moe:       routed experts (top_k = min(parent top_k, experts); with routing groups k >= 2
+//              of every group, top_k = min(parent top_k, top_groups * k)), routed-expert FFN
+//              width, shared-expert FFN width; routed 0 with shared > 0 is a dense MLP
 // Every option keeps the parent layer's block variant (biases, q/k norms, RoPE, Mamba groups
 // and norm, MoE routing, activations); only widths change.
 //   mlp:       FFN width
@@ -118,8 +118,9 @@ model::LayerSpec MambaOf(const model::LayerSpec& parent, int64_t heads);
 model::LayerSpec MoeOf(const model::LayerSpec& parent, int64_t experts, int64_t expert_ffn,
                        int64_t shared_ffn);
 model::LayerSpec MlpOf(const model::LayerSpec& parent, int64_t ffn);
-// The routed-expert counts a layer may keep: StepChoices, or all of them when the layer has
-// routing groups (fewer experts would regroup them).
+// The routed-expert counts a layer may keep: StepChoices; with routing groups StepChoices in
+// multiples of the groups with >= 2 per group (each group keeps its first k:
+// model::KeptExperts), e.g. 8 experts in 2 groups, 4 steps -> {4, 6, 8}.
 std::vector<int64_t> ExpertChoices(const model::MoeSpec& m, int steps);
 
 // The canonical cost-table key of a layer at a hidden width (CostEntry.config), e.g.

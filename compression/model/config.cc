@@ -521,6 +521,17 @@ int64_t KeptMambaHeads(const MambaSpec& parent, int64_t width) {
   return std::max(kept, groups);
 }
 
+std::vector<int64_t> KeptExperts(const MoeSpec& parent, int64_t experts) {
+  std::vector<int64_t> kept;
+  if (parent.experts <= 0 || experts <= 0) return kept;
+  const int64_t groups = std::max<int64_t>(parent.groups, 1), per = parent.experts / groups;
+  const int64_t k = std::min(experts / groups, per);
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t j = 0; j < k; ++j) kept.push_back(g * per + j);
+  }
+  return kept;
+}
+
 int64_t MambaHeadMultiple(const HybridConfig& config) {
   int64_t multiple = 1;
   for (const LayerSpec& l : config.layers) {

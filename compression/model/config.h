@@ -129,6 +129,14 @@ struct MoeSpec {
   bool SameVariant(const MoeSpec& o) const;
 };
 
+// The parent's experts (ascending ids) a child with `experts` routed experts keeps: the
+// first experts / groups of EVERY routing group (a plain prefix with groups = 1). Experts are
+// ranked inside their group, so each group keeps its best and routing still sees `groups`
+// groups of consecutive experts. The slice, the prefix and supernet masks and the uniform
+// baseline's accounting use this; the search spaces offer only multiples of the groups with
+// >= 2 per group. Empty when either count is 0; at most the parent's experts.
+std::vector<int64_t> KeptExperts(const MoeSpec& parent, int64_t experts);
+
 // Dense MLP. ffn == 0 means the layer is absent. `bias`: the gate, up and down projections
 // add biases (Llama mlp_bias). `activation` kReluSquared: down(ReLU(up x)^2) without a gate
 // projection (Nemotron-H '-' layers); its neurons prune like SwiGLU's.

@@ -592,7 +592,14 @@ absl::StatusOr<ArchMask> PrefixMask(const HybridConfig& parent, const HybridConf
         }
         case LayerKind::kMoe:
           if (p.moe.experts > 0) {
-            m.experts = PrefixOnes(p.moe.experts, c.moe.experts);
+            if (c.moe.experts > 0 && c.moe.groups != p.moe.groups) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  "layers[", i, "].moe.groups: child ", c.moe.groups, ", parent ", p.moe.groups,
+                  " (experts are pruned inside their routing group)"));
+            }
+            // The first experts of EACH routing group, as CopyPrefixFrom keeps them.
+            m.experts = torch::zeros({p.moe.experts});
+            for (int64_t e : KeptExperts(p.moe, c.moe.experts)) m.experts[e].fill_(1.0);
             m.expert_ffn = PrefixOnes(p.moe.expert_ffn, c.moe.expert_ffn);
           }
           if (p.moe.shared_ffn > 0) m.shared_ffn = PrefixOnes(p.moe.shared_ffn, c.moe.shared_ffn);

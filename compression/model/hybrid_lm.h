@@ -159,7 +159,8 @@ absl::StatusOr<HybridLM> LoadHybridLM(const std::string& dir);
 
 // A new model of `child` (same vocab, layer count and kinds; every width <= the parent's)
 // holding the leading slice of each of the parent's ranked axes: the first `hidden`
-// channels, the first heads (query heads per GQA group), experts and FFN neurons.
+// channels, the first heads (query heads per GQA group, Mamba heads per B/C group), experts
+// (per routing group: KeptExperts) and FFN neurons.
 absl::StatusOr<HybridLM> SliceHybridLM(const HybridLM& parent, const HybridConfig& child);
 
 // Whole-model permutation: residual channels, then each layer's own axes.
@@ -171,6 +172,8 @@ absl::Status PermuteHybridLM(HybridLM& model, const Permutation& perm);
 
 // Hard 0/1 masks that make `parent` compute what SliceHybridLM(parent, child) computes
 // (exactly, except for the expert count: masked experts still take their routing slot).
+// Mamba heads and routed experts are kept per group (KeptMambaHeads, KeptExperts); a child
+// with other B/C or routing groups than its parent is refused naming the field.
 absl::StatusOr<ArchMask> PrefixMask(const HybridConfig& parent, const HybridConfig& child);
 
 // Shapes of every mask against the config ([C] or [batch, C]); errors name the field.

@@ -221,6 +221,28 @@ absl::Status MoeImpl::Permute(const LayerPermutation& perm) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// A child of a grouped parent (same groups and top_groups: SameVariant) keeps k = experts /
+// groups experts of every group; the config validation says the same for a whole model, this
+// guards a layer built on its own.
+absl::Status CheckGroupedChild(const MoeSpec& c, const MoeSpec& p) {
+  const int64_t k = c.experts / p.groups;
+  if (c.experts % p.groups != 0 || k < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "moe.experts: ", c.experts, " must be a multiple of groups (", p.groups,
+        ") keeping >= 2 experts per group (a group's score is the sum of its two best)"));
+  }
+  if (c.top_k > p.top_groups * k) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "moe.top_k: ", c.top_k, " must be <= top_groups * experts per group (", p.top_groups,
+        " * ", k, " = ", p.top_groups * k, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status MoeImpl::CopyPrefixFrom(const Mixer& parent_mixer, const at::Tensor& hidden) {
   const auto* parent = dynamic_cast<const MoeImpl*>(&parent_mixer);
   if (parent == nullptr) return absl::InvalidArgumentError("parent layer is not moe");
@@ -239,22 +261,23 @@ absl::Status MoeImpl::CopyPrefixFrom(const Mixer& parent_mixer, const at::Tensor
         "moe variants (router, norm_top_k, score_bias, groups, top_groups, scale, activation) "
         "must match the parent's");
   }
-  if (spec_.experts > 0 && p.groups > 1 && spec_.experts != p.experts) {
-    // Fewer experts in as many groups would regroup them, a different routing function.
-    return absl::UnimplementedError(absl::StrCat("moe: removing experts of a grouped router "
-                                                 "(groups = ", p.groups, ") is not supported"));
-  }
   const int64_t e = spec_.experts, f = spec_.expert_ffn, s = spec_.shared_ffn;
+  if (e > 0 && p.groups > 1) TAILOR_RETURN_IF_ERROR(CheckGroupedChild(spec_, p));
   if (e > 0) {
-    AssignParameter(router_, parent->router_.narrow(0, 0, e).index_select(1, hidden));
+    // The first e / groups experts of every routing group (all of a prefix with groups = 1):
+    // each group keeps its best, so the child routes over the same groups.
+    const std::vector<int64_t> kept = KeptExperts(p, e);
+    const at::Tensor idx = IndexTensor(kept, parent->router_.device());
+    AssignParameter(router_, parent->router_.index_select(0, idx).index_select(1, hidden));
     if (swiglu()) {
       AssignParameter(w_gate_,
-                      parent->w_gate_.narrow(0, 0, e).narrow(1, 0, f).index_select(2, hidden));
+                      parent->w_gate_.index_select(0, idx).narrow(1, 0, f).index_select(2, hidden));
     }
-    AssignParameter(w_up_, parent->w_up_.narrow(0, 0, e).narrow(1, 0, f).index_select(2, hidden));
+    AssignParameter(w_up_,
+                    parent->w_up_.index_select(0, idx).narrow(1, 0, f).index_select(2, hidden));
     AssignParameter(w_down_,
-                    parent->w_down_.narrow(0, 0, e).index_select(1, hidden).narrow(2, 0, f));
-    if (spec_.score_bias) AssignParameter(score_bias_, parent->score_bias_.narrow(0, 0, e));
+                    parent->w_down_.index_select(0, idx).index_select(1, hidden).narrow(2, 0, f));
+    if (spec_.score_bias) AssignParameter(score_bias_, parent->score_bias_.index_select(0, idx));
   }
   if (s > 0) {
     if (swiglu()) {

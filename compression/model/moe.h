@@ -37,6 +37,9 @@ class MoeImpl : public Mixer {
   // An expert permutation moves each expert's router row, weights and score bias together.
   // With groups > 1 it must map whole groups onto groups (routing depends on membership).
   absl::Status Permute(const LayerPermutation& perm) override;
+  // Keeps KeptExperts(parent spec, experts): with groups > 1 the first experts / groups of
+  // every group (>= 2 each, top_k <= top_groups * that, else INVALID_ARGUMENT naming the
+  // field), so the child routes over the parent's groups.
   absl::Status CopyPrefixFrom(const Mixer& parent, const at::Tensor& hidden) override;
 
   const MoeSpec& spec() const { return spec_; }

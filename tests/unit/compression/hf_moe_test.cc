@@ -285,9 +285,16 @@ TEST(MoeVariantTest, SlicingKeepsVariantsAndPrefixes) {
   fewer.layers[1].moe.groups = 1;
   EXPECT_THAT(model::SliceHybridLM(m, fewer).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("moe variants")));
-  fewer.layers[1].moe.groups = 2;  // 2 groups of 2 would not be the parent's groups of 4
-  EXPECT_THAT(model::SliceHybridLM(m, fewer).status(),
-              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("grouped router")));
+  // The parent's 2 groups of 4, each keeping its first 2: experts {0, 1, 4, 5}.
+  fewer.layers[1].moe.groups = 2;
+  absl::StatusOr<model::HybridLM> grouped = model::SliceHybridLM(m, fewer);
+  ASSERT_THAT(grouped.status(), IsOk());
+  const at::Tensor kept = torch::tensor({0, 1, 4, 5}, torch::kLong);
+  const model::TensorMap g = (*grouped)->StateDict();
+  for (const char* name : {"router", "score_bias", "w_up", "w_down"}) {
+    const std::string key = absl::StrCat("layers.1.moe.", name);
+    EXPECT_TRUE(torch::equal(g.at(key), p.at(key).index_select(0, kept))) << name;
+  }
 }
 
 // --- import --------------------------------------------------------------------------

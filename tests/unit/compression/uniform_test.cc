@@ -283,5 +283,41 @@ TEST(UniformTest, DescriptionsNameEveryLayer) {
   EXPECT_EQ(DescribeLayers(c)[1], "mlp removed");
 }
 
+// Experts with routing groups are ranked inside their group, so shrinking the axis gives up
+// the tail of EVERY group: 8 experts in 2 groups whose last 2 of each are worthless shrink to
+// 4 (experts {0, 1, 4, 5}) before anything that matters.
+TEST(UniformTest, RepairCountsGroupedExpertImportancePerGroup) {
+  HybridConfig parent = Parent();
+  parent.layers[2] = LayerSpec::Moe(8, 2, 16, 16);
+  parent.layers[2].moe.groups = 2;
+  const SearchSpace space = *BuildSearchSpace(parent);
+  const costmodel::CostModel model = *costmodel::CostModel::FromData(SyntheticTable(parent));
+  std::vector<int> widest, four;
+  int experts_axis = -1;
+  for (size_t a = 0; a < space.axes.size(); ++a) {
+    widest.push_back(static_cast<int>(space.axes[a].widths.size()) - 1);
+    if (space.axes[a].kind == AxisKind::kExperts) experts_axis = static_cast<int>(a);
+  }
+  ASSERT_GE(experts_axis, 0);
+  ASSERT_EQ(space.axes[experts_axis].widths, (std::vector<int64_t>{0, 4, 6, 8}));
+  four = widest;
+  four[experts_axis] = 1;
+  Budgets b;
+  b.memory_mib = model.Predict(*ChildConfig(parent, space, four))->memory_mib;
+  Importance imp;
+  imp.hidden.assign(16, 1.0);
+  imp.layers.resize(4);
+  for (int l : {0, 3}) imp.layers[l].attention_heads.assign(4, 1.0);
+  imp.layers[1].mlp_ffn.assign(32, 1.0);
+  imp.layers[2].experts = {1, 1, 0, 0, 1, 1, 0, 0};
+  imp.layers[2].expert_ffn.assign(8, std::vector<double>(16, 1.0));
+  imp.layers[2].shared_ffn.assign(16, 1.0);
+  absl::StatusOr<RepairResult> r = RepairToBudgets(parent, space, model, b, widest, &imp);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->indices, four);
+  EXPECT_EQ(r->changes,
+            (std::vector<std::string>{"layers[2].experts 8 -> 6", "layers[2].experts 6 -> 4"}));
+}
+
 }  // namespace
 }  // namespace tailor::autocompress
