@@ -4,6 +4,10 @@
 // profiler agent and 2-rank tailor-worker jobs. A second parent of another shape (Qwen3) on
 // the same target gets its own cost table: before cost tables were keyed by the parent's
 // architecture, its profile job was skipped and it was served the Llama parent's table.
+// Each distilled student is handed back in the layouts that hold it (Llama: its family's or
+// DeciLM's HF folder and `llama` / `deci` GGUF; Qwen3, Mixtral, Qwen3-MoE: the family's, from
+// searches restricted to one width per kind), and the GGUF fetched with `tailor artifacts
+// get` computes the student in llama.cpp.
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -23,13 +27,13 @@
 namespace tailor::e2e {
 namespace {
 
-// The family's tiny test checkpoint; `intermediate_size` > 0 replaces its MLP width.
+// The family's tiny test checkpoint, `patch` merged into its config.json.
 std::string WriteCheckpoint(Cluster& cluster, const std::string& architecture,
-                            int64_t intermediate_size = 0) {
+                            const nlohmann::json& patch = nlohmann::json::object()) {
   const std::string dir = cluster.dir() + "/" + architecture;
   std::filesystem::create_directories(dir);
   nlohmann::json config = testing::TinyHfConfig(architecture);
-  if (intermediate_size > 0) config["intermediate_size"] = intermediate_size;
+  config.update(patch);
   const absl::Status written = testing::WriteHfCheckpointFiles(
       dir, config, testing::HfTestTensors(config, model::DType::kBF16, 1));
   EXPECT_TRUE(written.ok()) << written;
@@ -104,6 +108,11 @@ void CheckGgufComputesTheStudent(Cluster& cluster, const std::string& student_di
     }
   }
   testing::LlamaCppComparison comparison;  // FP32: KL <= 1e-4, argmax >= 99%
+  // llama.cpp also rounds the activations entering a BF16 matmul to BF16: a router near-tie
+  // then picks another expert at a few positions (Qwen3-MoE's distilled student: max KL
+  // 8.8e-5 here). The FP32 bound is shown on F32 files by the unit tests; the BF16 artifact
+  // gets 10x the room, the argmax bound unchanged.
+  if (bf16 > 0) comparison.max_kl = 1e-3;
   testing::ExpectAgreesWithLlamaCpp(
       [&](const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions) {
         return hf::NextTokenLogprobs(*student, tokens, positions);
@@ -111,11 +120,28 @@ void CheckGgufComputesTheStudent(Cluster& cluster, const std::string& student_di
       gguf, comparison, name + ": distilled student, exported GGUF");
 }
 
+// The campaign's distilled student was handed back as `hf_format` (HF folder) and
+// `gguf_format` (GGUF), and the GGUF computes the student in llama.cpp.
+void CheckUniformStudentExports(Cluster& cluster, const std::string& id,
+                                const std::string& hf_format, const std::string& gguf_format) {
+  const nlohmann::json campaign = cluster.Status(id);
+  const nlohmann::json exports = JobOf(campaign, "distill")["output"]["detail"]["exports"];
+  ASSERT_EQ(exports.size(), 2u) << exports.dump(2);
+  std::printf("%s student exports: %s\n", hf_format.c_str(), exports.dump().c_str());
+  EXPECT_EQ(exports[0]["format"], hf_format) << exports.dump(2);
+  EXPECT_EQ(exports[0].value("digest", "").size(), 64u) << exports.dump(2);
+  EXPECT_EQ(exports[1]["format"], gguf_format) << exports.dump(2);
+  ASSERT_EQ(exports[1].value("digest", "").size(), 64u) << exports.dump(2);
+  CheckGgufComputesTheStudent(cluster, JobOf(campaign, "distill")["output"]["model_digest"],
+                              exports[1]["digest"], hf_format + "-student");
+}
+
 TEST(HfParentE2E, LlamaCheckpointCompressesAndAnotherShapeProfilesAgain) {
   Cluster cluster("hfparent", Cluster::WithProductionLeases());
   // MLP width 256, a multiple of 256 like full-size Llamas': the block-removal student fits
   // DeciLM's layout.
-  const std::string llama = WriteCheckpoint(cluster, "LlamaForCausalLM", 256);
+  const std::string llama =
+      WriteCheckpoint(cluster, "LlamaForCausalLM", {{"intermediate_size", 256}});
   const std::string qwen3 = WriteCheckpoint(cluster, "Qwen3ForCausalLM");
   ASSERT_TRUE(cluster.StartCoordinator());
   cluster.StartAgent("cpu0", {"--profile-rounds", "2", "--profile-validation", "4",
@@ -188,18 +214,7 @@ TEST(HfParentE2E, LlamaCheckpointCompressesAndAnotherShapeProfilesAgain) {
   // q/k norms), so the search space is uniform and the student exports in both layouts.
   ASSERT_TRUE(cluster.WaitForState(other, "CAMPAIGN_SUCCEEDED", absl::Minutes(10)))
       << cluster.Status(other).dump(2);
-  const nlohmann::json qwen3_campaign = cluster.Status(other);
-  const nlohmann::json qwen3_exports =
-      JobOf(qwen3_campaign, "distill")["output"]["detail"]["exports"];
-  ASSERT_EQ(qwen3_exports.size(), 2u) << qwen3_exports.dump(2);
-  std::printf("Qwen3 student exports: %s\n", qwen3_exports.dump().c_str());
-  EXPECT_EQ(qwen3_exports[0]["format"], "Qwen3ForCausalLM") << qwen3_exports.dump(2);
-  EXPECT_EQ(qwen3_exports[0].value("digest", "").size(), 64u) << qwen3_exports.dump(2);
-  EXPECT_EQ(qwen3_exports[1]["format"], "qwen3") << qwen3_exports.dump(2);
-  ASSERT_EQ(qwen3_exports[1].value("digest", "").size(), 64u) << qwen3_exports.dump(2);
-  CheckGgufComputesTheStudent(cluster,
-                              JobOf(qwen3_campaign, "distill")["output"]["model_digest"],
-                              qwen3_exports[1]["digest"], "qwen3-student");
+  CheckUniformStudentExports(cluster, other, "Qwen3ForCausalLM", "qwen3");
 
   RunResult costs = cluster.Cli({"costs", "list", "--json"});
   ASSERT_EQ(costs.exit_code, 0) << costs.err;
@@ -208,6 +223,32 @@ TEST(HfParentE2E, LlamaCheckpointCompressesAndAnotherShapeProfilesAgain) {
   EXPECT_EQ(tables[0]["parent_architecture"], KeyOf(qwen3));  // newest first
   EXPECT_EQ(tables[1]["parent_architecture"], KeyOf(llama));
   EXPECT_EQ(tables[0]["fingerprint"], tables[1]["fingerprint"]);
+}
+
+// The MoE families: their only layouts have one expert count and width for all layers, so
+// the searches are uniform and the students export as the family's HF folder and GGUF.
+TEST(HfParentE2E, MoeCheckpointsCompressToStudentsTheirLayoutsHold) {
+  Cluster cluster("hfmoe", Cluster::WithProductionLeases());
+  const std::string mixtral = WriteCheckpoint(cluster, "MixtralForCausalLM");
+  // Every layer sparse: llama.cpp's qwen3moe has no dense layers.
+  const std::string qwen3moe = WriteCheckpoint(cluster, "Qwen3MoeForCausalLM",
+                                               {{"mlp_only_layers", nlohmann::json::array()}});
+  ASSERT_TRUE(cluster.StartCoordinator());
+  cluster.StartAgent("cpu0", {"--profile-rounds", "2", "--profile-validation", "4",
+                              "--verify-repetitions", "3", "--verify-task-samples", "4"});
+  const std::string a = cluster.Submit(
+      cluster.WriteFile("mixtral.textproto", Autocompress("ac-mixtral", mixtral)), "ac-mixtral");
+  const std::string b = cluster.Submit(
+      cluster.WriteFile("qwen3moe.textproto", Autocompress("ac-qwen3moe", qwen3moe)),
+      "ac-qwen3moe");
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+  for (const std::string& id : {a, b}) {
+    ASSERT_TRUE(cluster.WaitForState(id, "CAMPAIGN_SUCCEEDED", absl::Minutes(10)))
+        << cluster.Status(id).dump(2);
+  }
+  CheckUniformStudentExports(cluster, a, "MixtralForCausalLM", "llama");
+  CheckUniformStudentExports(cluster, b, "Qwen3MoeForCausalLM", "qwen3moe");
 }
 
 }  // namespace
