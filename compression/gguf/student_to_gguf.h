@@ -25,9 +25,10 @@
 // (attention with one head and a zero output projection; a Mamba mixer with one head per
 // group, zero projections and a zero output projection).
 //
-// Qwen3 (q/k norms) and Qwen2 (q/k/v biases) students with per-layer widths, and MoE
-// (Mixtral, Qwen3-MoE) students, are Unimplemented naming the reason: `deci` has no such
-// tensors.
+// Qwen3 (q/k norms), Qwen2 (q/k/v biases) and MoE (Mixtral, Qwen3-MoE) students with
+// per-layer widths are Unimplemented naming the reason (`deci` has no such tensors); uniform
+// ones go through the family's layout (`qwen3`, `qwen2`, `llama` with experts, `qwen3moe`).
+// The search never picks the others (StudentShapeRulesOf).
 
 #include <string>
 
