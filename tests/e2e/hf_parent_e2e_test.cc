@@ -136,6 +136,18 @@ void CheckUniformStudentExports(Cluster& cluster, const std::string& id,
                               exports[1]["digest"], hf_format + "-student");
 }
 
+// One block (an attention or an MLP) removed: the Llama layout cannot hold the student,
+// DeciLM's block_configs can (and GGUF `deci`).
+void CheckBlockRemovalStudentIsDeciLm(Cluster& cluster, const std::string& id) {
+  const nlohmann::json exports =
+      JobOf(cluster.Status(id), "distill")["output"]["detail"]["exports"];
+  ASSERT_EQ(exports.size(), 2u) << exports.dump(2);
+  std::printf("block-removal student exports: %s\n", exports.dump().c_str());
+  EXPECT_EQ(exports[0]["format"], "DeciLMForCausalLM") << exports.dump(2);
+  EXPECT_EQ(exports[0].value("digest", "").size(), 64u) << exports.dump(2);
+  EXPECT_EQ(exports[1]["format"], "deci") << exports.dump(2);
+}
+
 TEST(HfParentE2E, LlamaCheckpointCompressesAndAnotherShapeProfilesAgain) {
   Cluster cluster("hfparent", Cluster::WithProductionLeases());
   // MLP width 256, a multiple of 256 like full-size Llamas': the block-removal student fits
@@ -163,15 +175,7 @@ TEST(HfParentE2E, LlamaCheckpointCompressesAndAnotherShapeProfilesAgain) {
   }
   // The imported parent: 2 decoder layers = 4 internal blocks (attention, MLP per layer).
   EXPECT_EQ(JobOf(cluster.Status(br), "gate_gradients")["output"]["detail"]["blocks"], 4);
-  // One block (an attention or an MLP) removed: the Llama layout cannot hold it, DeciLM's
-  // block_configs can.
-  const nlohmann::json br_exports =
-      JobOf(cluster.Status(br), "distill")["output"]["detail"]["exports"];
-  ASSERT_EQ(br_exports.size(), 2u) << br_exports.dump(2);
-  std::printf("block-removal student exports: %s\n", br_exports.dump().c_str());
-  EXPECT_EQ(br_exports[0]["format"], "DeciLMForCausalLM") << br_exports.dump(2);
-  EXPECT_EQ(br_exports[0].value("digest", "").size(), 64u) << br_exports.dump(2);
-  EXPECT_EQ(br_exports[1]["format"], "deci") << br_exports.dump(2);
+  CheckBlockRemovalStudentIsDeciLm(cluster, br);
   // The distilled student handed back for serving engines: GGUF always (a per-layer student
   // as `deci`), the family's HF folder when its widths are uniform, else the reason.
   const nlohmann::json exports = JobOf(campaign, "distill")["output"]["detail"]["exports"];
