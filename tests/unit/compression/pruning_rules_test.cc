@@ -78,6 +78,19 @@ std::vector<float> Values(const at::Tensor& t) {
 
 // --- model: KeptMambaHeads, MambaHeadMultiple, PrefixMask ---------------------------------
 
+// The parent under `mask` computes the sliced child's logits to within `tolerance`.
+void ExpectMaskedParentIsTheSlice(model::HybridLM& parent, const model::ArchMask& mask,
+                                  model::HybridLM& sliced, double tolerance) {
+  torch::manual_seed(7);
+  const at::Tensor tokens =
+      torch::randint(0, parent->config().vocab, {2, 10}, torch::kLong);
+  model::ForwardOptions masked;
+  masked.mask = &mask;
+  TAILOR_ASSERT_OK_AND_ASSIGN(model::ForwardOutput a, parent->Forward(tokens, masked));
+  TAILOR_ASSERT_OK_AND_ASSIGN(model::ForwardOutput b, sliced->Forward(tokens));
+  EXPECT_LT((a.logits - b.logits).abs().max().item<double>(), tolerance);
+}
+
 TEST(PruningRulesTest, KeptMambaHeadsAreWholeGroupsAtLeastOnePerGroup) {
   const model::MambaSpec m = GroupedMamba(4, 2).mamba;
   EXPECT_EQ(model::KeptMambaHeads(m, 4), 4);
@@ -132,13 +145,7 @@ TEST(PruningRulesTest, PrefixMaskEqualsSliceOnEveryVariant) {
   child.layers[3].moe.shared_ffn = 7;
   TAILOR_ASSERT_OK_AND_ASSIGN(model::HybridLM sliced, model::SliceHybridLM(parent, child));
   TAILOR_ASSERT_OK_AND_ASSIGN(model::ArchMask mask, model::PrefixMask(parent_config, child));
-  torch::manual_seed(7);
-  const at::Tensor tokens = torch::randint(0, parent_config.vocab, {2, 10}, torch::kLong);
-  model::ForwardOptions masked;
-  masked.mask = &mask;
-  TAILOR_ASSERT_OK_AND_ASSIGN(model::ForwardOutput a, parent->Forward(tokens, masked));
-  TAILOR_ASSERT_OK_AND_ASSIGN(model::ForwardOutput b, sliced->Forward(tokens));
-  EXPECT_LT((a.logits - b.logits).abs().max().item<double>(), 1e-5);
+  ExpectMaskedParentIsTheSlice(parent, mask, sliced, 1e-5);
 }
 
 TEST(PruningRulesTest, KeptExpertsAreTheFirstOfEachRoutingGroup) {
@@ -187,13 +194,7 @@ TEST(PruningRulesTest, PrefixMaskEqualsSliceWithRoutingGroups) {
   TAILOR_ASSERT_OK_AND_ASSIGN(model::HybridLM sliced, model::SliceHybridLM(parent, child));
   TAILOR_ASSERT_OK_AND_ASSIGN(model::ArchMask mask, model::PrefixMask(parent_config, child));
   EXPECT_EQ(Values(mask.layers[3].experts), (std::vector<float>{1, 1, 0, 0, 1, 1, 0, 0}));
-  torch::manual_seed(7);
-  const at::Tensor tokens = torch::randint(0, parent_config.vocab, {2, 10}, torch::kLong);
-  model::ForwardOptions masked;
-  masked.mask = &mask;
-  TAILOR_ASSERT_OK_AND_ASSIGN(model::ForwardOutput a, parent->Forward(tokens, masked));
-  TAILOR_ASSERT_OK_AND_ASSIGN(model::ForwardOutput b, sliced->Forward(tokens));
-  EXPECT_LT((a.logits - b.logits).abs().max().item<double>(), 1e-6);
+  ExpectMaskedParentIsTheSlice(parent, mask, sliced, 1e-6);
 }
 
 TEST(PruningRulesTest, GroupedExpertChildrenOutsideTheRuleAreRefused) {
