@@ -1,6 +1,7 @@
 #include "compression/engine/workload.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -49,6 +50,17 @@ double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double Percentile(std::vector<double> samples, double p) {
+  if (samples.empty()) return 0;
+  std::sort(samples.begin(), samples.end());
+  const size_t n = samples.size();
+  // Rank ceil(p n / 100), 1-based: at least p% of the n samples at or below it. p n before
+  // the division keeps whole ranks exact (0.7 * 10 is not 7 in binary, 70 * 10 / 100 is).
+  const double rank = std::ceil(std::clamp(p, 0.0, 100.0) * static_cast<double>(n) / 100.0);
+  const size_t index = rank < 1 ? 0 : static_cast<size_t>(rank) - 1;
+  return samples[std::min(index, n - 1)];
 }
 
 }  // namespace tailor::engine

@@ -48,6 +48,12 @@ absl::Status ValidateWorkload(const Workload& workload);
 // shared host is summarised by medians everywhere: a preemption moves a mean, not a median.
 double Median(std::vector<double> v);
 
+// The p-th percentile (p in [0, 100], clamped) of timing samples by nearest rank: the
+// smallest sample with at least p% of the samples <= it (the smallest sample for p = 0; 0
+// for no samples). Always one of the samples, never an interpolation: a tail latency that
+// was actually observed.
+double Percentile(std::vector<double> samples, double p);
+
 }  // namespace tailor::engine
 
 #endif  // TAILOR_COMPRESSION_ENGINE_WORKLOAD_H_

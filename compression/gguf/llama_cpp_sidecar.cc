@@ -179,23 +179,12 @@ bool FileExists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
-// The script run with `flags` after it and `stdin_text` on its stdin: its stdout, or the
-// error contract of RunNextTokenLogprobs.
+// The sidecar script of `options` (empty: the default) run by RunSidecarScript.
 absl::StatusOr<std::string> RunSidecar(const std::vector<std::string>& flags,
                                        const std::string& stdin_text, absl::Duration timeout,
                                        const SidecarOptions& options) {
   const std::string script = options.script.empty() ? DefaultSidecarScript() : options.script;
-  if (!FileExists(script)) {
-    return absl::NotFoundError(absl::StrCat("llama.cpp sidecar: no script at ", script));
-  }
-  std::vector<std::string> argv = {options.node, script};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  absl::StatusOr<ChildResult> r = RunChild(argv, stdin_text, timeout);
-  if (!r.ok()) return r.status();
-  if (r->timed_out || !WIFEXITED(r->wait_status) || WEXITSTATUS(r->wait_status) != 0) {
-    return ChildError(*r, timeout);
-  }
-  return std::move(r->out);
+  return RunSidecarScript(script, flags, stdin_text, timeout, options);
 }
 
 // One prompt's {"positions": [...], "logprobs": [[vocab_size values]...]} into `r`; the
@@ -228,6 +217,23 @@ absl::Status ParseResult(const Json& j, NextTokenLogprobs& r) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> RunSidecarScript(const std::string& script_path,
+                                             const std::vector<std::string>& args,
+                                             const std::string& stdin_text, absl::Duration timeout,
+                                             const SidecarOptions& options) {
+  if (!FileExists(script_path)) {
+    return absl::NotFoundError(absl::StrCat("llama.cpp sidecar: no script at ", script_path));
+  }
+  std::vector<std::string> argv = {options.node, script_path};
+  argv.insert(argv.end(), args.begin(), args.end());
+  absl::StatusOr<ChildResult> r = RunChild(argv, stdin_text, timeout);
+  if (!r.ok()) return r.status();
+  if (r->timed_out || !WIFEXITED(r->wait_status) || WEXITSTATUS(r->wait_status) != 0) {
+    return ChildError(*r, timeout);
+  }
+  return std::move(r->out);
+}
 
 std::string DefaultSidecarScript() {
   if (const char* env = std::getenv("TAILOR_LLAMA_SIDECAR"); env != nullptr && *env != '\0') {

@@ -63,6 +63,18 @@ absl::StatusOr<std::vector<NextTokenLogprobs>> RunNextTokenLogprobsBatch(
     const std::string& gguf_path, const std::vector<std::vector<int32_t>>& prompts,
     const std::vector<int64_t>& positions, const SidecarOptions& options = {});
 
+// The child-process runner under the functions above, for other scripts of
+// tools/llama-sidecar: `options.node` runs `script_path` with `args` after it and `stdin_text`
+// on its stdin (empty: /dev/null); returns its stdout. `options.script` and the timeouts of
+// `options` are not used: the caller resolves the script and sizes `timeout`. The same
+// errors as RunNextTokenLogprobs (NotFound when node or the script is missing, or when the
+// script says "node-llama-cpp is not installed"; Internal with the exit code or signal and
+// the last stderr lines; DeadlineExceeded past `timeout`, the child killed).
+absl::StatusOr<std::string> RunSidecarScript(const std::string& script_path,
+                                             const std::vector<std::string>& args,
+                                             const std::string& stdin_text, absl::Duration timeout,
+                                             const SidecarOptions& options);
+
 // Parse the sidecar's stdout (exposed for tests): one prompt, and a batch answering `prompts`
 // prompts.
 absl::StatusOr<NextTokenLogprobs> ParseSidecarOutput(const std::string& json);

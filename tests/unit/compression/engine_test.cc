@@ -1,5 +1,6 @@
 // Built-in engine: greedy serving equals argmax of the full forward, the counting allocator
-// sees every CPU allocation, memory accounting, per-layer split and input validation.
+// sees every CPU allocation, memory accounting, per-layer split and input validation; the
+// workload's timing summaries.
 // No timing assertions: times are only checked to be present and consistent.
 
 #include <torch/torch.h>
@@ -7,9 +8,11 @@
 #include <cmath>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "compression/engine/device_backend.h"
 #include "compression/engine/engine.h"
+#include "compression/engine/workload.h"
 #include "compression/model/hybrid_lm.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -223,6 +226,22 @@ TEST(EngineTest, RejectsBadInput) {
   EXPECT_THAT(Engine::Create(MakeModel(SmallConfig()), fp16).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("CUDA only")));
   EXPECT_THAT(ParsePrecision("INT4").status(), StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+}
+
+// Nearest rank: the smallest sample with at least p% of the samples at or below it.
+TEST(PercentileTest, NearestRankOnSortedSamples) {
+  const std::vector<double> ten = {10, 3, 7, 1, 9, 2, 8, 4, 6, 5};  // 1..10, unsorted
+  EXPECT_EQ(Percentile(ten, 50), 5.0);
+  EXPECT_EQ(Percentile(ten, 90), 9.0);
+  EXPECT_EQ(Percentile(ten, 99), 10.0);
+  EXPECT_EQ(Percentile(ten, 100), 10.0);
+  EXPECT_EQ(Percentile(ten, 0), 1.0);
+  EXPECT_EQ(Percentile(ten, 70), 7.0);  // 0.7 * 10 is not 7 in binary: no off-by-one
+  EXPECT_EQ(Percentile(ten, 51), 6.0);
+  EXPECT_EQ(Percentile({42}, 50), 42.0);
+  EXPECT_EQ(Percentile({42}, 90), 42.0);
+  EXPECT_EQ(Percentile({42}, 99), 42.0);
+  EXPECT_EQ(Percentile({}, 50), 0.0);
 }
 
 TEST(EngineTest, LoadRaisesMaxSeqAndRejectsBadFiles) {

@@ -1,7 +1,8 @@
 // GGUF (compression/gguf): the writer's exact bytes and a round trip through the reader, the
 // HF -> GGUF mapping of the Llama and Qwen3 test checkpoints, and llama.cpp itself (the
 // node-llama-cpp sidecar) evaluating the exported files, compared with an FP32 forward pass
-// written here from the HF tensors.
+// written here from the HF tensors, and serving them (llama_cpp_serve: times and the memory
+// llama.cpp reports, against exact formulas).
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -13,16 +14,21 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "compression/gguf/gguf_reader.h"
 #include "compression/gguf/gguf_writer.h"
 #include "compression/gguf/hf_to_gguf.h"
+#include "compression/gguf/llama_cpp_serve.h"
 #include "compression/gguf/llama_cpp_sidecar.h"
 #include "compression/hf/hf_checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/testing/hf_test_checkpoint.h"
 #include "tests/testing/llama_cpp_agreement.h"
 #include "tests/testing/status_matchers.h"
@@ -644,6 +650,223 @@ TEST(LlamaCppSidecarBatchTest, NoStateCarriesOverBetweenPrompts) {
   absl::StatusOr<NextTokenLogprobs> a_single = RunNextTokenLogprobs(e.gguf, a, positions);
   ASSERT_THAT(a_single.status(), IsOk());
   EXPECT_EQ((*both)[0].logprobs, a_single->logprobs);
+}
+
+// --- serving cost in llama.cpp (llama_cpp_serve) ------------------------------------------
+
+int64_t Pad256(int64_t n) { return (n + 255) / 256 * 256; }
+
+// On the Llama test export, B=2, I=8, O=4, P=4: the samples, and llama.cpp's memory figures
+// against the exact formulas they follow (llama_cpp_serve.h), for both KV cache types.
+TEST(LlamaCppServeTest, MeasuresRequestsAndTheMemoryLlamaCppReports) {
+  const std::string missing = testing::LlamaCppSidecarMissing();
+  if (!missing.empty()) GTEST_SKIP() << "llama.cpp sidecar unavailable: " << missing;
+  const Exported e = Export("LlamaForCausalLM");
+  absl::StatusOr<GgufFile> file = GgufFile::Read(e.gguf);
+  ASSERT_THAT(file.status(), IsOk());
+  int64_t tensor_bytes = 0;
+  for (const TensorInfo& t : file->tensors()) tensor_bytes += static_cast<int64_t>(t.size_bytes);
+  absl::StatusOr<hf::HfCheckpoint> ckpt = hf::HfCheckpoint::Open(e.dir);
+  ASSERT_THAT(ckpt.status(), IsOk());
+  const int64_t layers = ckpt->config().num_hidden_layers;
+  const int64_t kv_width = ckpt->config().num_key_value_heads * ckpt->config().head_dim;
+
+  ServeBenchmarkOptions o;
+  o.batch_size = 2;
+  o.input_tokens = 8;
+  o.output_tokens = 4;
+  o.cached_prefix_tokens = 4;
+  o.warmup = 1;
+  o.repetitions = 3;
+  for (const auto& [kv_type, kv_bytes] : {std::pair<std::string, int64_t>{"f16", 2}, {"f32", 4}}) {
+    SCOPED_TRACE(kv_type);
+    o.kv_type = kv_type;
+    const absl::Time start = absl::Now();
+    absl::StatusOr<LlamaCppServeMeasurement> m = RunServeBenchmark(e.gguf, o);
+    const absl::Duration wall = absl::Now() - start;
+    ASSERT_THAT(m.status(), IsOk());
+    ASSERT_EQ(m->request_ms.size(), 3u);
+    ASSERT_EQ(m->prefill_ms.size(), 3u);
+    ASSERT_EQ(m->decode_ms.size(), 3u);
+    ASSERT_EQ(m->cpu_ms.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_GT(m->request_ms[i], 0);
+      EXPECT_GT(m->prefill_ms[i], 0);
+      EXPECT_GT(m->decode_ms[i], 0);
+      EXPECT_GT(m->cpu_ms[i], 0);
+      EXPECT_LE(m->prefill_ms[i] + m->decode_ms[i], m->request_ms[i] * 1.01);
+    }
+    // llama_model_size: ggml_nbytes summed over the file's tensors, i.e. their data sizes
+    // without the GGUF alignment padding between them.
+    EXPECT_EQ(m->weights_bytes, tensor_bytes);
+    // node-llama-cpp pads B x (P + I + O) = 32 cells to 256; llama.cpp splits them into one
+    // stream per sequence (no unified cache) and pads each to 256 again: 2 x 256.
+    const int64_t per_sequence = Pad256(Pad256(2 * 16) / 2);
+    EXPECT_EQ(m->kv_cache_cells, 2 * per_sequence);
+    EXPECT_EQ(m->kv_cache_cells, 512);
+    // The allocated cache, plus the compute buffers that the log rounds to 0.01 MiB.
+    const int64_t kv_cache = layers * 2 * kv_width * m->kv_cache_cells * kv_bytes;
+    EXPECT_NEAR(static_cast<double>(m->context_buffer_bytes - kv_cache),
+                static_cast<double>(m->compute_buffer_bytes), 5243);
+    EXPECT_GT(m->compute_buffer_bytes, 0);
+    // The serialized state after the last request: "llama" (4 + 5 bytes), the stream count,
+    // then per sequence its cell count, u = P + I + O - 1 cells of (pos, n_seq_id, seq_id),
+    // v_trans and n_layer, per layer a 12-byte K and V header, and the K and V rows.
+    const int64_t u = 4 + 8 + 4 - 1;
+    EXPECT_EQ(m->state_bytes, 4 + 5 + 4 + 2 * (4 + 12 * u + 8 + 2 * layers * 12 +
+                                               2 * layers * u * kv_width * kv_bytes));
+    EXPECT_GT(m->rss_before_load_bytes, 0);
+    EXPECT_GE(m->rss_peak_bytes, m->rss_before_load_bytes);
+    EXPECT_EQ(m->threads, 1);
+    EXPECT_EQ(m->node_llama_cpp_version, "3.21.1");
+    EXPECT_FALSE(m->llama_cpp_release.empty());
+    std::printf("serve benchmark (%s KV): child process %.0f ms; request_ms %.3f %.3f %.3f; "
+                "weights %lld B, state %lld B, compute %lld B, context %lld B, KV cells %lld\n",
+                kv_type.c_str(), absl::ToDoubleMilliseconds(wall), m->request_ms[0],
+                m->request_ms[1], m->request_ms[2], static_cast<long long>(m->weights_bytes),
+                static_cast<long long>(m->state_bytes),
+                static_cast<long long>(m->compute_buffer_bytes),
+                static_cast<long long>(m->context_buffer_bytes),
+                static_cast<long long>(m->kv_cache_cells));
+  }
+}
+
+// Greedy decoding of the test weights reaches the end-of-generation token within 100 tokens:
+// every sequence still generates all of them.
+TEST(LlamaCppServeTest, EndOfGenerationTokensDoNotEndASequence) {
+  const std::string missing = testing::LlamaCppSidecarMissing();
+  if (!missing.empty()) GTEST_SKIP() << "llama.cpp sidecar unavailable: " << missing;
+  const Exported e = Export("LlamaForCausalLM");
+  ServeBenchmarkOptions o;
+  o.batch_size = 2;
+  o.input_tokens = 8;
+  o.output_tokens = 100;
+  o.warmup = 0;
+  o.repetitions = 1;
+  absl::StatusOr<LlamaCppServeMeasurement> m = RunServeBenchmark(e.gguf, o);
+  ASSERT_THAT(m.status(), IsOk());  // the script fails when a sequence stops early
+  EXPECT_GT(m->eog_tokens, 0);
+  // And the state holds all of them: P + I + O - 1 = 107 cells per sequence.
+  absl::StatusOr<hf::HfCheckpoint> ckpt = hf::HfCheckpoint::Open(e.dir);
+  ASSERT_THAT(ckpt.status(), IsOk());
+  const int64_t layers = ckpt->config().num_hidden_layers;
+  const int64_t kv_width = ckpt->config().num_key_value_heads * ckpt->config().head_dim;
+  const int64_t u = 8 + 100 - 1;
+  EXPECT_EQ(m->state_bytes,
+            4 + 5 + 4 + 2 * (4 + 12 * u + 8 + 2 * layers * 12 + 2 * layers * u * kv_width * 2));
+}
+
+TEST(LlamaCppServeTest, BadOptionsAndAMissingModelAreErrorsNamingThem) {
+  ServeBenchmarkOptions o;
+  o.batch_size = 0;
+  EXPECT_THAT(RunServeBenchmark("unused.gguf", o).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("batch_size")));
+  o = {};
+  o.repetitions = 0;
+  EXPECT_THAT(RunServeBenchmark("unused.gguf", o).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("repetitions")));
+  o = {};
+  o.cached_prefix_tokens = -1;
+  EXPECT_THAT(RunServeBenchmark("unused.gguf", o).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("cached_prefix_tokens")));
+  o = {};
+  o.kv_type = "q8_0";
+  EXPECT_THAT(RunServeBenchmark("unused.gguf", o).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("kv_type")));
+  const std::string missing = NewDir() + "/missing.gguf";
+  EXPECT_THAT(RunServeBenchmark(missing, {}).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr(missing)));
+}
+
+// The flags the script gets, and a sample count that does not match the repetitions. A
+// stand-in script: needs node only.
+TEST(LlamaCppServeTest, FlagsReachTheScriptAndTheSampleCountIsChecked) {
+  if (std::system("command -v node >/dev/null 2>&1") != 0) GTEST_SKIP() << "node is not on PATH";
+  const std::string dir = NewDir();
+  const std::string gguf = dir + "/model.gguf";
+  FILE* f = std::fopen(gguf.c_str(), "wb");
+  std::fputs("unused", f);
+  std::fclose(f);
+  const std::string argv_script = dir + "/argv.mjs";
+  f = std::fopen(argv_script.c_str(), "wb");
+  std::fputs("process.stderr.write(process.argv.slice(3).join(' ') + '\\n'); process.exit(1);\n",
+             f);
+  std::fclose(f);
+  ServeBenchmarkOptions o;
+  o.batch_size = 2;
+  o.seed = 18446744073709551615ull;
+  o.kv_type = "f32";
+  o.sidecar.script = argv_script;
+  EXPECT_THAT(RunServeBenchmark(gguf, o).status(),
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("--batch-size 2 --input 1 --output 1 --prefix 0 --threads 1 "
+                                 "--warmup 1 --repetitions 5 --seed 18446744073709551615 "
+                                 "--kv-type f32")));
+  const std::string two_samples = dir + "/two.mjs";
+  f = std::fopen(two_samples.c_str(), "wb");
+  std::fprintf(f, "process.stdout.write(%s);\n",
+               "JSON.stringify({request_ms: [1, 2], prefill_ms: [1, 1], decode_ms: [0, 1], "
+               "cpu_ms: [1, 2], eog_tokens: 0, weights_bytes: 1, state_bytes: 1, "
+               "compute_buffer_bytes: 1, context_buffer_bytes: 1, kv_cache_cells: 256, "
+               "rss_before_load_bytes: 1, "
+               "rss_peak_bytes: 1, threads: 1, node_llama_cpp: 'x', llama_cpp: 'y'})");
+  std::fclose(f);
+  o.sidecar.script = two_samples;
+  o.repetitions = 3;
+  EXPECT_THAT(RunServeBenchmark(gguf, o).status(),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("2 samples for 3 repetitions")));
+}
+
+constexpr char kServeOutput[] =
+    R"({"request_ms": [3.5, 2.25], "prefill_ms": [1.5, 1], "decode_ms": [2, 1.25],)"
+    R"( "cpu_ms": [3.25, 2], "eog_tokens": 3, "weights_bytes": 78480, "state_bytes": 4333,)"
+    R"( "compute_buffer_bytes": 94372, "context_buffer_bytes": 160064, "kv_cache_cells": 512,)"
+    R"( "rss_before_load_bytes": 90521600, "rss_peak_bytes": 103895040, "threads": 2,)"
+    R"( "node_llama_cpp": "3.21.1", "llama_cpp": "b1234"})";
+
+TEST(LlamaCppServeTest, OutputIsParsedFieldByField) {
+  absl::StatusOr<LlamaCppServeMeasurement> m = ParseServeBenchmarkOutput(kServeOutput);
+  ASSERT_THAT(m.status(), IsOk());
+  EXPECT_THAT(m->request_ms, ElementsAre(3.5, 2.25));
+  EXPECT_THAT(m->prefill_ms, ElementsAre(1.5, 1));
+  EXPECT_THAT(m->decode_ms, ElementsAre(2, 1.25));
+  EXPECT_THAT(m->cpu_ms, ElementsAre(3.25, 2));
+  EXPECT_EQ(m->eog_tokens, 3);
+  EXPECT_EQ(m->weights_bytes, 78480);
+  EXPECT_EQ(m->state_bytes, 4333);
+  EXPECT_EQ(m->compute_buffer_bytes, 94372);
+  EXPECT_EQ(m->context_buffer_bytes, 160064);
+  EXPECT_EQ(m->kv_cache_cells, 512);
+  EXPECT_EQ(m->rss_before_load_bytes, 90521600);
+  EXPECT_EQ(m->rss_peak_bytes, 103895040);
+  EXPECT_EQ(m->threads, 2);
+  EXPECT_EQ(m->node_llama_cpp_version, "3.21.1");
+  EXPECT_EQ(m->llama_cpp_release, "b1234");
+}
+
+TEST(LlamaCppServeTest, MalformedOutputIsAnErrorNamingTheField) {
+  const std::string full = kServeOutput;
+  // Each field removed in turn: the error names it.
+  for (const char* field :
+       {"request_ms", "prefill_ms", "decode_ms", "cpu_ms", "eog_tokens", "weights_bytes",
+       "state_bytes",
+        "compute_buffer_bytes", "context_buffer_bytes", "kv_cache_cells",
+        "rss_before_load_bytes", "rss_peak_bytes", "threads", "node_llama_cpp", "llama_cpp"}) {
+    nlohmann::json j = nlohmann::json::parse(full);
+    j.erase(field);
+    EXPECT_THAT(ParseServeBenchmarkOutput(j.dump()).status(),
+                StatusIs(absl::StatusCode::kInternal, HasSubstr(absl::StrCat("\"", field, "\""))));
+  }
+  nlohmann::json j = nlohmann::json::parse(full);
+  j["weights_bytes"] = "78480";
+  EXPECT_THAT(ParseServeBenchmarkOutput(j.dump()).status(),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("\"weights_bytes\"")));
+  j = nlohmann::json::parse(full);
+  j["decode_ms"] = {1.0};
+  EXPECT_THAT(ParseServeBenchmarkOutput(j.dump()).status(),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("differ in length")));
+  EXPECT_THAT(ParseServeBenchmarkOutput("serve_benchmark: oops").status(),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("unexpected output")));
 }
 
 }  // namespace
