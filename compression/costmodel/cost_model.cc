@@ -15,6 +15,35 @@ double Get(const std::map<std::string, double>& p, const char* key) {
   return it == p.end() ? 0.0 : it->second;
 }
 
+double BytesToMiB(double bytes) { return bytes / (1024.0 * 1024.0); }
+
+// One layer's share of C in bytes, at the table's per-kind calibration (exact integers when
+// the scales are 1, as in built-in tables).
+double ScaledCacheBytes(const model::LayerSpec& spec, const engine::Workload& w,
+                        const MemoryModelData& m) {
+  const double b = static_cast<double>(LayerCacheBytes(spec, w, m.element_bytes));
+  switch (spec.kind) {
+    case model::LayerKind::kAttention:
+      return b * m.attention_cache_scale;
+    case model::LayerKind::kMamba:
+      return b * m.mamba_cache_scale;
+    default:
+      return b;
+  }
+}
+
+double ScaledCacheMiB(const model::HybridConfig& arch, const engine::Workload& w,
+                      const MemoryModelData& m) {
+  double b = 0;
+  for (const model::LayerSpec& l : arch.layers) b += ScaledCacheBytes(l, w, m);
+  return BytesToMiB(b);
+}
+
+double ScaledRuntimeMiB(int64_t hidden, const engine::Workload& w, const MemoryModelData& m) {
+  return BytesToMiB(static_cast<double>(RuntimeBytes(hidden, w, m.element_bytes)) *
+                    m.runtime_scale);
+}
+
 }  // namespace
 
 GridCoordinates CoordinatesOf(const std::string& kind, const std::map<std::string, double>& p) {
@@ -113,9 +142,10 @@ absl::StatusOr<LayerCost> CostModel::CostOfLayer(const model::LayerSpec& spec,
   c.prefill_ms = p->time.Evaluate(xy.x);
   c.decode_ms = d->time.Evaluate(xy.x);
   c.workspace_mib = std::max(p->workspace.Evaluate(xy.x), d->workspace.Evaluate(xy.x));
-  const int64_t bytes = table_.memory.element_bytes;
-  c.static_mib = ToMiB(LayerWeightBytes(spec, hidden, bytes) +
-                       LayerCacheBytes(spec, table_.workload, bytes));
+  const MemoryModelData& mm = table_.memory;
+  c.static_mib = BytesToMiB(
+      static_cast<double>(LayerWeightBytes(spec, hidden, mm.element_bytes)) * mm.weights_scale +
+      ScaledCacheBytes(spec, table_.workload, mm));
   return c;
 }
 
@@ -165,12 +195,13 @@ absl::StatusOr<Prediction> CostModel::Predict(const model::HybridConfig& arch,
       out.latency_ms > 0
           ? 1000.0 * static_cast<double>(w.batch_size * w.output_tokens) / out.latency_ms
           : 0;
-  const int64_t bytes = table_.memory.element_bytes;
+  const MemoryModelData& mm = table_.memory;
   MemoryBreakdown& m = out.memory;
-  m.weights_mib = ToMiB(WeightBytes(arch, bytes));
-  m.cache_mib = ToMiB(CacheBytes(arch, w, bytes));
+  m.weights_mib =
+      BytesToMiB(static_cast<double>(WeightBytes(arch, mm.element_bytes)) * mm.weights_scale);
+  m.cache_mib = ScaledCacheMiB(arch, w, mm);
   m.workspace_mib = workspace;
-  m.runtime_mib = ToMiB(RuntimeBytes(arch.hidden, w, bytes));
+  m.runtime_mib = ScaledRuntimeMiB(arch.hidden, w, mm);
   m.eps_mib = table_.memory.eps_mib;
   m.total_mib = m.weights_mib + m.cache_mib + m.workspace_mib + m.runtime_mib + m.eps_mib;
   out.memory_mib = m.total_mib;
@@ -192,10 +223,14 @@ absl::StatusOr<ChoiceCosts> CostModel::CostsOfChoices(const SearchSpace& space, 
   TAILOR_ASSIGN_OR_RETURN(out.fixed_ms[1], FixedTime(hidden, kDecode));
   TAILOR_ASSIGN_OR_RETURN(out.fixed_workspace_mib, FixedWorkspace(hidden));
   const model::HybridConfig& parent = space.parent();
+  const MemoryModelData& mm = table_.memory;
   out.fixed_memory_mib =
-      ToMiB(FixedParameterCount(parent.vocab, hidden, parent.tie_embeddings) * bytes +
-            RuntimeBytes(hidden, table_.workload, bytes)) +
-      table_.memory.eps_mib;
+      BytesToMiB(static_cast<double>(FixedParameterCount(parent.vocab, hidden,
+                                                         parent.tie_embeddings) * bytes) *
+                     mm.weights_scale +
+                 static_cast<double>(RuntimeBytes(hidden, table_.workload, bytes)) *
+                     mm.runtime_scale) +
+      mm.eps_mib;
   for (int l = 0; l < space.num_layers(); ++l) {
     const int n = static_cast<int>(space.layer_options(l).size());
     std::vector<double> pre(n), dec(n), lat(n), mem(n), ws(n);

@@ -11,8 +11,9 @@
 // t and workspace come from the table by multilinear interpolation over the profiled grid
 // of each layer class (exact at profiled configurations); F is the interaction correction
 // (interaction.h) from the counts n of present layers per kind (all 1 without one); W, C
-// and R are formulas (memory_model.h); eps is the table's calibration. Removed layers cost
-// nothing.
+// and R are formulas (memory_model.h) times the table's per-term scales (1 for the built-in
+// engine; fitted by the whole-model profiler); eps is the table's calibration. Removed
+// layers cost nothing.
 //
 // ChoiceCosts is the same model laid out per search choice, for a differentiable search:
 // with one-hot (or soft) choice weights p[l][o], expected counts

@@ -47,6 +47,14 @@ struct MemoryModelData {
   int64_t element_bytes = 4;
   double eps_mib = 0;         // median over profiling models of measured - modelled
   double eps_spread_mib = 0;  // largest |eps_i - eps_mib| among them
+  // Engines whose allocations differ from the formulas by a factor (llama.cpp: weights
+  // mostly at 16 bits with f32 norms, the KV cache at f16 over a padded context, the
+  // recurrent state at f32, no runtime buffers of ours) have it fitted per term by the
+  // whole-model profiler; 1 (the built-in engine) leaves the formulas as they are.
+  double weights_scale = 1;          // W
+  double attention_cache_scale = 1;  // attention K/V part of C
+  double mamba_cache_scale = 1;      // Mamba conv + SSM state part of C
+  double runtime_scale = 1;          // R
   // The parent under this table, for display: each term and the total.
   double parent_w_mib = 0, parent_c_mib = 0, parent_p_mib = 0, parent_r_mib = 0;
   double parent_total_mib = 0;

@@ -1,5 +1,7 @@
 #include "compression/costmodel/cost_table_proto.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/struct_values.h"
@@ -131,6 +133,16 @@ v1::CostTable ToProto(const CostTableData& t) {
   f["eps_mib"] = Num(t.memory.eps_mib);
   f["eps_spread_mib"] = Num(t.memory.eps_spread_mib);
   f["vocab"] = Num(static_cast<double>(t.vocab));
+  // Engine calibrations (whole_model_profiler.h): written only when set, so built-in tables'
+  // protos stay as they were; absent reads back as 1.
+  const std::pair<const char*, double> scales[] = {
+      {"weights_scale", t.memory.weights_scale},
+      {"attention_cache_scale", t.memory.attention_cache_scale},
+      {"mamba_cache_scale", t.memory.mamba_cache_scale},
+      {"runtime_scale", t.memory.runtime_scale}};
+  for (const auto& [key, value] : scales) {
+    if (value != 1.0) f[key] = Num(value);
+  }
   auto& parent = *f["parent"].mutable_struct_value()->mutable_fields();
   parent["w_mib"] = Num(t.memory.parent_w_mib);
   parent["c_mib"] = Num(t.memory.parent_c_mib);
@@ -172,6 +184,10 @@ absl::StatusOr<CostTableData> FromProto(const v1::CostTable& p) {
   t.memory.eps_mib = NumberOr(m, "eps_mib", 0);
   t.memory.eps_spread_mib = NumberOr(m, "eps_spread_mib", 0);
   t.vocab = static_cast<int64_t>(NumberOr(m, "vocab", 0));
+  t.memory.weights_scale = NumberOr(m, "weights_scale", 1);
+  t.memory.attention_cache_scale = NumberOr(m, "attention_cache_scale", 1);
+  t.memory.mamba_cache_scale = NumberOr(m, "mamba_cache_scale", 1);
+  t.memory.runtime_scale = NumberOr(m, "runtime_scale", 1);
   if (const auto it = m.fields().find("parent");
       it != m.fields().end() && it->second.has_struct_value()) {
     const Struct& parent = it->second.struct_value();

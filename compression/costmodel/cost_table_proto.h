@@ -8,6 +8,9 @@
 //   element_bytes    bytes per weight/cache element at the table's precision
 //   eps_mib          measured minus modelled, median over the profiling models
 //   eps_spread_mib   largest deviation of one profiling model's eps from that median
+//   weights_scale, attention_cache_scale, mamba_cache_scale, runtime_scale
+//                    engine calibrations of W, C and R (cost_table.h); written only when not
+//                    1, and 1 when absent, so built-in tables are as before
 //   parent {w_mib, c_mib, p_mib, r_mib, eps_mib, total_mib}   the parent under this table
 //   memory_max_error, latency_within_5, latency_within_10     validation details the proto
 //                                                              has no field for

@@ -35,16 +35,12 @@
 
 #include "absl/status/statusor.h"
 #include "compression/costmodel/cost_table.h"
+#include "compression/costmodel/profile_grid.h"
 #include "compression/costmodel/search_space.h"
 #include "compression/engine/engine.h"
 #include "compression/model/config.h"
 
 namespace tailor::costmodel {
-
-// Called between units of work; return false to cancel (the profiler then returns
-// CANCELLED). Fraction in [0, 1).
-using ProgressFn = std::function<bool(double fraction, const std::string& message,
-                                      const std::map<std::string, double>& metrics)>;
 
 struct ProfileOptions {
   engine::EngineOptions engine;
@@ -71,50 +67,14 @@ struct ProfileOptions {
   ProgressFn progress;
 };
 
-// One whole model served end to end.
-struct ArchitectureMeasurement {
-  std::string description;
-  model::HybridConfig config;
-  uint64_t seed = 0;  // of its dummy weights (CreateHybridLM)
-  int64_t parameters = 0;
-  double flops = 0;  // RequestFlops under the workload
-  double measured_latency_ms = 0;
-  double measured_memory_mib = 0;
-  double predicted_latency_ms = 0;  // held-out architectures only
-  double predicted_memory_mib = 0;
-};
-
-struct ProfileResult {
-  CostTableData table;
-  std::vector<ArchitectureMeasurement> validation;        // held out
-  std::vector<ArchitectureMeasurement> profiling_models;  // what the table was built from
-  int profiled_configs = 0;
-  double seconds = 0;
-};
-
 absl::StatusOr<ProfileResult> ProfileCostTable(const model::HybridConfig& parent,
                                                const ProfileOptions& options);
 
 // --- pieces, exposed for tests and benches ---------------------------------------------
 
-// At most `max_points` of the ascending `values`, evenly spread by index, both ends kept.
-std::vector<int64_t> SelectAxisPoints(const std::vector<int64_t>& values, int max_points);
-
-struct ProfilePoint {
-  model::LayerSpec spec;
-  int64_t hidden = 0;
-  int position = 0;  // the parent layer whose place it takes in a profiling model
-};
-// Every configuration the profiler measures (each a node of its class's full grid).
+// Every configuration the profiler measures: ProfileGrid (profile_grid.h) at the options'
+// max_points_per_axis and max_hidden_points.
 std::vector<ProfilePoint> ProfileGrid(const SearchSpace& space, const ProfileOptions& options);
-
-// Multiply-adds x 2 of one request: every layer's active weights per token processed, the
-// attention score and value products over the context, and the LM head for each position
-// whose logits are needed (the last prompt position and every decode step).
-double RequestFlops(const model::HybridConfig& config, const engine::Workload& workload);
-
-// Errors of predicted against measured over held-out architectures.
-ValidationSummary Summarize(const std::vector<ArchitectureMeasurement>& rows);
 
 }  // namespace tailor::costmodel
 

@@ -1,0 +1,111 @@
+#ifndef TAILOR_COMPRESSION_COSTMODEL_WHOLE_MODEL_PROFILER_H_
+#define TAILOR_COMPRESSION_COSTMODEL_WHOLE_MODEL_PROFILER_H_
+
+// Step 1 of hardware-guided compression for engines that time only whole requests of whole
+// models (llama.cpp run as a child process): profiles the same cost table as profiler.h,
+// T = T0(hidden) + sum_l t_l per phase and M = W + C + P + R + eps, from whole-model
+// measurements, then validates it on held-out heterogeneous architectures exactly like the
+// built-in engine's tables (docs/costmodel.md, "Whole-model profiling (llama.cpp)").
+//
+//  1. Profile grid: ProfileGrid (profile_grid.h), the built-in profiler's nodes.
+//  2. Profiling models, per hidden width (all valid configs of the parent's search space,
+//     every other layer removed): a "stack" per grid node (the node at every parent position
+//     whose search-space options contain it, n positions) and "half" anchors (a node at
+//     floor(n / 2) of them, one per distinct position set with n >= 2), so that T0 and every
+//     node's time are identifiable: t = (T(stack) - T(half)) / (n - floor(n / 2)) is the
+//     Puzzletron N-versus-2N difference. Without any n >= 2 set, one model combining a node
+//     of every position set anchors T0 instead.
+//  3. Serving: every model (profiling and held-out) once, in a shuffled order so drift of the
+//     host hits all alike; its latency is the median of its requests (per phase too). A
+//     disturbed measurement (spread of request times, or too little CPU time for the
+//     threads) is served again, up to max_remeasures times.
+//  4. Table: per (hidden, phase) a weighted least squares (relative errors) of
+//     the models' times on their layer counts gives T0 and every node's base time; the
+//     interaction model stays neutral. Memory: the engine's weights and state bytes against
+//     the formulas give per-term scales, every node's workspace is the smallest compute
+//     buffer of the models that hold it (the engine's compute buffer is a max over the
+//     graph, as P = max(P0, max_l workspace_l) models it), P0 per hidden width the smallest
+//     of its models', eps the median residual.
+//  5. Validation: the cost model predicts every held-out architecture; errors are summarized
+//     into table.validation.
+//
+// No LibTorch here: the engine is the injected serve function.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compression/costmodel/profile_grid.h"
+#include "compression/costmodel/search_space.h"
+#include "compression/engine/workload.h"
+#include "compression/model/config.h"
+
+namespace tailor::costmodel {
+
+// One request as the engine timed it: prefill = until the first token, decode = the rest.
+// cpu_ms is the process CPU time over the request (0 when the engine cannot tell).
+struct ServedRequest {
+  double request_ms = 0;
+  double prefill_ms = 0;
+  double decode_ms = 0;
+  double cpu_ms = 0;
+};
+
+// One model served under the workload, with memory as the engine allocated it.
+struct ServedModel {
+  std::vector<ServedRequest> requests;
+  double weights_mib = 0;  // W
+  double state_mib = 0;    // C: KV cache and recurrent state
+  double compute_mib = 0;  // P: compute buffers
+};
+
+// Serves `config` with dummy weights drawn from `seed` (a fresh deployment per call) under
+// the profile's workload and precision.
+using ServeModelFn =
+    std::function<absl::StatusOr<ServedModel>(const model::HybridConfig& config, uint64_t seed)>;
+
+struct WholeModelProfileOptions {
+  std::string engine = "llama.cpp";
+  std::string engine_version;
+  std::string device_kind = "cpu";
+  engine::Precision precision = engine::Precision::kFp32;
+  engine::Workload workload;
+  SearchSpaceOptions space;
+  int max_points_per_axis = 2;
+  int max_hidden_points = 4;
+  int validation_architectures = 12;
+  uint64_t seed = 1;
+  // Threads the engine computes with: a request whose CPU time is below
+  // min_thread_utilization * threads * wall time was preempted (0 disables the check, e.g.
+  // on GPUs, where the host thread mostly waits).
+  int threads = 1;
+  double min_thread_utilization = 0.5;
+  // A model whose (max - min) / median of request times exceeds this is served again.
+  double max_spread = 0.10;
+  int max_remeasures = 2;
+  // Relative ridge of the time fit (times the largest diagonal of the normal equations). The
+  // plan makes every node identifiable, so none is needed (it would bias exact data); raise
+  // it only to damp a plan of one's own.
+  double ridge = 0;
+  ProgressFn progress;
+};
+
+absl::StatusOr<ProfileResult> ProfileCostTableWholeModel(const model::HybridConfig& parent,
+                                                         const WholeModelProfileOptions& options,
+                                                         const ServeModelFn& serve);
+
+// --- pieces, exposed for tests and benches ---------------------------------------------
+
+// The profiling models (step 2), in plan order, each with max_seq = max(parent's, the
+// workload's cache positions).
+absl::StatusOr<std::vector<model::HybridConfig>> PlanWholeModelProfiling(
+    const model::HybridConfig& parent, const WholeModelProfileOptions& options);
+
+// (max - min) / median of the request times; 0 for fewer than two requests.
+double RequestSpread(const ServedModel& served);
+
+}  // namespace tailor::costmodel
+
+#endif  // TAILOR_COMPRESSION_COSTMODEL_WHOLE_MODEL_PROFILER_H_

@@ -1,0 +1,417 @@
+// The whole-model profiler (llama.cpp-style engines) against a synthetic engine whose costs
+// are known exactly: additive per-layer times, prefill and decode apart, and memory from a
+// formula with the engine's own element sizes and a max-structured compute buffer.
+
+#include "compression/costmodel/whole_model_profiler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "compression/costmodel/cost_model.h"
+#include "compression/costmodel/memory_model.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+#ifdef TAILOR_TEST_COSTMODEL_PROTO
+#include "compression/costmodel/cost_table_proto.h"
+#endif
+
+namespace tailor::costmodel {
+namespace {
+
+using model::LayerKind;
+using model::LayerSpec;
+using ::tailor::testing::StatusIs;
+using ::testing::HasSubstr;
+
+// One of each kind: every node has one position (T0 comes from the combination model).
+model::HybridConfig TinyParent() {
+  model::HybridConfig c;
+  c.vocab = 32;
+  c.hidden = 32;
+  c.max_seq = 16;
+  c.layers = {LayerSpec::Attention(2, 1, 8), LayerSpec::Mamba(2, 8, 4, 4, 4),
+              LayerSpec::Moe(2, 1, 16, 16), LayerSpec::Mlp(32)};
+  return c;
+}
+
+// The quickstart's parent (compression/tasks/training.cc DefaultParentConfig).
+model::HybridConfig QuickstartParent() {
+  model::HybridConfig c;
+  c.vocab = 64;
+  c.hidden = 128;
+  c.max_seq = 64;
+  const LayerSpec attention = LayerSpec::Attention(4, 2, 32);
+  const LayerSpec mamba = LayerSpec::Mamba(4, 32, 16, 4, 16);
+  const LayerSpec moe = LayerSpec::Moe(4, 2, 128, 128);
+  c.layers = {attention, mamba, moe, attention, mamba, LayerSpec::Mlp(256), attention, moe};
+  return c;
+}
+
+// A Nemotron-H-style hybrid: Mamba / MoE alternating, attention every few layers.
+model::HybridConfig NemotronHStyleParent() {
+  model::HybridConfig c;
+  c.vocab = 128;
+  c.hidden = 64;
+  c.max_seq = 64;
+  const LayerSpec m = LayerSpec::Mamba(8, 8, 16, 4, 16);
+  const LayerSpec e = LayerSpec::Moe(8, 2, 32, 48);
+  const LayerSpec a = LayerSpec::Attention(4, 2, 16);
+  c.layers = {m, e, m, e, m, a, e, m, e, m, e, m, a, e};
+  return c;
+}
+
+WholeModelProfileOptions Options() {
+  WholeModelProfileOptions o;
+  o.workload.input_tokens = 6;
+  o.workload.output_tokens = 3;
+  o.workload.cached_prefix_tokens = 2;
+  o.space.hidden_steps = 2;
+  o.space.width_steps = 2;
+  o.validation_architectures = 12;
+  return o;
+}
+
+// The synthetic engine's truth. Times and workspaces are affine in a layer's parameter
+// count, which is multilinear in the grid coordinates, so the table's interpolation is exact
+// away from its nodes too.
+struct Truth {
+  static double LayerMs(const LayerSpec& l, int64_t h, int phase) {
+    if (!l.present()) return 0;
+    const double k = static_cast<double>(l.kind) + 1;
+    const double p = static_cast<double>(LayerParameterCount(l, h));
+    return phase == 0 ? 0.05 * k + 2e-5 * p : 0.2 * k + 7e-5 * p;
+  }
+  static double FixedMs(int64_t h, int phase) { return phase == 0 ? 0.3 + 0.01 * h : 1 + 0.03 * h; }
+  static double PhaseMs(const model::HybridConfig& c, int phase) {
+    double t = FixedMs(c.hidden, phase);
+    for (const LayerSpec& l : c.layers) t += LayerMs(l, c.hidden, phase);
+    return t;
+  }
+  // The engine stores weights at 2 bytes, attention K/V at 2 bytes over three times the
+  // positions (context padding), Mamba state at 2 bytes; its compute buffer is the largest
+  // layer's.
+  static ServedModel Memory(const model::HybridConfig& c, const engine::Workload& w) {
+    ServedModel s;
+    s.weights_mib = ToMiB(WeightBytes(c, 2));
+    double compute = 0.25 + 1e-4 * c.hidden;
+    for (const LayerSpec& l : c.layers) {
+      if (l.kind == LayerKind::kAttention) s.state_mib += 3 * ToMiB(LayerCacheBytes(l, w, 2));
+      if (l.kind == LayerKind::kMamba) s.state_mib += ToMiB(LayerCacheBytes(l, w, 2));
+      if (l.present()) {
+        compute = std::max(compute, 0.5 + 1e-5 * LayerParameterCount(l, c.hidden));
+      }
+    }
+    s.compute_mib = compute;
+    return s;
+  }
+  static double TotalMiB(const model::HybridConfig& c, const engine::Workload& w) {
+    const ServedModel s = Memory(c, w);
+    return s.weights_mib + s.state_mib + s.compute_mib;
+  }
+};
+
+// Serves `requests` requests with each phase scaled by (1 + noise * N(0, 1)).
+ServeModelFn SyntheticServe(const engine::Workload& w, double noise, int requests = 5,
+                            int* calls = nullptr) {
+  auto rng = std::make_shared<std::mt19937_64>(7);
+  return [=](const model::HybridConfig& c, uint64_t) -> absl::StatusOr<ServedModel> {
+    if (calls != nullptr) ++*calls;
+    std::normal_distribution<double> n(0.0, 1.0);
+    ServedModel s = Truth::Memory(c, w);
+    for (int i = 0; i < requests; ++i) {
+      ServedRequest r;
+      r.prefill_ms = Truth::PhaseMs(c, 0) * (1 + noise * n(*rng));
+      r.decode_ms = Truth::PhaseMs(c, 1) * (1 + noise * n(*rng));
+      r.request_ms = r.prefill_ms + r.decode_ms;
+      r.cpu_ms = r.request_ms;
+      s.requests.push_back(r);
+    }
+    return s;
+  };
+}
+
+double RelativeError(double predicted, double truth) {
+  return std::abs(predicted - truth) / std::abs(truth);
+}
+
+TEST(WholeModelProfilerTest, PlanIsValidCandidatesWithAPresentLayer) {
+  for (const model::HybridConfig& parent :
+       {TinyParent(), QuickstartParent(), NemotronHStyleParent()}) {
+    absl::StatusOr<std::vector<model::HybridConfig>> plan =
+        PlanWholeModelProfiling(parent, Options());
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    std::set<std::string> distinct;
+    for (const model::HybridConfig& c : *plan) {
+      ASSERT_EQ(c.layers.size(), parent.layers.size());
+      bool any = false;
+      for (size_t i = 0; i < c.layers.size(); ++i) {
+        EXPECT_EQ(c.layers[i].kind, parent.layers[i].kind);
+        any |= c.layers[i].present();
+      }
+      EXPECT_TRUE(any);
+      std::string key = std::to_string(c.hidden);
+      for (const LayerSpec& l : c.layers) key += "|" + LayerKey(l, c.hidden);
+      distinct.insert(key);
+    }
+    EXPECT_EQ(distinct.size(), plan->size());  // no model served twice
+  }
+}
+
+TEST(WholeModelProfilerTest, PlanSizes) {
+  // Tiny: hidden {16, 32} x (2 attention + 2 mamba + 14 moe + 2 mlp nodes) stacks, plus one
+  // combination model per width (every node has one position).
+  absl::StatusOr<std::vector<model::HybridConfig>> tiny =
+      PlanWholeModelProfiling(TinyParent(), Options());
+  ASSERT_TRUE(tiny.ok());
+  EXPECT_EQ(tiny->size(), 2u * (20 + 1));
+  // Default options (4 hidden widths, 2 points per axis), for the record.
+  WholeModelProfileOptions defaults;
+  absl::StatusOr<std::vector<model::HybridConfig>> quick =
+      PlanWholeModelProfiling(QuickstartParent(), defaults);
+  absl::StatusOr<std::vector<model::HybridConfig>> nemo =
+      PlanWholeModelProfiling(NemotronHStyleParent(), defaults);
+  ASSERT_TRUE(quick.ok());
+  ASSERT_TRUE(nemo.ok());
+  std::printf("profiling models: quickstart parent %zu, Nemotron-H-style parent %zu\n",
+              quick->size(), nemo->size());
+}
+
+void ExpectExact(const model::HybridConfig& parent) {
+  WholeModelProfileOptions o = Options();
+  absl::StatusOr<ProfileResult> r =
+      ProfileCostTableWholeModel(parent, o, SyntheticServe(o.workload, 0.0));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const CostTableData& t = r->table;
+  EXPECT_EQ(t.engine, "llama.cpp");
+  EXPECT_EQ(r->remeasures, 0);
+  EXPECT_EQ(r->noisy_models, 0);
+  ASSERT_EQ(r->validation.size(), 12u);
+  EXPECT_EQ(t.validation.architectures, 12);
+  EXPECT_EQ(t.interaction.prefill, GammaRows{});
+  EXPECT_EQ(t.interaction.decode, GammaRows{});
+  // Grid nodes: the fitted base times are the truth.
+  for (const CostEntryData& e : t.entries) {
+    const int phase = e.phase == kPrefill ? 0 : 1;
+    const int64_t h = static_cast<int64_t>(e.params.at("hidden"));
+    double truth = Truth::FixedMs(h, phase);
+    if (e.layer_kind != kFixedKind) {
+      bool found = false;
+      for (const ArchitectureMeasurement& m : r->profiling_models) {
+        for (const LayerSpec& l : m.config.layers) {
+          if (m.config.hidden != h || LayerKey(l, h) != e.config) continue;
+          truth = Truth::LayerMs(l, h, phase);
+          found = true;
+        }
+      }
+      ASSERT_TRUE(found) << e.config;
+    }
+    EXPECT_NEAR(e.time_ms, truth, 1e-9 * truth)
+        << e.layer_kind << " " << e.config << " " << e.phase;
+  }
+  // Held-out architectures: latency and memory as the engine has them.
+  absl::StatusOr<CostModel> model = CostModel::FromData(t);
+  ASSERT_TRUE(model.ok());
+  for (const ArchitectureMeasurement& m : r->validation) {
+    const double latency = Truth::PhaseMs(m.config, 0) + Truth::PhaseMs(m.config, 1);
+    EXPECT_LT(RelativeError(m.predicted_latency_ms, latency), 1e-6) << m.description;
+    EXPECT_LT(RelativeError(m.predicted_memory_mib, Truth::TotalMiB(m.config, o.workload)), 1e-6)
+        << m.description;
+    absl::StatusOr<Prediction> p = model->Predict(m.config);
+    ASSERT_TRUE(p.ok());
+    EXPECT_LT(RelativeError(p->prefill_ms, Truth::PhaseMs(m.config, 0)), 1e-6);
+    EXPECT_LT(RelativeError(p->decode_ms, Truth::PhaseMs(m.config, 1)), 1e-6);
+  }
+  EXPECT_LT(t.validation.latency_max_error, 1e-6);
+  EXPECT_LT(t.validation.memory_max_error, 1e-6);
+  EXPECT_EQ(t.validation.latency_within_5, 1.0);
+  // The engine's element sizes, fitted against the FP32 formulas: weights at 2 of 4 bytes,
+  // K/V at 2 bytes over 3x the positions, Mamba state at 2 bytes; no runtime buffers of ours.
+  EXPECT_NEAR(t.memory.weights_scale, 0.5, 1e-12);
+  EXPECT_NEAR(t.memory.attention_cache_scale, 1.5, 1e-9);
+  EXPECT_NEAR(t.memory.mamba_cache_scale, 0.5, 1e-9);
+  EXPECT_EQ(t.memory.runtime_scale, 0.0);
+  EXPECT_NEAR(t.memory.eps_mib, 0.0, 1e-9);
+}
+
+TEST(WholeModelProfilerTest, ExactWithoutNoiseWhenEveryNodeHasOnePosition) {
+  ExpectExact(TinyParent());
+}
+
+TEST(WholeModelProfilerTest, ExactWithoutNoiseWithRepeatedLayers) {
+  ExpectExact(QuickstartParent());
+}
+
+TEST(WholeModelProfilerTest, ExactWithoutNoiseOnANemotronHStyleParent) {
+  ExpectExact(NemotronHStyleParent());
+}
+
+TEST(WholeModelProfilerTest, TwoPercentNoiseStaysWithinThreePercent) {
+  for (const model::HybridConfig& parent : {QuickstartParent(), NemotronHStyleParent()}) {
+    WholeModelProfileOptions o = Options();
+    absl::StatusOr<ProfileResult> r =
+        ProfileCostTableWholeModel(parent, o, SyntheticServe(o.workload, 0.02));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->table.validation.architectures, 12);
+    EXPECT_LE(r->table.validation.latency_mape, 0.03);
+    EXPECT_GE(r->table.validation.latency_within_10, 0.9);
+    std::printf(
+        "2%% noise, %d layers: latency MAPE %.4f, max %.4f, within 10%% %.2f, "
+        "%d models, %d re-measured\n",
+        static_cast<int>(parent.layers.size()), r->table.validation.latency_mape,
+        r->table.validation.latency_max_error, r->table.validation.latency_within_10,
+        static_cast<int>(r->profiling_models.size() + r->validation.size()), r->remeasured_models);
+    EXPECT_LT(r->table.validation.memory_max_error, 1e-6);  // memory is not noisy here
+  }
+}
+
+TEST(WholeModelProfilerTest, DisturbedFirstServeIsRemeasuredOnce) {
+  WholeModelProfileOptions o = Options();
+  const ServeModelFn calm = SyntheticServe(o.workload, 0.0);
+  std::map<uint64_t, int> calls;  // by dummy-weight seed: one per model
+  ServeModelFn serve = [&](const model::HybridConfig& c,
+                           uint64_t seed) -> absl::StatusOr<ServedModel> {
+    absl::StatusOr<ServedModel> s = calm(c, seed);
+    if (calls[seed]++ == 0) s->requests[2].request_ms *= 1.5;  // a preempted request
+    return s;
+  };
+  absl::StatusOr<ProfileResult> r = ProfileCostTableWholeModel(TinyParent(), o, serve);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const int models = static_cast<int>(r->profiling_models.size() + r->validation.size());
+  EXPECT_EQ(models, 2 * 21 + 12);
+  EXPECT_EQ(static_cast<int>(calls.size()), models);
+  EXPECT_EQ(r->remeasured_models, models);
+  EXPECT_EQ(r->remeasures, models);
+  EXPECT_EQ(r->noisy_models, 0);
+  // The calm second serves are what the table rests on: exact again.
+  EXPECT_LT(r->table.validation.latency_max_error, 1e-6);
+}
+
+TEST(WholeModelProfilerTest, StarvedCpuIsRemeasuredAndPersistentNoiseIsCounted) {
+  WholeModelProfileOptions o = Options();
+  o.threads = 4;
+  o.max_remeasures = 3;
+  const ServeModelFn calm = SyntheticServe(o.workload, 0.0);
+  int serves = 0;
+  // Always 1 thread's worth of CPU time for 4 threads: every model stays disturbed.
+  ServeModelFn serve = [&](const model::HybridConfig& c,
+                           uint64_t seed) -> absl::StatusOr<ServedModel> {
+    ++serves;
+    return calm(c, seed);
+  };
+  absl::StatusOr<ProfileResult> r = ProfileCostTableWholeModel(TinyParent(), o, serve);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const int models = 2 * 21 + 12;
+  EXPECT_EQ(serves, 4 * models);
+  EXPECT_EQ(r->remeasured_models, models);
+  EXPECT_EQ(r->remeasures, 3 * models);
+  EXPECT_EQ(r->noisy_models, models);
+  EXPECT_THAT(r->validation[0].description, HasSubstr("[disturbed after 3 re-measures]"));
+  // With utilization checks off (e.g. a GPU) the same engine is calm.
+  o.min_thread_utilization = 0;
+  serves = 0;
+  r = ProfileCostTableWholeModel(TinyParent(), o, serve);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(serves, models);
+  EXPECT_EQ(r->remeasures, 0);
+  EXPECT_EQ(r->noisy_models, 0);
+}
+
+TEST(WholeModelProfilerTest, ServeErrorFailsTheProfileNamingIt) {
+  WholeModelProfileOptions o = Options();
+  const ServeModelFn calm = SyntheticServe(o.workload, 0.0);
+  int serves = 0;
+  ServeModelFn serve = [&](const model::HybridConfig& c,
+                           uint64_t seed) -> absl::StatusOr<ServedModel> {
+    if (++serves == 3) return absl::UnavailableError("llama-server exited with status 134");
+    return calm(c, seed);
+  };
+  EXPECT_THAT(
+      ProfileCostTableWholeModel(TinyParent(), o, serve).status(),
+      StatusIs(absl::StatusCode::kUnavailable, HasSubstr("llama-server exited with status 134")));
+  EXPECT_EQ(serves, 3);
+  // A model the engine timed no request of is an error too.
+  ServeModelFn empty = [](const model::HybridConfig&, uint64_t) -> absl::StatusOr<ServedModel> {
+    return ServedModel{};
+  };
+  EXPECT_THAT(ProfileCostTableWholeModel(TinyParent(), o, empty).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("timed no request")));
+}
+
+TEST(WholeModelProfilerTest, CancelsBetweenModels) {
+  WholeModelProfileOptions o = Options();
+  int serves = 0, reports = 0;
+  const ServeModelFn calm = SyntheticServe(o.workload, 0.0);
+  ServeModelFn serve = [&](const model::HybridConfig& c,
+                           uint64_t seed) -> absl::StatusOr<ServedModel> {
+    ++serves;
+    return calm(c, seed);
+  };
+  std::vector<double> fractions;
+  o.progress = [&](double f, const std::string& message, const std::map<std::string, double>&) {
+    fractions.push_back(f);
+    EXPECT_THAT(message, HasSubstr("serving model"));
+    return ++reports < 4;
+  };
+  EXPECT_THAT(ProfileCostTableWholeModel(TinyParent(), o, serve).status(),
+              StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_EQ(serves, 3);
+  ASSERT_EQ(fractions.size(), 4u);
+  EXPECT_EQ(fractions[0], 0.0);
+  EXPECT_TRUE(std::is_sorted(fractions.begin(), fractions.end()));
+}
+
+TEST(WholeModelProfilerTest, RejectsBadOptions) {
+  WholeModelProfileOptions o = Options();
+  o.max_remeasures = -1;
+  EXPECT_THAT(ProfileCostTableWholeModel(TinyParent(), o, SyntheticServe(o.workload, 0)).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ProfileCostTableWholeModel(TinyParent(), Options(), nullptr).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("serve function")));
+}
+
+TEST(WholeModelProfilerTest, BuiltInTablesKeepTheFormulas) {
+  // Defaulted memory scales are exactly the built-in engine's formulas.
+  MemoryModelData m;
+  EXPECT_EQ(m.weights_scale, 1.0);
+  EXPECT_EQ(m.attention_cache_scale, 1.0);
+  EXPECT_EQ(m.mamba_cache_scale, 1.0);
+  EXPECT_EQ(m.runtime_scale, 1.0);
+}
+
+#ifdef TAILOR_TEST_COSTMODEL_PROTO
+TEST(WholeModelProfilerTest, MemoryScalesSurviveTheProto) {
+  WholeModelProfileOptions o = Options();
+  absl::StatusOr<ProfileResult> r =
+      ProfileCostTableWholeModel(TinyParent(), o, SyntheticServe(o.workload, 0.0));
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::StatusOr<CostTableData> back = FromProto(ToProto(r->table));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->memory.weights_scale, r->table.memory.weights_scale);
+  EXPECT_EQ(back->memory.attention_cache_scale, r->table.memory.attention_cache_scale);
+  EXPECT_EQ(back->memory.mamba_cache_scale, r->table.memory.mamba_cache_scale);
+  EXPECT_EQ(back->memory.runtime_scale, 0.0);
+  // Built-in tables write no scale keys and read back 1.
+  CostTableData builtin = r->table;
+  builtin.memory.weights_scale = builtin.memory.attention_cache_scale =
+      builtin.memory.mamba_cache_scale = builtin.memory.runtime_scale = 1.0;
+  const v1::CostTable p = ToProto(builtin);
+  EXPECT_EQ(p.memory_model().fields().count("weights_scale"), 0u);
+  EXPECT_EQ(p.memory_model().fields().count("runtime_scale"), 0u);
+  absl::StatusOr<CostTableData> read = FromProto(p);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->memory.runtime_scale, 1.0);
+  EXPECT_EQ(read->memory.weights_scale, 1.0);
+}
+#endif
+
+}  // namespace
+}  // namespace tailor::costmodel
