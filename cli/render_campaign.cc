@@ -160,6 +160,24 @@ std::string RenderStudentExports(const v1::CampaignReport& r, const RenderOption
                       table.Render(options.width));
 }
 
+// Which engine the student's budgets were measured in, and what the latency figure is.
+std::string RenderMeasuredIn(const v1::CampaignReport& r) {
+  const auto verify = r.outputs().find(std::string(methods::jobs::kVerify));
+  if (verify == r.outputs().end() || !verify->second.has_engine()) return "";
+  const v1::JobOutput& v = verify->second;
+  std::string out = absl::StrCat("measured in ", v.engine().name(), " ", v.engine().version());
+  if (!v.engine().build().empty()) absl::StrAppend(&out, " (", v.engine().build(), ")");
+  if (!v.measured().latency_statistic().empty()) {
+    absl::StrAppend(&out, "; latency: ", v.measured().latency_statistic());
+  }
+  if (v.has_equivalence()) {
+    const v1::EquivalenceCheck& e = v.equivalence();
+    absl::StrAppend(&out, "; equivalence gate ", e.passed() ? "passed" : "FAILED", " over ",
+                    e.positions(), " positions");
+  }
+  return out + "\n";
+}
+
 }  // namespace
 
 std::string RenderReport(const v1::CampaignReport& r, const RenderOptions& options) {
@@ -181,6 +199,7 @@ std::string RenderReport(const v1::CampaignReport& r, const RenderOptions& optio
   };
   render_budgets("budgets (student)",
                  std::vector<v1::BudgetResult>(r.budgets().begin(), r.budgets().end()));
+  absl::StrAppend(&out, RenderMeasuredIn(r));
   render_budgets("budgets (uniform baseline)",
                  std::vector<v1::BudgetResult>(r.baseline_budgets().begin(),
                                                r.baseline_budgets().end()));

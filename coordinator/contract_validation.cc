@@ -198,6 +198,12 @@ void CheckTarget(const DeploymentContract& c, const methods::MethodRegistry& reg
     k.Add("target.engine_version", absl::StrCat("must match [A-Za-z0-9._+-]{1,", kMaxNameChars,
                                                 "}, got ", Quote(t.engine_version())));
   }
+  const v1::EquivalenceGate& g = t.equivalence();
+  if (g.has_max_kl()) k.Double("target.equivalence.max_kl", g.max_kl(), 0, true, 1, true);
+  if (g.has_min_argmax_agreement()) {
+    k.Double("target.equivalence.min_argmax_agreement", g.min_argmax_agreement(), 0, true, 1,
+             true);
+  }
   v1::Precision p = t.precision();
   if (!v1::Precision_IsValid(p)) {
     k.Add("target.precision",
@@ -249,6 +255,11 @@ void CheckBudget(const DeploymentContract& c, const Method* m, Checker& k) {
   const v1::Budget& b = c.budget();
   bool ok = true;
   if (b.has_latency_ms_max()) ok &= k.Positive("budget.latency_ms_max", b.latency_ms_max());
+  if (!v1::LatencyPercentile_IsValid(b.latency_percentile())) {
+    k.Add("budget.latency_percentile",
+          absl::StrCat("must be one of LATENCY_P50, LATENCY_P90, LATENCY_P99, got ",
+                       b.latency_percentile()));
+  }
   if (b.has_throughput_tokens_per_s_min()) {
     ok &= k.Positive("budget.throughput_tokens_per_s_min", b.throughput_tokens_per_s_min());
   }
@@ -443,6 +454,12 @@ DeploymentContract WithDefaults(const DeploymentContract& contract) {
   if (t->engine().empty()) t->set_engine("tailor-builtin");
   if (t->engine_version().empty()) t->set_engine_version("1");
   if (t->precision() == v1::PRECISION_UNSPECIFIED) t->set_precision(cpu ? v1::FP32 : v1::BF16);
+  v1::EquivalenceGate* gate = t->mutable_equivalence();
+  if (!gate->has_max_kl()) gate->set_max_kl(1e-3);
+  if (!gate->has_min_argmax_agreement()) gate->set_min_argmax_agreement(0.99);
+  if (c.budget().latency_percentile() == v1::LATENCY_PERCENTILE_UNSPECIFIED) {
+    c.mutable_budget()->set_latency_percentile(v1::LATENCY_P50);
+  }
 
   // A missing workload stays missing (PROBE needs none); a given one gets its cached prefix.
   if (c.has_workload() && !c.workload().has_cached_prefix_tokens()) {

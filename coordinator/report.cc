@@ -56,6 +56,24 @@ void AddBudgets(const v1::Campaign& campaign, const methods::Method* method,
   if (b.has_weight_memory_mib_max() && !packaged) {
     add_budget("weight_memory_mib", b.weight_memory_mib_max(), false);
   }
+  // An engine tailor did not write gates its measurements on equivalence with tailor's own
+  // forward pass: both figures are judged like budgets.
+  if (verify != nullptr && verify->has_equivalence()) {
+    const v1::EquivalenceCheck& e = verify->equivalence();
+    auto add_gate = [&](const char* resource, double limit, double value, bool met) {
+      v1::BudgetResult* r = report.add_budgets();
+      r->set_resource(resource);
+      r->set_budget(limit);
+      r->set_predicted(NAN);
+      r->set_has_measured(true);
+      r->set_measured(value);
+      r->set_met(met);
+    };
+    add_gate("equivalence_max_kl", e.max_kl_allowed(), e.max_kl(),
+             e.max_kl() <= e.max_kl_allowed());
+    add_gate("equivalence_argmax_agreement", e.min_argmax_agreement(), e.argmax_agreement(),
+             e.argmax_agreement() >= e.min_argmax_agreement());
+  }
 }
 
 // The chosen student's architecture: a one-line description plus one string per layer.

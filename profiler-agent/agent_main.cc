@@ -27,7 +27,8 @@ struct Flags {
   std::string device = "cpu";
   std::string name;
   std::string engine = engine::kEngineName;
-  std::string engine_version = engine::kEngineVersion;
+  std::string engine_version;  // default: the built-in engine's, or what llama.cpp reports
+  int engine_threads = 1;
   std::string work_dir = "tailor-agent-work";
   std::string log_level = "info";
   std::string token;
@@ -52,8 +53,16 @@ void DeclareFlags(CLI::App& app, Flags& flags) {
                  "HOST:PORT (default $TAILOR_COORDINATOR or 127.0.0.1:50051)");
   app.add_option("--device", flags.device, "cpu or cuda:N")->required();
   app.add_option("--name", flags.name, "stable agent name (default HOSTNAME:DEVICE)");
-  app.add_option("--engine", flags.engine, "serving engine name")->capture_default_str();
-  app.add_option("--engine-version", flags.engine_version, "serving engine version")
+  app.add_option("--engine", flags.engine,
+                 "serving engine: tailor-builtin, or llama.cpp (node-llama-cpp, installed by "
+                 "deploy/install-deps.sh)")
+      ->capture_default_str();
+  app.add_option("--engine-version", flags.engine_version,
+                 "serving engine version (default: 1 for tailor-builtin; llama.cpp: the "
+                 "installed node-llama-cpp's, which a given value must equal)");
+  app.add_option("--engine-threads", flags.engine_threads,
+                 "llama.cpp: threads serving each request")
+      ->check(CLI::Range(1, 256))
       ->capture_default_str();
   app.add_option("--work-dir", flags.work_dir, "scratch directory for jobs")->capture_default_str();
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, off")
@@ -117,8 +126,10 @@ absl::StatusOr<AgentRuntimeOptions> RuntimeOptions(const Flags& flags,
   return options;
 }
 
-HandlerOptions HandlerOptionsOf(const Flags& flags) {
+HandlerOptions HandlerOptionsOf(const Flags& flags, const ServingEngineChoice& engine) {
   HandlerOptions handler_options;
+  handler_options.engine_build = engine.build;
+  handler_options.engine_threads = flags.engine_threads;
   handler_options.ml_jobs = true;
   handler_options.profile_rounds = flags.profile_rounds;
   handler_options.profile_validation_architectures = flags.profile_validation;
@@ -193,10 +204,26 @@ int AgentMain(int argc, char** argv, const std::function<void(AgentRuntime&)>& r
     spdlog::error("cannot use device {}: {}", flags.device, device.status().ToString());
     return 1;
   }
+  if (flags.engine_version.empty() && flags.engine != "llama.cpp") {
+    flags.engine_version = engine::kEngineVersion;
+  }
+  absl::StatusOr<ServingEngineChoice> engine = ResolveServingEngine(
+      flags.engine, flags.engine_version, device->device, flags.engine_threads);
+  if (!engine.ok()) {
+    if (engine.status().code() == absl::StatusCode::kInvalidArgument) {
+      return Usage(std::string(engine.status().message()));
+    }
+    spdlog::error("cannot serve with engine {}: {}", flags.engine, engine.status().ToString());
+    return 1;
+  }
+  flags.engine_version = engine->version;
   absl::StatusOr<AgentRuntimeOptions> options = RuntimeOptions(flags, *device);
   if (!options.ok()) return Usage(std::string(options.status().message()));
   AgentRuntime runtime(*options);
-  RegisterProfilerHandlers(runtime, *device, HandlerOptionsOf(flags));
+  RegisterProfilerHandlers(runtime, *device, HandlerOptionsOf(flags, *engine));
+  if (!engine->build.empty()) {
+    spdlog::info("engine {} {}: {}", engine->name, engine->version, engine->build);
+  }
   if (register_more) register_more(runtime);
   spdlog::info("agent {} serving {} ({}, {} MiB) for coordinator {}", options->info.name(),
                device->device, device->device_kind, device->memory_mib, options->coordinator);

@@ -4,11 +4,13 @@
 #include <cstdlib>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "compression/engine/workload.h"
 #include "methods/api/job_kinds.h"
 #include "methods/registry.h"
 #ifdef TAILOR_AGENT_WITH_TORCH
+#include "profiler-agent/llama_cpp_engine.h"
 #include "profiler-agent/ml_jobs.h"
 #endif
 
@@ -25,6 +27,7 @@ bool BuiltinEngineOffered(const AgentRuntime& runtime, const HandlerOptions& opt
   if (!options.ml_jobs) return false;
 #ifdef TAILOR_AGENT_WITH_TORCH
   const v1::AgentInfo& info = runtime.options().info;
+  if (info.engine() == "llama.cpp") return false;  // its own engine (ServingEngineOf)
   if (info.engine() != engine::kEngineName || info.engine_version() != engine::kEngineVersion) {
     spdlog::warn("engine {} {} is not the built-in {} {}: profile and verify are not offered",
                  info.engine(), info.engine_version(), engine::kEngineName,
@@ -40,7 +43,52 @@ bool BuiltinEngineOffered(const AgentRuntime& runtime, const HandlerOptions& opt
 #endif
 }
 
+#ifdef TAILOR_AGENT_WITH_TORCH
+// The engine profile and verify run in, or null when the agent offers neither.
+std::shared_ptr<ServingEngine> ServingEngineOf(const AgentRuntime& runtime,
+                                               const HandlerOptions& options,
+                                               const MlJobConfig& ml, bool builtin) {
+  if (builtin) return MakeBuiltinEngine(ml);
+  const v1::AgentInfo& info = runtime.options().info;
+  if (!options.ml_jobs || info.engine() != kLlamaCppEngineName) return nullptr;
+  LlamaCppEngineOptions o;
+  o.sidecar.threads = options.engine_threads;
+  EngineIdentity id{info.engine(), info.engine_version(), options.engine_build,
+                    options.engine_threads};
+  return MakeLlamaCppEngine(ml, o, id);
+}
+#endif
+
 }  // namespace
+
+absl::StatusOr<ServingEngineChoice> ResolveServingEngine(const std::string& name,
+                                                         const std::string& version,
+                                                         const std::string& device,
+                                                         int threads) {
+  if (name != "llama.cpp") return ServingEngineChoice{name, version, ""};
+#ifdef TAILOR_AGENT_WITH_TORCH
+  if (device != "cpu") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--engine llama.cpp: this build serves llama.cpp on cpu only, not --device ", device));
+  }
+  gguf::SidecarOptions sidecar;
+  sidecar.threads = threads;
+  absl::StatusOr<EngineIdentity> id = DetectLlamaCpp(sidecar);
+  if (!id.ok()) return id.status();
+  if (!version.empty() && version != id->version) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--engine-version ", version, ": the installed node-llama-cpp is ", id->version));
+  }
+  return ServingEngineChoice{id->name, id->version, id->build};
+#else
+  (void)version;
+  (void)device;
+  (void)threads;
+  return absl::InvalidArgumentError(
+      "--engine llama.cpp needs a build with LibTorch (TAILOR_WITH_TORCH=ON): its equivalence "
+      "gate compares with tailor's own forward pass");
+#endif
+}
 
 void RegisterAgentJob(AgentRuntime& runtime, const std::string& kind, JobHandler handler) {
   const methods::JobKind* declared = methods::FindJobKind(kind);
@@ -63,10 +111,16 @@ void RegisterProfilerHandlers(AgentRuntime& runtime, const DeviceDescription& de
 #include "method_jobs.inc"
 #undef TAILOR_METHOD_JOBS
 #ifdef TAILOR_AGENT_WITH_TORCH
-  if (!jobs.builtin_engine()) return;
   const MlJobConfig ml = MlJobConfigOf(device, options);
-  jobs.Add(methods::jobs::kProfile, MakeProfileHandler(ml));
-  jobs.Add(methods::jobs::kVerify, MakeVerifyHandler(ml, jobs.verify_variants()));
+  std::shared_ptr<ServingEngine> engine =
+      ServingEngineOf(runtime, options, ml, jobs.builtin_engine());
+  if (engine == nullptr) return;
+  // Methods' own verify variants (an entropy-coded package) serve in the built-in engine.
+  jobs.Add(methods::jobs::kProfile, MakeProfileHandler(engine));
+  jobs.Add(methods::jobs::kVerify,
+           MakeVerifyHandler(ml, engine,
+                             jobs.builtin_engine() ? jobs.verify_variants()
+                                                   : std::vector<VerifyVariant>()));
 #endif
 }
 

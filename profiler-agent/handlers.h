@@ -23,7 +23,25 @@ struct HandlerOptions {
   int profile_validation_architectures = 0;
   int verify_repetitions = 0;
   int verify_task_samples = 0;
+  // The engine's own report about itself (ResolveServingEngine) and the threads it serves a
+  // request with (llama.cpp).
+  std::string engine_build;
+  int engine_threads = 1;
 };
+
+// The serving engine an agent registers, from --engine / --engine-version: the built-in
+// engine as given; llama.cpp as node-llama-cpp reports itself (its package version; a given
+// --engine-version must equal it). INVALID_ARGUMENT for an engine this build cannot serve or
+// a version that is not the installed one; NotFound when node or the package is missing.
+struct ServingEngineChoice {
+  std::string name;
+  std::string version;
+  std::string build;
+};
+absl::StatusOr<ServingEngineChoice> ResolveServingEngine(const std::string& name,
+                                                         const std::string& version,
+                                                         const std::string& device,
+                                                         int threads);
 
 // A way to verify a kind of model the shared `verify` job does not serve itself (an
 // entropy-coded package): the method that produces such models registers it, so verify

@@ -33,17 +33,6 @@ using ::tailor::struct_values::Str;
 using google::protobuf::Struct;
 using google::protobuf::Value;
 
-// Codes that mean "this model is unusable", not "try again".
-bool IsBadModel(absl::StatusCode code) {
-  return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kDataLoss ||
-         code == absl::StatusCode::kNotFound || code == absl::StatusCode::kOutOfRange ||
-         code == absl::StatusCode::kFailedPrecondition;
-}
-
-absl::Status BadModel(absl::string_view what, const absl::Status& st) {
-  return absl::InvalidArgumentError(absl::StrCat(what, " failed validation: ", st.message()));
-}
-
 // Downloads a model artifact and unpacks it below the job's work dir; returns the model dir.
 absl::StatusOr<std::string> FetchModel(JobContext& ctx, const std::string& digest,
                                        const std::string& name) {
@@ -89,6 +78,18 @@ MlProgressFn ProgressOf(JobContext& ctx) {
   };
 }
 
+}  // namespace
+
+bool IsBadModel(absl::StatusCode code) {
+  return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kDataLoss ||
+         code == absl::StatusCode::kNotFound || code == absl::StatusCode::kOutOfRange ||
+         code == absl::StatusCode::kFailedPrecondition;
+}
+
+absl::Status BadModel(absl::string_view what, const absl::Status& st) {
+  return absl::InvalidArgumentError(absl::StrCat(what, " failed validation: ", st.message()));
+}
+
 // Exact-match accuracy over the 8 task suites (and the parameter count) of a loaded model.
 absl::StatusOr<v1::ModelQuality> TaskQuality(engine::Engine& eng, uint64_t seed, int samples) {
   v1::ModelQuality quality;
@@ -111,7 +112,6 @@ absl::StatusOr<v1::ModelQuality> TaskQuality(engine::Engine& eng, uint64_t seed,
   return quality;
 }
 
-}  // namespace
 
 MlJobConfig MlJobConfigOf(const DeviceDescription& device, const HandlerOptions& options) {
   MlJobConfig ml;
@@ -124,17 +124,33 @@ MlJobConfig MlJobConfigOf(const DeviceDescription& device, const HandlerOptions&
   return ml;
 }
 
-absl::StatusOr<engine::EngineOptions> EngineOptionsFor(const v1::DeploymentContract& contract,
-                                                       const MlJobConfig& config) {
+EngineIdentity BuiltinIdentity() {
+  return EngineIdentity{engine::kEngineName, engine::kEngineVersion, "", 1};
+}
+
+absl::Status CheckContractEngine(const v1::DeploymentContract& contract,
+                                 const EngineIdentity& identity) {
   const v1::Target& t = contract.target();
   const std::string name = t.engine().empty() ? engine::kEngineName : t.engine();
   const std::string version =
       t.engine_version().empty() ? engine::kEngineVersion : t.engine_version();
-  if (name != engine::kEngineName || version != engine::kEngineVersion) {
+  if (name != identity.name || version != identity.version) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "target.engine: this agent serves ", engine::kEngineName, " ", engine::kEngineVersion,
+        "target.engine: this agent serves ", identity.name, " ", identity.version,
         ", the contract asks for ", name, " ", version));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<engine::EngineOptions> EngineOptionsFor(const v1::DeploymentContract& contract,
+                                                       const MlJobConfig& config) {
+  TAILOR_RETURN_IF_ERROR(CheckContractEngine(contract, BuiltinIdentity()));
+  return TailorEngineOptionsFor(contract, config);
+}
+
+absl::StatusOr<engine::EngineOptions> TailorEngineOptionsFor(
+    const v1::DeploymentContract& contract, const MlJobConfig& config) {
+  const v1::Target& t = contract.target();
   engine::EngineOptions options;
   options.device = config.device;
   const bool cpu = config.device == "cpu";
@@ -150,12 +166,8 @@ absl::StatusOr<engine::EngineOptions> EngineOptionsFor(const v1::DeploymentContr
   return options;
 }
 
-absl::StatusOr<ProfileJobOutput> RunProfile(const v1::DeploymentContract& contract,
-                                            const std::string& parent_dir,
-                                            const MlJobConfig& config,
-                                            const MlProgressFn& progress) {
-  TAILOR_ASSIGN_OR_RETURN(engine::EngineOptions engine_options,
-                          EngineOptionsFor(contract, config));
+absl::StatusOr<ParentForProfile> ReadParentForProfile(const v1::DeploymentContract& contract,
+                                                    const std::string& parent_dir) {
   // Read once: the internal config and the cost-table key come from the same text (the key
   // the coordinator computed from it at submission decides reuse).
   const std::string config_path = parent_dir + "/config.json";
@@ -172,6 +184,16 @@ absl::StatusOr<ProfileJobOutput> RunProfile(const v1::DeploymentContract& contra
     return IsBadModel(parent.status().code()) ? BadModel("parent model", parent.status())
                                               : parent.status();
   }
+  return ParentForProfile{*std::move(parent), *std::move(architecture)};
+}
+
+absl::StatusOr<ProfileJobOutput> RunProfile(const v1::DeploymentContract& contract,
+                                            const std::string& parent_dir,
+                                            const MlJobConfig& config,
+                                            const MlProgressFn& progress) {
+  TAILOR_ASSIGN_OR_RETURN(engine::EngineOptions engine_options,
+                          EngineOptionsFor(contract, config));
+  TAILOR_ASSIGN_OR_RETURN(ParentForProfile parent, ReadParentForProfile(contract, parent_dir));
   costmodel::ProfileOptions o;
   o.engine = engine_options;
   o.workload = costmodel::WorkloadFromProto(contract.workload());
@@ -183,9 +205,9 @@ absl::StatusOr<ProfileJobOutput> RunProfile(const v1::DeploymentContract& contra
   }
   o.progress = progress;
   ProfileJobOutput out;
-  TAILOR_ASSIGN_OR_RETURN(out.result, costmodel::ProfileCostTable(*parent, o));
+  TAILOR_ASSIGN_OR_RETURN(out.result, costmodel::ProfileCostTable(parent.config, o));
   out.table = costmodel::ToProto(out.result.table);
-  out.table.set_parent_architecture(*architecture);
+  out.table.set_parent_architecture(parent.architecture);
   return out;
 }
 
@@ -234,23 +256,9 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
   TAILOR_RETURN_IF_ERROR(report(0.6, "evaluating the task suites"));
   TAILOR_ASSIGN_OR_RETURN(*result.mutable_quality(),
                           TaskQuality(eng, contract.seed(), config.verify_task_samples));
-  const v1::Budget& b = contract.budget();
-  auto add = [&](const char* resource, double budget, double value, bool floor) {
-    v1::BudgetCheck* check = result.add_budgets();
-    check->set_resource(resource);
-    check->set_budget(budget);
-    check->set_measured(value);
-    check->set_met(floor ? value >= budget : value <= budget);
-  };
-  if (b.has_latency_ms_max()) add("latency_ms", b.latency_ms_max(), m.latency_ms, false);
-  if (b.has_throughput_tokens_per_s_min()) {
-    add("throughput_tokens_per_s", b.throughput_tokens_per_s_min(), m.throughput_tokens_per_s,
-        true);
-  }
-  if (b.has_memory_mib_max()) add("memory_mib", b.memory_mib_max(), memory_mib, false);
-  if (b.has_weight_memory_mib_max()) {
-    add("weight_memory_mib", b.weight_memory_mib_max(), weight_mib, false);
-  }
+  measured.set_latency_statistic(
+      absl::StrCat("per-step medians summed over ", m.repetitions, " requests"));
+  JudgeBudgets(contract.budget(), result);
   v1::EngineInfo& eng_info = *result.mutable_engine();
   eng_info.set_name(engine::kEngineName);
   eng_info.set_version(engine::kEngineVersion);
@@ -259,11 +267,61 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
   return result;
 }
 
-JobHandler MakeProfileHandler(MlJobConfig config) {
-  return [config](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
+void JudgeBudgets(const v1::Budget& b, v1::JobOutput& out) {
+  const v1::ModelCosts& m = out.measured();
+  auto add = [&](const char* resource, double budget, double value, bool floor) {
+    v1::BudgetCheck* check = out.add_budgets();
+    check->set_resource(resource);
+    check->set_budget(budget);
+    check->set_measured(value);
+    check->set_met(floor ? value >= budget : value <= budget);
+  };
+  if (b.has_latency_ms_max()) add("latency_ms", b.latency_ms_max(), m.latency_ms(), false);
+  if (b.has_throughput_tokens_per_s_min()) {
+    add("throughput_tokens_per_s", b.throughput_tokens_per_s_min(),
+        m.throughput_tokens_per_s(), true);
+  }
+  if (b.has_memory_mib_max()) add("memory_mib", b.memory_mib_max(), m.memory_mib(), false);
+  if (b.has_weight_memory_mib_max()) {
+    add("weight_memory_mib", b.weight_memory_mib_max(), m.weight_memory_mib(), false);
+  }
+}
+
+namespace {
+
+class BuiltinEngine : public ServingEngine {
+ public:
+  explicit BuiltinEngine(MlJobConfig config) : config_(std::move(config)) {}
+  EngineIdentity identity() const override { return BuiltinIdentity(); }
+  absl::StatusOr<ProfileJobOutput> Profile(const v1::DeploymentContract& contract,
+                                           const std::string& parent_dir,
+                                           const std::string& /*work_dir*/,
+                                           const MlProgressFn& progress) override {
+    return RunProfile(contract, parent_dir, config_, progress);
+  }
+  absl::StatusOr<v1::JobOutput> Verify(const v1::DeploymentContract& contract,
+                                       const ModelToServe& model,
+                                       const std::string& /*work_dir*/,
+                                       const MlProgressFn& progress) override {
+    return RunVerify(contract, model.dir, config_, progress);
+  }
+
+ private:
+  const MlJobConfig config_;
+};
+
+}  // namespace
+
+std::shared_ptr<ServingEngine> MakeBuiltinEngine(const MlJobConfig& config) {
+  return std::make_shared<BuiltinEngine>(config);
+}
+
+JobHandler MakeProfileHandler(std::shared_ptr<ServingEngine> engine) {
+  return [engine](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     TAILOR_ASSIGN_OR_RETURN(std::string parent_dir, ParentDir(ctx));
-    TAILOR_ASSIGN_OR_RETURN(ProfileJobOutput out,
-                            RunProfile(ctx.contract(), parent_dir, config, ProgressOf(ctx)));
+    TAILOR_ASSIGN_OR_RETURN(
+        ProfileJobOutput out,
+        engine->Profile(ctx.contract(), parent_dir, ctx.work_dir(), ProgressOf(ctx)));
     if (ctx.Cancelled()) return absl::CancelledError("profile cancelled");
     TAILOR_ASSIGN_OR_RETURN(v1::CostTable stored, ctx.PutCostTable(out.table));
 
@@ -306,8 +364,9 @@ JobHandler MakeProfileHandler(MlJobConfig config) {
   };
 }
 
-JobHandler MakeVerifyHandler(MlJobConfig config, std::vector<VerifyVariant> variants) {
-  return [config, variants](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
+JobHandler MakeVerifyHandler(MlJobConfig config, std::shared_ptr<ServingEngine> engine,
+                             std::vector<VerifyVariant> variants) {
+  return [config, engine, variants](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     // A model a method verifies its own way (an entropy-coded package against its dense twin).
     for (const VerifyVariant& variant : variants) {
       if (variant.applies(ctx)) return variant.run(ctx);
@@ -325,15 +384,17 @@ JobHandler MakeVerifyHandler(MlJobConfig config, std::vector<VerifyVariant> vari
       }
     }
     TAILOR_ASSIGN_OR_RETURN(auto model, ModelDir(ctx));
+    const bool is_parent = model.second.rfind("parent ", 0) == 0;
     TAILOR_ASSIGN_OR_RETURN(v1::JobOutput result,
-                            RunVerify(ctx.contract(), model.first, config, ProgressOf(ctx)));
+                            engine->Verify(ctx.contract(), {model.first, is_parent},
+                                           ctx.work_dir(), ProgressOf(ctx)));
     result.set_model_source(model.second);
     // The main verify of a campaign also scores the parent under the same engine settings,
     // so the report compares parent, student and baseline measured the same way.
-    if (ctx.job().key() == methods::jobs::kVerify && model.second.rfind("parent ", 0) != 0) {
+    if (ctx.job().key() == methods::jobs::kVerify && !is_parent) {
       TAILOR_ASSIGN_OR_RETURN(std::string parent_dir, ParentDir(ctx));
       TAILOR_ASSIGN_OR_RETURN(engine::EngineOptions options,
-                              EngineOptionsFor(ctx.contract(), config));
+                              TailorEngineOptionsFor(ctx.contract(), config));
       absl::StatusOr<std::unique_ptr<engine::Engine>> parent =
           engine::Engine::Load(parent_dir, options, 0, ctx.contract().parent().format());
       if (!parent.ok()) return BadModel("parent model", parent.status());

@@ -15,18 +15,23 @@
 //   parent (path or artifact). A model that fails validation (bad archive, config or weights) fails the job
 //   with INVALID_ARGUMENT and the reason (not retried).
 //
-// Both check that the contract's engine is this one (tailor-builtin at kEngineVersion):
-// FAILED_PRECONDITION otherwise, since numbers from another engine would be mislabelled.
+// Both run in the agent's serving engine (serving_engine.h): the built-in one here
+// (RunProfile, RunVerify), or llama.cpp (llama_cpp_engine.h). Each checks that the contract
+// names its engine: FAILED_PRECONDITION otherwise, since numbers from another engine would be
+// mislabelled.
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/agent_runtime.h"
 #include "compression/costmodel/profiler.h"
+#include "compression/engine/engine.h"
 #include "profiler-agent/handlers.h"
+#include "profiler-agent/serving_engine.h"
 #include "tailor/v1/job_output.pb.h"
 #include "tailor/v1/contract.pb.h"
 
@@ -46,32 +51,59 @@ struct MlJobConfig {
 // The agent's device and its --profile-*/--verify-* overrides.
 MlJobConfig MlJobConfigOf(const DeviceDescription& device, const HandlerOptions& options);
 
-// Engine, precision (default FP32 on cpu, BF16 on cuda) and workload from the contract.
+// The built-in engine's identity (tailor-builtin at kEngineVersion).
+EngineIdentity BuiltinIdentity();
+
+// Engine, precision (default FP32 on cpu, BF16 on cuda) and workload from the contract,
+// after CheckContractEngine against the built-in engine.
 absl::StatusOr<engine::EngineOptions> EngineOptionsFor(const v1::DeploymentContract& contract,
                                                        const MlJobConfig& config);
+// The same without the engine check: how tailor's own forward pass runs a model verified in
+// another engine (its quality, its reference distribution).
+absl::StatusOr<engine::EngineOptions> TailorEngineOptionsFor(
+    const v1::DeploymentContract& contract, const MlJobConfig& config);
 
-using MlProgressFn = costmodel::ProgressFn;
-
-// The profile job without the runtime: table (as the proto PutCostTable takes) and the
-// profiler's full result. `parent_dir` holds config.json.
-struct ProfileJobOutput {
-  v1::CostTable table;
-  costmodel::ProfileResult result;
+// The parent a profile job profiles: its internal config and its cost-table key, both from
+// one read of config.json (the key the coordinator computed from it decides reuse). A bad
+// config is INVALID_ARGUMENT ("parent model failed validation: ...").
+struct ParentForProfile {
+  model::HybridConfig config;
+  std::string architecture;
 };
+absl::StatusOr<ParentForProfile> ReadParentForProfile(const v1::DeploymentContract& contract,
+                                                    const std::string& parent_dir);
+
+// The profile job in the built-in engine. `parent_dir` holds config.json.
 absl::StatusOr<ProfileJobOutput> RunProfile(const v1::DeploymentContract& contract,
                                             const std::string& parent_dir,
                                             const MlJobConfig& config,
                                             const MlProgressFn& progress);
 
-// The verify job without the runtime. `model_dir` holds config.json + model.safetensors.
+// The verify job in the built-in engine. `model_dir` holds config.json + model.safetensors.
 absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
                                         const std::string& model_dir, const MlJobConfig& config,
                                         const MlProgressFn& progress);
 
-JobHandler MakeProfileHandler(MlJobConfig config);
+// The built-in engine as a ServingEngine (RunProfile, RunVerify).
+std::shared_ptr<ServingEngine> MakeBuiltinEngine(const MlJobConfig& config);
+
+// Exact-match accuracy over the task suites (and the parameter count) of a model loaded in
+// tailor's engine.
+absl::StatusOr<v1::ModelQuality> TaskQuality(engine::Engine& eng, uint64_t seed, int samples);
+
+// One BudgetCheck in `out` per budget `b` sets, judged on out.measured().
+void JudgeBudgets(const v1::Budget& b, v1::JobOutput& out);
+
+// Codes that mean "this model is unusable", not "try again"; and such an error restated.
+bool IsBadModel(absl::StatusCode code);
+absl::Status BadModel(absl::string_view what, const absl::Status& st);
+
+JobHandler MakeProfileHandler(std::shared_ptr<ServingEngine> engine);
 // `variants`: kinds of model a method verifies its own way (VerifyVariant); the first whose
-// `applies` holds takes the job.
-JobHandler MakeVerifyHandler(MlJobConfig config, std::vector<VerifyVariant> variants = {});
+// `applies` holds takes the job. The parent's quality (the main verify) is scored in tailor's
+// engine under `config`, whatever engine verifies.
+JobHandler MakeVerifyHandler(MlJobConfig config, std::shared_ptr<ServingEngine> engine,
+                             std::vector<VerifyVariant> variants = {});
 
 }  // namespace tailor::profiler
 

@@ -1,0 +1,450 @@
+#include "profiler-agent/llama_cpp_engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "compression/costmodel/cost_table_proto.h"
+#include "compression/costmodel/whole_model_profiler.h"
+#include "compression/gguf/hf_to_gguf.h"
+#include "compression/gguf/llama_cpp_serve.h"
+#include "compression/gguf/student_to_gguf.h"
+#include "compression/hf/hf_checkpoint.h"
+#include "compression/hf/hf_import.h"
+#include "compression/hf/parent_architecture.h"
+#include "nlohmann/json.hpp"
+
+namespace tailor::profiler {
+
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr double kDefaultMaxKl = 1e-3;
+constexpr double kDefaultMinAgreement = 0.99;
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// Prompt i of the gate: deterministic ids over [0, vocab) (splitmix64 of seed and i).
+std::vector<int64_t> GatePrompt(uint64_t seed, int i, int length, int64_t vocab) {
+  std::vector<int64_t> out;
+  uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i) * 0xd1b54a32d192ed03ull;
+  for (int t = 0; t < length; ++t) {
+    x += 0x9e3779b97f4a7c15ull;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    out.push_back(static_cast<int64_t>(z % static_cast<uint64_t>(vocab)));
+  }
+  return out;
+}
+
+// KL(ours || theirs) at one position; llama.cpp's null (underflowed) entries are -inf, so
+// mass of ours there makes it infinite.
+double PositionKl(const std::vector<float>& ours, const std::vector<double>& theirs) {
+  double kl = 0;
+  for (size_t v = 0; v < ours.size(); ++v) {
+    const double p = std::exp(static_cast<double>(ours[v]));
+    if (p == 0) continue;
+    if (!std::isfinite(theirs[v])) return std::numeric_limits<double>::infinity();
+    kl += p * (ours[v] - theirs[v]);
+  }
+  return std::max(kl, 0.0);
+}
+
+template <typename T>
+size_t ArgMax(const std::vector<T>& v) {
+  return static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// The serving options of a verify or profile request batch under `w`.
+gguf::ServeBenchmarkOptions ServeOptions(const engine::Workload& w, int repetitions,
+                                         uint64_t seed, const gguf::SidecarOptions& sidecar) {
+  gguf::ServeBenchmarkOptions o;
+  o.batch_size = w.batch_size;
+  o.input_tokens = w.input_tokens;
+  o.output_tokens = w.output_tokens;
+  o.cached_prefix_tokens = w.cached_prefix_tokens;
+  o.threads = sidecar.threads;
+  o.warmup = 2;
+  o.repetitions = repetitions;
+  o.seed = seed;
+  o.sidecar = sidecar;
+  return o;
+}
+
+// Measured costs of one served request batch, latency at `percentile` of whole requests.
+v1::ModelCosts CostsOf(const gguf::LlamaCppServeMeasurement& m, const engine::Workload& w,
+                       v1::LatencyPercentile percentile) {
+  v1::ModelCosts c;
+  const double latency = engine::Percentile(m.request_ms, PercentileOf(percentile));
+  c.set_latency_ms(latency);
+  c.set_latency_statistic(absl::StrCat("p", PercentileOf(percentile), " of ",
+                                       m.request_ms.size(), " whole requests"));
+  c.set_throughput_tokens_per_s(
+      latency > 0 ? static_cast<double>(w.batch_size * w.output_tokens) * 1000.0 / latency : 0);
+  c.set_request_p50_ms(engine::Percentile(m.request_ms, 50));
+  c.set_request_p90_ms(engine::Percentile(m.request_ms, 90));
+  c.set_request_p99_ms(engine::Percentile(m.request_ms, 99));
+  c.set_median_request_ms(engine::Median(m.request_ms));
+  c.set_prefill_ms(engine::Median(m.prefill_ms));
+  c.set_decode_ms(engine::Median(m.decode_ms));
+  c.set_cpu_ms(engine::Median(m.cpu_ms));
+  c.set_repetitions(static_cast<int>(m.request_ms.size()));
+  // What llama.cpp allocates: the weights, and the context's buffers (the KV / recurrent
+  // cache for every cell of the context, and the compute buffers).
+  const double weights = m.weights_bytes / kMiB;
+  const double compute = m.compute_buffer_bytes / kMiB;
+  const double cache = (m.context_buffer_bytes - m.compute_buffer_bytes) / kMiB;
+  c.set_weight_memory_mib(weights);
+  c.set_cache_mib(cache);
+  c.set_state_mib(m.state_bytes / kMiB);
+  c.set_compute_buffer_mib(compute);
+  c.set_memory_mib(weights + m.context_buffer_bytes / kMiB);
+  return c;
+}
+
+// The gate's figures as budget checks, so every report and verdict shows them.
+void AddGateChecks(const v1::EquivalenceCheck& e, v1::JobOutput& out) {
+  v1::BudgetCheck* kl = out.add_budgets();
+  kl->set_resource("equivalence_max_kl");
+  kl->set_budget(e.max_kl_allowed());
+  kl->set_measured(e.max_kl());
+  kl->set_met(e.max_kl() <= e.max_kl_allowed());
+  v1::BudgetCheck* agree = out.add_budgets();
+  agree->set_resource("equivalence_argmax_agreement");
+  agree->set_budget(e.min_argmax_agreement());
+  agree->set_measured(e.argmax_agreement());
+  agree->set_met(e.argmax_agreement() >= e.min_argmax_agreement());
+}
+
+// The parent's checkpoint: llama.cpp serves Hugging Face models (their GGUF export).
+absl::StatusOr<hf::HfCheckpoint> OpenHfParent(const v1::DeploymentContract& contract,
+                                              const std::string& parent_dir) {
+  const std::string& format = contract.parent().format();
+  if (!hf::IsHfCheckpointDir(parent_dir, format)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "target.engine llama.cpp serves GGUF exports of Hugging Face checkpoints; the parent ",
+        parent_dir, " is a tailor model folder (target.engine tailor-builtin serves those)"));
+  }
+  hf::HfCheckpointOptions options;
+  options.format = format;
+  return hf::HfCheckpoint::Open(parent_dir, options);
+}
+
+class LlamaCppEngine : public ServingEngine {
+ public:
+  LlamaCppEngine(MlJobConfig config, LlamaCppEngineOptions options, EngineIdentity identity)
+      : config_(std::move(config)), options_(std::move(options)),
+        identity_(std::move(identity)) {}
+
+  EngineIdentity identity() const override { return identity_; }
+
+  absl::StatusOr<ProfileJobOutput> Profile(const v1::DeploymentContract& contract,
+                                           const std::string& parent_dir,
+                                           const std::string& work_dir,
+                                           const MlProgressFn& progress) override;
+
+  absl::StatusOr<v1::JobOutput> Verify(const v1::DeploymentContract& contract,
+                                       const ModelToServe& model, const std::string& work_dir,
+                                       const MlProgressFn& progress) override;
+
+ private:
+  // The engine and precision checks every job starts with.
+  absl::Status CheckContract(const v1::DeploymentContract& contract) const;
+  // The model as an F32 GGUF in `work_dir`.
+  absl::StatusOr<std::string> ExportGguf(const v1::DeploymentContract& contract,
+                                         const ModelToServe& model,
+                                         const std::string& work_dir) const;
+  v1::EngineInfo Info() const;
+
+  const MlJobConfig config_;
+  const LlamaCppEngineOptions options_;
+  const EngineIdentity identity_;
+};
+
+absl::Status LlamaCppEngine::CheckContract(const v1::DeploymentContract& contract) const {
+  TAILOR_RETURN_IF_ERROR(CheckContractEngine(contract, identity_));
+  const v1::Precision p = contract.target().precision();
+  if (p != v1::PRECISION_UNSPECIFIED && p != v1::FP32) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "target.precision: this llama.cpp agent serves FP32 GGUF exports on cpu, the contract "
+        "asks for ", v1::Precision_Name(p)));
+  }
+  if (config_.device != "cpu") {
+    return absl::FailedPreconditionError(
+        absl::StrCat("target.engine llama.cpp: this agent serves it on cpu only, not ",
+                     config_.device));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> LlamaCppEngine::ExportGguf(const v1::DeploymentContract& contract,
+                                                      const ModelToServe& model,
+                                                      const std::string& work_dir) const {
+  const std::string parent_dir = model.is_parent ? model.dir : contract.parent().path();
+  TAILOR_ASSIGN_OR_RETURN(hf::HfCheckpoint parent, OpenHfParent(contract, parent_dir));
+  std::filesystem::create_directories(work_dir);
+  const std::string path = absl::StrCat(work_dir, "/served.gguf");
+  gguf::GgufExportOptions o;
+  o.all_f32 = true;  // the gate compares with tailor's FP32 forward pass
+  if (model.is_parent) {
+    TAILOR_RETURN_IF_ERROR(gguf::ExportHfToGguf(parent, path, o).status());
+  } else {
+    TAILOR_RETURN_IF_ERROR(gguf::ExportStudentToGguf(model.dir, parent, path, o).status());
+  }
+  return path;
+}
+
+v1::EngineInfo LlamaCppEngine::Info() const {
+  v1::EngineInfo info;
+  info.set_name(identity_.name);
+  info.set_version(identity_.version);
+  info.set_build(identity_.build);
+  info.set_threads(options_.sidecar.threads);
+  info.set_device("cpu");
+  info.set_precision("FP32");
+  return info;
+}
+
+// A served GGUF's figures as the whole-model profiler takes them.
+costmodel::ServedModel ServedModelOf(const gguf::LlamaCppServeMeasurement& m) {
+  costmodel::ServedModel s;
+  for (size_t i = 0; i < m.request_ms.size(); ++i) {
+    s.requests.push_back({m.request_ms[i], m.prefill_ms[i], m.decode_ms[i], m.cpu_ms[i]});
+  }
+  s.weights_mib = m.weights_bytes / kMiB;
+  s.state_mib = (m.context_buffer_bytes - m.compute_buffer_bytes) / kMiB;
+  s.compute_mib = m.compute_buffer_bytes / kMiB;
+  return s;
+}
+
+// Serves one dummy-weight model of the parent's search space: its weights drawn from `seed`,
+// written as tailor's model folder, exported to GGUF like any student, served, deleted.
+absl::StatusOr<costmodel::ServedModel> ServeDummyModel(const model::HybridConfig& config,
+                                                      uint64_t seed,
+                                                      const hf::HfCheckpoint& parent,
+                                                      const std::string& dir,
+                                                      const gguf::ServeBenchmarkOptions& o) {
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM lm, model::CreateHybridLM(config, seed));
+  TAILOR_RETURN_IF_ERROR(model::SaveHybridLM(lm, dir));
+  const std::string path = dir + ".gguf";
+  gguf::GgufExportOptions e;
+  e.all_f32 = true;
+  absl::Status exported = gguf::ExportStudentToGguf(dir, parent, path, e).status();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  TAILOR_RETURN_IF_ERROR(exported);
+  absl::StatusOr<gguf::LlamaCppServeMeasurement> m = gguf::RunServeBenchmark(path, o);
+  std::filesystem::remove(path, ec);
+  if (!m.ok()) return m.status();
+  return ServedModelOf(*m);
+}
+
+absl::StatusOr<ProfileJobOutput> LlamaCppEngine::Profile(const v1::DeploymentContract& contract,
+                                                         const std::string& parent_dir,
+                                                         const std::string& work_dir,
+                                                         const MlProgressFn& progress) {
+  TAILOR_RETURN_IF_ERROR(CheckContract(contract));
+  TAILOR_ASSIGN_OR_RETURN(ParentForProfile p, ReadParentForProfile(contract, parent_dir));
+  TAILOR_ASSIGN_OR_RETURN(hf::HfCheckpoint parent, OpenHfParent(contract, parent_dir));
+  costmodel::WholeModelProfileOptions o;
+  o.engine = identity_.name;
+  o.engine_version = identity_.version;
+  o.device_kind = config_.device_kind;
+  o.workload = costmodel::WorkloadFromProto(contract.workload());
+  TAILOR_RETURN_IF_ERROR(engine::ValidateWorkload(o.workload));
+  o.seed = contract.seed();
+  o.threads = options_.sidecar.threads;
+  if (config_.profile_validation_architectures > 0) {
+    o.validation_architectures = config_.profile_validation_architectures;
+  }
+  o.progress = progress;
+  const int repetitions = config_.profile_rounds > 0 ? config_.profile_rounds : 5;
+  const gguf::ServeBenchmarkOptions serve_options =
+      ServeOptions(o.workload, repetitions, contract.seed(), options_.sidecar);
+  const std::string scratch = absl::StrCat(work_dir, "/profile-models");
+  std::filesystem::create_directories(scratch);
+  int served = 0;
+  costmodel::ServeModelFn serve = [&](const model::HybridConfig& config, uint64_t seed) {
+    return ServeDummyModel(config, seed, parent,
+                           absl::StrCat(scratch, "/model-", served++), serve_options);
+  };
+  ProfileJobOutput out;
+  TAILOR_ASSIGN_OR_RETURN(out.result, costmodel::ProfileCostTableWholeModel(p.config, o, serve));
+  out.table = costmodel::ToProto(out.result.table);
+  out.table.set_parent_architecture(p.architecture);
+  return out;
+}
+
+absl::StatusOr<v1::JobOutput> LlamaCppEngine::Verify(const v1::DeploymentContract& contract,
+                                                     const ModelToServe& model,
+                                                     const std::string& work_dir,
+                                                     const MlProgressFn& progress) {
+  auto report = [&](double f, const std::string& message) -> absl::Status {
+    if (progress && !progress(f, message, {})) return absl::CancelledError("verify cancelled");
+    return absl::OkStatus();
+  };
+  TAILOR_RETURN_IF_ERROR(CheckContract(contract));
+  const engine::Workload w = costmodel::WorkloadFromProto(contract.workload());
+  TAILOR_RETURN_IF_ERROR(engine::ValidateWorkload(w));
+  TAILOR_RETURN_IF_ERROR(report(0.05, absl::StrCat("exporting ", model.dir, " to GGUF")));
+  absl::StatusOr<std::string> gguf_path = ExportGguf(contract, model, work_dir);
+  if (!gguf_path.ok()) {
+    return IsBadModel(gguf_path.status().code()) ? BadModel("model", gguf_path.status())
+                                                 : gguf_path.status();
+  }
+  // tailor's own forward pass of the same model: the gate's reference and the quality.
+  TAILOR_ASSIGN_OR_RETURN(engine::EngineOptions tailor, TailorEngineOptionsFor(contract, config_));
+  const std::string format = model.is_parent ? contract.parent().format() : std::string();
+  absl::StatusOr<std::unique_ptr<engine::Engine>> ours =
+      engine::Engine::Load(model.dir, tailor, w.cache_positions(), format);
+  if (!ours.ok()) return BadModel("model", ours.status());
+  TAILOR_RETURN_IF_ERROR(report(0.15, "equivalence gate: llama.cpp against tailor"));
+  v1::JobOutput result;
+  *result.mutable_engine() = Info();
+  TAILOR_ASSIGN_OR_RETURN(*result.mutable_equivalence(),
+                          CheckEquivalence((*ours)->model(), *gguf_path,
+                                           contract.target().equivalence(), options_,
+                                           contract.seed()));
+  AddGateChecks(result.equivalence(), result);
+  if (!result.equivalence().passed()) {
+    result.set_reason(absl::StrCat(
+        "equivalence gate failed: llama.cpp's next-token distribution differs from tailor's "
+        "(max KL ", result.equivalence().max_kl(), ", argmax agreement ",
+        result.equivalence().argmax_agreement(), "); nothing was measured"));
+    return result;
+  }
+  const v1::LatencyPercentile percentile = contract.budget().latency_percentile();
+  const int repetitions = RepetitionsFor(percentile, config_.verify_repetitions);
+  TAILOR_RETURN_IF_ERROR(report(0.35, absl::StrCat("serving the contract's request batch ",
+                                                   repetitions, " times in llama.cpp")));
+  TAILOR_ASSIGN_OR_RETURN(
+      gguf::LlamaCppServeMeasurement m,
+      gguf::RunServeBenchmark(*gguf_path,
+                              ServeOptions(w, repetitions, contract.seed(), options_.sidecar)));
+  *result.mutable_measured() = CostsOf(m, w, percentile);
+  result.mutable_engine()->set_build(m.llama_cpp_release);
+  TAILOR_RETURN_IF_ERROR(report(0.7, "evaluating the task suites (tailor's engine)"));
+  TAILOR_ASSIGN_OR_RETURN(*result.mutable_quality(),
+                          TaskQuality(**ours, contract.seed(), config_.verify_task_samples));
+  JudgeBudgets(contract.budget(), result);
+  return result;
+}
+
+}  // namespace
+
+double PercentileOf(v1::LatencyPercentile percentile) {
+  switch (percentile) {
+    case v1::LATENCY_P90:
+      return 90;
+    case v1::LATENCY_P99:
+      return 99;
+    default:
+      return 50;
+  }
+}
+
+int RepetitionsFor(v1::LatencyPercentile percentile, int configured) {
+  const double tail = 1.0 - PercentileOf(percentile) / 100.0;
+  return std::max(configured, static_cast<int>(std::ceil(5.0 / tail - 1e-9)));
+}
+
+absl::StatusOr<v1::EquivalenceCheck> JudgeEquivalence(
+    const std::vector<std::vector<std::vector<float>>>& ours,
+    const std::vector<gguf::NextTokenLogprobs>& theirs, const v1::EquivalenceGate& gate) {
+  if (ours.size() != theirs.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("equivalence: ", ours.size(),
+                                                   " prompts of tailor's, ", theirs.size(),
+                                                   " of llama.cpp's"));
+  }
+  v1::EquivalenceCheck e;
+  e.set_max_kl_allowed(gate.has_max_kl() ? gate.max_kl() : kDefaultMaxKl);
+  e.set_min_argmax_agreement(gate.has_min_argmax_agreement() ? gate.min_argmax_agreement()
+                                                             : kDefaultMinAgreement);
+  double kl_sum = 0;
+  int agree = 0;
+  for (size_t p = 0; p < ours.size(); ++p) {
+    if (ours[p].size() != theirs[p].logprobs.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("equivalence: prompt ", p, " has ",
+                                                     ours[p].size(), " positions of tailor's, ",
+                                                     theirs[p].logprobs.size(), " of llama.cpp's"));
+    }
+    for (size_t t = 0; t < ours[p].size(); ++t) {
+      if (static_cast<int64_t>(ours[p][t].size()) != theirs[p].vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "equivalence: tailor's vocabulary has ", ours[p][t].size(), " tokens, llama.cpp's ",
+            theirs[p].vocab_size));
+      }
+      const double kl = PositionKl(ours[p][t], theirs[p].logprobs[t]);
+      e.set_max_kl(std::max(e.max_kl(), kl));
+      kl_sum += kl;
+      agree += ArgMax(ours[p][t]) == ArgMax(theirs[p].logprobs[t]);
+      e.set_positions(e.positions() + 1);
+    }
+  }
+  e.set_prompts(static_cast<int>(ours.size()));
+  e.set_mean_kl(e.positions() > 0 ? kl_sum / e.positions() : 0);
+  e.set_argmax_agreement(e.positions() > 0 ? static_cast<double>(agree) / e.positions() : 0);
+  e.set_passed(e.positions() > 0 && e.max_kl() <= e.max_kl_allowed() &&
+               e.argmax_agreement() >= e.min_argmax_agreement());
+  return e;
+}
+
+absl::StatusOr<v1::EquivalenceCheck> CheckEquivalence(model::HybridLM& model,
+                                                      const std::string& gguf_path,
+                                                      const v1::EquivalenceGate& gate,
+                                                      const LlamaCppEngineOptions& options,
+                                                      uint64_t seed) {
+  const int64_t vocab = model->config().vocab;
+  const int length = static_cast<int>(
+      std::min<int64_t>(options.equivalence_length, model->config().max_seq));
+  std::vector<int64_t> positions(length);
+  for (int i = 0; i < length; ++i) positions[i] = i;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::vector<std::vector<float>>> ours;
+  for (int i = 0; i < options.equivalence_prompts; ++i) {
+    std::vector<int64_t> tokens = GatePrompt(seed, i, length, vocab);
+    TAILOR_ASSIGN_OR_RETURN(std::vector<std::vector<float>> lp,
+                            hf::NextTokenLogprobs(model, tokens, positions));
+    ours.push_back(std::move(lp));
+    prompts.emplace_back(tokens.begin(), tokens.end());
+  }
+  TAILOR_ASSIGN_OR_RETURN(std::vector<gguf::NextTokenLogprobs> theirs,
+                          gguf::RunNextTokenLogprobsBatch(gguf_path, prompts, positions,
+                                                          options.sidecar));
+  return JudgeEquivalence(ours, theirs, gate);
+}
+
+absl::StatusOr<EngineIdentity> DetectLlamaCpp(const gguf::SidecarOptions& sidecar) {
+  const std::string script = gguf::DefaultSidecarScript();
+  const std::string path =
+      absl::StrCat(script.substr(0, script.find_last_of('/') + 1), "engine_identity.mjs");
+  TAILOR_ASSIGN_OR_RETURN(std::string out,
+                          gguf::RunSidecarScript(path, {}, "", sidecar.timeout, sidecar));
+  const Json j = Json::parse(out, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("node_llama_cpp") || !j["node_llama_cpp"].is_string() ||
+      !j.contains("llama_cpp") || !j["llama_cpp"].is_string()) {
+    return absl::InternalError(absl::StrCat(path, " printed no engine identity: ", out));
+  }
+  EngineIdentity id;
+  id.name = kLlamaCppEngineName;
+  id.version = j["node_llama_cpp"].get<std::string>();
+  id.build = absl::StrCat("llama.cpp ", j["llama_cpp"].get<std::string>(), " ",
+                          j.value("build", std::string("unknown")));
+  id.threads = sidecar.threads;
+  return id;
+}
+
+std::shared_ptr<ServingEngine> MakeLlamaCppEngine(const MlJobConfig& config,
+                                                  const LlamaCppEngineOptions& options,
+                                                  const EngineIdentity& identity) {
+  return std::make_shared<LlamaCppEngine>(config, options, identity);
+}
+
+}  // namespace tailor::profiler

@@ -1,0 +1,78 @@
+#ifndef TAILOR_PROFILER_AGENT_LLAMA_CPP_ENGINE_H_
+#define TAILOR_PROFILER_AGENT_LLAMA_CPP_ENGINE_H_
+
+// llama.cpp as a profiler agent's serving engine (docs/costmodel.md, "Engines"): the prebuilt
+// llama.cpp of node-llama-cpp 3.21.1, every model served in a node child process of its own
+// (tools/llama-sidecar/), so a llama.cpp abort (GGML_ASSERT on some layer patterns) fails one
+// measurement with the child's message, never the agent.
+//
+// verify: the model (a student of a Hugging Face parent, or the parent) is exported to an F32
+//   GGUF (gguf::ExportStudentToGguf / ExportHfToGguf), then
+//   1. the equivalence gate: llama.cpp's next-token distribution against tailor's own forward
+//      pass on the same model, over deterministic prompts; KL and argmax agreement must meet
+//      target.equivalence (defaults KL <= 1e-3, agreement >= 99%). Both figures are budget
+//      checks of the output; a model that fails is not measured.
+//   2. the contract's request batch served in llama.cpp (gguf::RunServeBenchmark): latency is
+//      the whole request at budget.latency_percentile over enough repetitions for it;
+//      memory is what llama.cpp allocates (weights + KV / recurrent state + compute buffers).
+//   3. quality on the task suites in tailor's engine: the gate showed both compute the same.
+// profile: a cost table from whole requests of dummy-weight GGUF models
+//   (costmodel::ProfileCostTableWholeModel), validated on held-out architectures.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compression/engine/workload.h"
+#include "compression/gguf/llama_cpp_sidecar.h"
+#include "compression/model/hybrid_lm.h"
+#include "profiler-agent/ml_jobs.h"
+#include "profiler-agent/serving_engine.h"
+
+namespace tailor::profiler {
+
+inline constexpr char kLlamaCppEngineName[] = "llama.cpp";
+
+struct LlamaCppEngineOptions {
+  gguf::SidecarOptions sidecar;  // node, timeouts; `threads` serves every request
+  // The gate's prompts: deterministic ids over the vocabulary, every position compared.
+  int equivalence_prompts = 16;
+  int equivalence_length = 32;
+};
+
+// What node-llama-cpp reports (tools/llama-sidecar/engine_identity.mjs): name "llama.cpp",
+// version = the package version, build = llama.cpp's release and the CPU features it uses.
+// NotFound when node or the package is missing (deploy/install-deps.sh installs both).
+absl::StatusOr<EngineIdentity> DetectLlamaCpp(const gguf::SidecarOptions& sidecar);
+
+// The engine; `identity` from DetectLlamaCpp (tests may pass their own).
+std::shared_ptr<ServingEngine> MakeLlamaCppEngine(const MlJobConfig& config,
+                                                  const LlamaCppEngineOptions& options,
+                                                  const EngineIdentity& identity);
+
+// --- pieces, exposed for tests -----------------------------------------------------------
+
+// The gate's figures of tailor's log-probabilities `ours[p][t]` against llama.cpp's answers for
+// the same prompts (one entry per prompt, positions aligned), judged against `gate` (its
+// unset fields take the contract defaults). INVALID_ARGUMENT when shapes differ.
+absl::StatusOr<v1::EquivalenceCheck> JudgeEquivalence(
+    const std::vector<std::vector<std::vector<float>>>& ours,
+    const std::vector<gguf::NextTokenLogprobs>& theirs, const v1::EquivalenceGate& gate);
+
+// The gate end to end: `prompts` x `length` deterministic prompts from `seed`, tailor's
+// distribution from `model`, llama.cpp's from the GGUF at `gguf_path` in one child process.
+absl::StatusOr<v1::EquivalenceCheck> CheckEquivalence(model::HybridLM& model,
+                                                      const std::string& gguf_path,
+                                                      const v1::EquivalenceGate& gate,
+                                                      const LlamaCppEngineOptions& options,
+                                                      uint64_t seed);
+
+// Requests served for a percentile: enough that >= 5 samples lie at or above it (p50: 10,
+// p90: 50, p99: 500), and never fewer than `configured`.
+int RepetitionsFor(v1::LatencyPercentile percentile, int configured);
+double PercentileOf(v1::LatencyPercentile percentile);  // 50, 90, 99 (unspecified: 50)
+
+}  // namespace tailor::profiler
+
+#endif  // TAILOR_PROFILER_AGENT_LLAMA_CPP_ENGINE_H_

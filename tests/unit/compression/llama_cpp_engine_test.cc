@@ -1,0 +1,261 @@
+// The profiler agent's llama.cpp engine (profiler-agent/llama_cpp_engine.h): the equivalence
+// gate's arithmetic, repetitions per percentile, contract checks, and verify and profile
+// against the real llama.cpp of node-llama-cpp (those skip, saying so, when node or the
+// package is missing). No timing assertions.
+
+#include "profiler-agent/llama_cpp_engine.h"
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <string>
+
+#include "compression/hf/hf_import.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/hf_test_checkpoint.h"
+#include "tests/testing/llama_cpp_agreement.h"
+#include "tests/testing/status_matchers.h"
+
+namespace tailor::profiler {
+namespace {
+
+using ::tailor::testing::IsOk;
+using ::tailor::testing::StatusIs;
+using ::testing::HasSubstr;
+
+// log-softmax of `logits`.
+std::vector<float> LogSoftmax(const std::vector<double>& logits) {
+  double z = 0;
+  for (double x : logits) z += std::exp(x);
+  std::vector<float> out;
+  for (double x : logits) out.push_back(static_cast<float>(x - std::log(z)));
+  return out;
+}
+
+gguf::NextTokenLogprobs Theirs(const std::vector<std::vector<float>>& rows) {
+  gguf::NextTokenLogprobs t;
+  t.vocab_size = static_cast<int64_t>(rows[0].size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    t.positions.push_back(static_cast<int64_t>(i));
+    t.logprobs.emplace_back(rows[i].begin(), rows[i].end());
+  }
+  return t;
+}
+
+TEST(LlamaCppEngineTest, IdenticalDistributionsPassTheGate) {
+  const std::vector<std::vector<float>> rows = {LogSoftmax({1, 2, 3}), LogSoftmax({3, 0, 1})};
+  absl::StatusOr<v1::EquivalenceCheck> e = JudgeEquivalence({rows}, {Theirs(rows)}, {});
+  ASSERT_THAT(e.status(), IsOk());
+  EXPECT_EQ(e->prompts(), 1);
+  EXPECT_EQ(e->positions(), 2);
+  EXPECT_EQ(e->max_kl(), 0);
+  EXPECT_EQ(e->argmax_agreement(), 1);
+  EXPECT_EQ(e->max_kl_allowed(), 1e-3);  // the contract's defaults
+  EXPECT_EQ(e->min_argmax_agreement(), 0.99);
+  EXPECT_TRUE(e->passed());
+}
+
+TEST(LlamaCppEngineTest, KlAndArgmaxAreComputedPerPosition) {
+  const std::vector<float> p = LogSoftmax({0, 0});           // (1/2, 1/2)
+  const std::vector<float> q = LogSoftmax({std::log(3), 0});  // (3/4, 1/4)
+  const std::vector<float> r = LogSoftmax({0, std::log(3)});  // (1/4, 3/4)
+  // Position 0: the same; position 1: KL((3/4,1/4) || (1/4,3/4)) = (1/2) ln 3, argmax differs.
+  absl::StatusOr<v1::EquivalenceCheck> e =
+      JudgeEquivalence({{p, q}}, {Theirs({p, r})}, v1::EquivalenceGate());
+  ASSERT_THAT(e.status(), IsOk());
+  EXPECT_NEAR(e->max_kl(), 0.5 * std::log(3.0), 1e-6);
+  EXPECT_NEAR(e->mean_kl(), 0.25 * std::log(3.0), 1e-6);
+  EXPECT_EQ(e->argmax_agreement(), 0.5);
+  EXPECT_FALSE(e->passed());
+}
+
+TEST(LlamaCppEngineTest, GateThresholdsComeFromTheContract) {
+  const std::vector<float> p = LogSoftmax({0, 0});
+  const std::vector<float> q = LogSoftmax({0.01, 0});
+  v1::EquivalenceGate gate;
+  gate.set_max_kl(1.0);
+  gate.set_min_argmax_agreement(0.0);
+  absl::StatusOr<v1::EquivalenceCheck> e = JudgeEquivalence({{q}}, {Theirs({p})}, gate);
+  ASSERT_THAT(e.status(), IsOk());
+  EXPECT_TRUE(e->passed());
+  gate.set_max_kl(1e-9);
+  e = JudgeEquivalence({{q}}, {Theirs({p})}, gate);
+  ASSERT_THAT(e.status(), IsOk());
+  EXPECT_GT(e->max_kl(), 1e-9);
+  EXPECT_FALSE(e->passed());
+}
+
+TEST(LlamaCppEngineTest, MassWhereLlamaCppUnderflowedIsAnInfiniteKl) {
+  const std::vector<float> p = LogSoftmax({0, 0});
+  gguf::NextTokenLogprobs t = Theirs({p});
+  t.logprobs[0][1] = -std::numeric_limits<double>::infinity();
+  absl::StatusOr<v1::EquivalenceCheck> e = JudgeEquivalence({{p}}, {t}, {});
+  ASSERT_THAT(e.status(), IsOk());
+  EXPECT_TRUE(std::isinf(e->max_kl()));
+  EXPECT_FALSE(e->passed());
+}
+
+TEST(LlamaCppEngineTest, ShapeMismatchesAreNamed) {
+  const std::vector<float> p = LogSoftmax({0, 0});
+  const std::vector<float> wide = LogSoftmax({0, 0, 0});
+  EXPECT_THAT(JudgeEquivalence({{p}}, {}, {}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("1 prompts")));
+  EXPECT_THAT(JudgeEquivalence({{p, p}}, {Theirs({p})}, {}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("2 positions")));
+  EXPECT_THAT(JudgeEquivalence({{wide}}, {Theirs({p})}, {}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("vocabulary has 3")));
+}
+
+TEST(LlamaCppEngineTest, RepetitionsLeaveFiveSamplesAboveThePercentile) {
+  EXPECT_EQ(RepetitionsFor(v1::LATENCY_P50, 15), 15);
+  EXPECT_EQ(RepetitionsFor(v1::LATENCY_PERCENTILE_UNSPECIFIED, 2), 10);
+  EXPECT_EQ(RepetitionsFor(v1::LATENCY_P90, 15), 50);
+  EXPECT_EQ(RepetitionsFor(v1::LATENCY_P99, 15), 500);
+  EXPECT_EQ(RepetitionsFor(v1::LATENCY_P99, 600), 600);
+}
+
+// --- against the real llama.cpp -------------------------------------------------------------
+
+class LlamaCppEngineRealTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string missing = testing::LlamaCppSidecarMissing();
+    if (!missing.empty()) GTEST_SKIP() << "llama.cpp sidecar unavailable: " << missing;
+    absl::StatusOr<EngineIdentity> id = DetectLlamaCpp({});
+    ASSERT_THAT(id.status(), IsOk());
+    identity_ = *id;
+    parent_ = testing::NewTestDir("llama_cpp_engine_parent");
+    testing::HfTestCheckpointOptions o;
+    o.dtype = model::DType::kF32;
+    ASSERT_THAT(testing::WriteHfTestCheckpoint(parent_, "LlamaForCausalLM", o), IsOk());
+    work_ = testing::NewTestDir("llama_cpp_engine_work");
+    config_.verify_repetitions = 3;
+    config_.verify_task_samples = 2;
+    config_.profile_rounds = 3;
+    config_.profile_validation_architectures = 3;
+    engine_ = MakeLlamaCppEngine(config_, {}, identity_);
+  }
+
+  v1::DeploymentContract Contract() const {
+    v1::DeploymentContract c;
+    c.set_method(v1::AUTOCOMPRESS);
+    c.mutable_parent()->set_path(parent_);
+    c.mutable_target()->set_device_kind("cpu");
+    c.mutable_target()->set_engine("llama.cpp");
+    c.mutable_target()->set_engine_version(identity_.version);
+    c.mutable_workload()->set_batch_size(2);
+    c.mutable_workload()->set_input_tokens(8);
+    c.mutable_workload()->set_output_tokens(4);
+    c.mutable_workload()->set_cached_prefix_tokens(4);
+    c.mutable_budget()->set_latency_ms_max(1e6);
+    c.mutable_budget()->set_memory_mib_max(1e-3);
+    return c;
+  }
+
+  EngineIdentity identity_;
+  std::string parent_, work_;
+  MlJobConfig config_;
+  std::shared_ptr<ServingEngine> engine_;
+};
+
+TEST_F(LlamaCppEngineRealTest, IdentityIsWhatNodeLlamaCppReports) {
+  EXPECT_EQ(identity_.name, "llama.cpp");
+  EXPECT_EQ(identity_.version, "3.21.1");
+  EXPECT_THAT(identity_.build, HasSubstr("llama.cpp "));
+}
+
+TEST_F(LlamaCppEngineRealTest, VerifyPassesTheGateThenMeasuresWholeRequests) {
+  absl::StatusOr<v1::JobOutput> r = engine_->Verify(Contract(), {parent_, true}, work_, nullptr);
+  ASSERT_THAT(r.status(), IsOk());
+  const v1::EquivalenceCheck& e = r->equivalence();
+  EXPECT_TRUE(e.passed());
+  EXPECT_EQ(e.prompts(), 16);
+  EXPECT_EQ(e.positions(), 16 * 32);
+  EXPECT_LT(e.max_kl(), 1e-5);  // an F32 export: the same function up to rounding
+  EXPECT_EQ(e.argmax_agreement(), 1.0);
+  const v1::ModelCosts& m = r->measured();
+  EXPECT_EQ(m.repetitions(), 10);  // p50 needs 10 (RepetitionsFor), more than configured
+  EXPECT_EQ(m.latency_ms(), m.request_p50_ms());
+  EXPECT_EQ(m.latency_statistic(), "p50 of 10 whole requests");
+  EXPECT_GT(m.latency_ms(), 0);
+  EXPECT_NEAR(m.throughput_tokens_per_s(), 2 * 4 * 1000.0 / m.latency_ms(), 1e-9);
+  EXPECT_NEAR(m.memory_mib(), m.weight_memory_mib() + m.cache_mib() + m.compute_buffer_mib(),
+              1e-9);
+  ASSERT_EQ(r->budgets_size(), 4);
+  EXPECT_EQ(r->budgets(0).resource(), "equivalence_max_kl");
+  EXPECT_TRUE(r->budgets(0).met());
+  EXPECT_EQ(r->budgets(1).resource(), "equivalence_argmax_agreement");
+  EXPECT_EQ(r->budgets(2).resource(), "latency_ms");
+  EXPECT_TRUE(r->budgets(2).met());
+  EXPECT_EQ(r->budgets(3).resource(), "memory_mib");
+  EXPECT_FALSE(r->budgets(3).met());
+  EXPECT_EQ(r->engine().name(), "llama.cpp");
+  EXPECT_EQ(r->engine().version(), "3.21.1");
+}
+
+TEST_F(LlamaCppEngineRealTest, AFailedGateMeasuresNothingAndShowsBothFigures) {
+  v1::DeploymentContract c = Contract();
+  c.mutable_target()->mutable_equivalence()->set_max_kl(1e-15);  // below float rounding
+  absl::StatusOr<v1::JobOutput> r = engine_->Verify(c, {parent_, true}, work_, nullptr);
+  ASSERT_THAT(r.status(), IsOk());
+  EXPECT_FALSE(r->equivalence().passed());
+  EXPECT_GT(r->equivalence().max_kl(), 1e-15);
+  EXPECT_FALSE(r->has_measured());
+  ASSERT_EQ(r->budgets_size(), 2);
+  EXPECT_FALSE(r->budgets(0).met());
+  EXPECT_TRUE(r->budgets(1).met());
+  EXPECT_THAT(r->reason(), HasSubstr("equivalence gate failed"));
+}
+
+TEST_F(LlamaCppEngineRealTest, P90NeedsFiftyRequests) {
+  v1::DeploymentContract c = Contract();
+  c.mutable_budget()->set_latency_percentile(v1::LATENCY_P90);
+  absl::StatusOr<v1::JobOutput> r = engine_->Verify(c, {parent_, true}, work_, nullptr);
+  ASSERT_THAT(r.status(), IsOk());
+  EXPECT_EQ(r->measured().repetitions(), 50);
+  EXPECT_EQ(r->measured().latency_ms(), r->measured().request_p90_ms());
+  EXPECT_GE(r->measured().request_p90_ms(), r->measured().request_p50_ms());
+}
+
+TEST_F(LlamaCppEngineRealTest, ContractsForAnotherEngineOrPrecisionAreRefused) {
+  v1::DeploymentContract c = Contract();
+  c.mutable_target()->set_engine("tailor-builtin");
+  c.mutable_target()->set_engine_version("1");
+  EXPECT_THAT(engine_->Verify(c, {parent_, true}, work_, nullptr).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("this agent serves llama.cpp 3.21.1")));
+  c = Contract();
+  c.mutable_target()->set_precision(v1::BF16);
+  EXPECT_THAT(engine_->Verify(c, {parent_, true}, work_, nullptr).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("target.precision")));
+}
+
+TEST_F(LlamaCppEngineRealTest, ATailorFormatParentIsRefusedNamingTheLayout) {
+  absl::StatusOr<model::HybridLM> m = hf::LoadModelDir(parent_);
+  ASSERT_THAT(m.status(), IsOk());
+  const std::string dir = work_ + "/tailor-format";
+  ASSERT_THAT(model::SaveHybridLM(*m, dir), IsOk());
+  v1::DeploymentContract c = Contract();
+  c.mutable_parent()->set_path(dir);
+  EXPECT_THAT(engine_->Verify(c, {dir, true}, work_, nullptr).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("GGUF exports of Hugging Face checkpoints")));
+}
+
+TEST_F(LlamaCppEngineRealTest, ProfileBuildsAValidatedTableFromWholeRequests) {
+  absl::StatusOr<ProfileJobOutput> out = engine_->Profile(Contract(), parent_, work_, nullptr);
+  ASSERT_THAT(out.status(), IsOk());
+  EXPECT_EQ(out->table.engine(), "llama.cpp");
+  EXPECT_EQ(out->table.engine_version(), "3.21.1");
+  EXPECT_GT(out->table.entries_size(), 0);
+  EXPECT_EQ(out->result.validation.size(), 3u);
+  EXPECT_EQ(out->result.table.validation.architectures, 3);
+  for (const costmodel::ArchitectureMeasurement& a : out->result.validation) {
+    EXPECT_GT(a.measured_latency_ms, 0) << a.description;
+    EXPECT_GT(a.predicted_latency_ms, 0) << a.description;
+  }
+}
+
+}  // namespace
+}  // namespace tailor::profiler
