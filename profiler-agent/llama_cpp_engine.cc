@@ -6,6 +6,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -107,6 +108,16 @@ v1::ModelCosts CostsOf(const gguf::LlamaCppServeMeasurement& m, const engine::Wo
   c.set_compute_buffer_mib(compute);
   c.set_memory_mib(weights + m.context_buffer_bytes / kMiB);
   return c;
+}
+
+// llama.cpp aborting on a model (GGML_ASSERT) does so on every try: not worth a retry of the
+// job, which an Internal error gets.
+absl::Status Permanent(absl::Status st) {
+  if (st.code() == absl::StatusCode::kInternal &&
+      absl::StrContains(st.message(), "killed by signal")) {
+    return absl::FailedPreconditionError(st.message());
+  }
+  return st;
 }
 
 // The gate's figures as budget checks, so every report and verdict shows them.
@@ -224,28 +235,6 @@ costmodel::ServedModel ServedModelOf(const gguf::LlamaCppServeMeasurement& m) {
   return s;
 }
 
-// Serves one dummy-weight model of the parent's search space: its weights drawn from `seed`,
-// written as tailor's model folder, exported to GGUF like any student, served, deleted.
-absl::StatusOr<costmodel::ServedModel> ServeDummyModel(const model::HybridConfig& config,
-                                                      uint64_t seed,
-                                                      const hf::HfCheckpoint& parent,
-                                                      const std::string& dir,
-                                                      const gguf::ServeBenchmarkOptions& o) {
-  TAILOR_ASSIGN_OR_RETURN(model::HybridLM lm, model::CreateHybridLM(config, seed));
-  TAILOR_RETURN_IF_ERROR(model::SaveHybridLM(lm, dir));
-  const std::string path = dir + ".gguf";
-  gguf::GgufExportOptions e;
-  e.all_f32 = true;
-  absl::Status exported = gguf::ExportStudentToGguf(dir, parent, path, e).status();
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  TAILOR_RETURN_IF_ERROR(exported);
-  absl::StatusOr<gguf::LlamaCppServeMeasurement> m = gguf::RunServeBenchmark(path, o);
-  std::filesystem::remove(path, ec);
-  if (!m.ok()) return m.status();
-  return ServedModelOf(*m);
-}
-
 absl::StatusOr<ProfileJobOutput> LlamaCppEngine::Profile(const v1::DeploymentContract& contract,
                                                          const std::string& parent_dir,
                                                          const std::string& work_dir,
@@ -253,7 +242,17 @@ absl::StatusOr<ProfileJobOutput> LlamaCppEngine::Profile(const v1::DeploymentCon
   TAILOR_RETURN_IF_ERROR(CheckContract(contract));
   TAILOR_ASSIGN_OR_RETURN(ParentForProfile p, ReadParentForProfile(contract, parent_dir));
   TAILOR_ASSIGN_OR_RETURN(hf::HfCheckpoint parent, OpenHfParent(contract, parent_dir));
+  // The engine serves what the GGUF layouts hold: the profiling models are students of the
+  // parent, so they obey the same rules as the search's (gguf::StudentShapeRulesOf).
+  const gguf::StudentShapeRules rules = gguf::StudentShapeRulesOf(parent.config());
+  if (!rules.per_layer_widths) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "profile in llama.cpp: its profiling models remove and resize single layers, which "
+        "this parent's GGUF layouts cannot hold (", rules.why,
+        "); profile it with target.engine tailor-builtin"));
+  }
   costmodel::WholeModelProfileOptions o;
+  o.space.keep_shared_experts = rules.keep_shared_experts;
   o.engine = identity_.name;
   o.engine_version = identity_.version;
   o.device_kind = config_.device_kind;
@@ -270,11 +269,7 @@ absl::StatusOr<ProfileJobOutput> LlamaCppEngine::Profile(const v1::DeploymentCon
       ServeOptions(o.workload, repetitions, contract.seed(), options_.sidecar);
   const std::string scratch = absl::StrCat(work_dir, "/profile-models");
   std::filesystem::create_directories(scratch);
-  int served = 0;
-  costmodel::ServeModelFn serve = [&](const model::HybridConfig& config, uint64_t seed) {
-    return ServeDummyModel(config, seed, parent,
-                           absl::StrCat(scratch, "/model-", served++), serve_options);
-  };
+  const costmodel::ServeModelFn serve = LlamaCppServeModelFn(parent, scratch, serve_options);
   ProfileJobOutput out;
   TAILOR_ASSIGN_OR_RETURN(out.result, costmodel::ProfileCostTableWholeModel(p.config, o, serve));
   out.table = costmodel::ToProto(out.result.table);
@@ -308,10 +303,10 @@ absl::StatusOr<v1::JobOutput> LlamaCppEngine::Verify(const v1::DeploymentContrac
   TAILOR_RETURN_IF_ERROR(report(0.15, "equivalence gate: llama.cpp against tailor"));
   v1::JobOutput result;
   *result.mutable_engine() = Info();
-  TAILOR_ASSIGN_OR_RETURN(*result.mutable_equivalence(),
-                          CheckEquivalence((*ours)->model(), *gguf_path,
-                                           contract.target().equivalence(), options_,
-                                           contract.seed()));
+  absl::StatusOr<v1::EquivalenceCheck> gate = CheckEquivalence(
+      (*ours)->model(), *gguf_path, contract.target().equivalence(), options_, contract.seed());
+  if (!gate.ok()) return Permanent(gate.status());
+  *result.mutable_equivalence() = *std::move(gate);
   AddGateChecks(result.equivalence(), result);
   if (!result.equivalence().passed()) {
     result.set_reason(absl::StrCat(
@@ -324,12 +319,10 @@ absl::StatusOr<v1::JobOutput> LlamaCppEngine::Verify(const v1::DeploymentContrac
   const int repetitions = RepetitionsFor(percentile, config_.verify_repetitions);
   TAILOR_RETURN_IF_ERROR(report(0.35, absl::StrCat("serving the contract's request batch ",
                                                    repetitions, " times in llama.cpp")));
-  TAILOR_ASSIGN_OR_RETURN(
-      gguf::LlamaCppServeMeasurement m,
-      gguf::RunServeBenchmark(*gguf_path,
-                              ServeOptions(w, repetitions, contract.seed(), options_.sidecar)));
-  *result.mutable_measured() = CostsOf(m, w, percentile);
-  result.mutable_engine()->set_build(m.llama_cpp_release);
+  absl::StatusOr<gguf::LlamaCppServeMeasurement> m = gguf::RunServeBenchmark(
+      *gguf_path, ServeOptions(w, repetitions, contract.seed(), options_.sidecar));
+  if (!m.ok()) return Permanent(m.status());
+  *result.mutable_measured() = CostsOf(*m, w, percentile);
   TAILOR_RETURN_IF_ERROR(report(0.7, "evaluating the task suites (tailor's engine)"));
   TAILOR_ASSIGN_OR_RETURN(*result.mutable_quality(),
                           TaskQuality(**ours, contract.seed(), config_.verify_task_samples));
@@ -338,6 +331,43 @@ absl::StatusOr<v1::JobOutput> LlamaCppEngine::Verify(const v1::DeploymentContrac
 }
 
 }  // namespace
+
+namespace {
+
+// Serves one dummy-weight model of the parent's search space: its weights drawn from `seed`,
+// written as tailor's model folder, exported to GGUF like any student, served, deleted.
+absl::StatusOr<costmodel::ServedModel> ServeDummyModel(const model::HybridConfig& config,
+                                                      uint64_t seed,
+                                                      const hf::HfCheckpoint& parent,
+                                                      const std::string& dir,
+                                                      const gguf::ServeBenchmarkOptions& o) {
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM lm, model::CreateHybridLM(config, seed));
+  TAILOR_RETURN_IF_ERROR(model::SaveHybridLM(lm, dir));
+  const std::string path = dir + ".gguf";
+  gguf::GgufExportOptions e;
+  e.all_f32 = true;
+  absl::Status exported = gguf::ExportStudentToGguf(dir, parent, path, e).status();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  TAILOR_RETURN_IF_ERROR(exported);
+  absl::StatusOr<gguf::LlamaCppServeMeasurement> m = gguf::RunServeBenchmark(path, o);
+  std::filesystem::remove(path, ec);
+  if (!m.ok()) return Permanent(m.status());
+  return ServedModelOf(*m);
+}
+
+}  // namespace
+
+costmodel::ServeModelFn LlamaCppServeModelFn(const hf::HfCheckpoint& parent,
+                                             const std::string& scratch_dir,
+                                             const gguf::ServeBenchmarkOptions& options) {
+  auto served = std::make_shared<int>(0);
+  return [&parent, scratch_dir, options, served](const model::HybridConfig& config,
+                                                uint64_t seed) {
+    return ServeDummyModel(config, seed, parent,
+                           absl::StrCat(scratch_dir, "/model-", (*served)++), options);
+  };
+}
 
 double PercentileOf(v1::LatencyPercentile percentile) {
   switch (percentile) {

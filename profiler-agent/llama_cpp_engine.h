@@ -25,7 +25,10 @@
 
 #include "absl/status/statusor.h"
 #include "compression/engine/workload.h"
+#include "compression/costmodel/whole_model_profiler.h"
+#include "compression/gguf/llama_cpp_serve.h"
 #include "compression/gguf/llama_cpp_sidecar.h"
+#include "compression/hf/hf_checkpoint.h"
 #include "compression/model/hybrid_lm.h"
 #include "profiler-agent/ml_jobs.h"
 #include "profiler-agent/serving_engine.h"
@@ -67,6 +70,14 @@ absl::StatusOr<v1::EquivalenceCheck> CheckEquivalence(model::HybridLM& model,
                                                       const v1::EquivalenceGate& gate,
                                                       const LlamaCppEngineOptions& options,
                                                       uint64_t seed);
+
+// The whole-model profiler's serve function in llama.cpp: each call draws `config`'s dummy
+// weights, writes them as a student of `parent` in `scratch_dir` (which must exist), exports
+// an F32 GGUF, serves it under `options` in a child process and deletes both files. `parent`
+// must outlive the function.
+costmodel::ServeModelFn LlamaCppServeModelFn(const hf::HfCheckpoint& parent,
+                                             const std::string& scratch_dir,
+                                             const gguf::ServeBenchmarkOptions& options);
 
 // Requests served for a percentile: enough that >= 5 samples lie at or above it (p50: 10,
 // p90: 50, p99: 500), and never fewer than `configured`.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -35,8 +36,14 @@ std::vector<int64_t> Widths(int64_t full, int n, bool with_zero, int64_t min_non
 // child keeps the parent's top_k). With routing groups they are k * groups, k >= 2 kept in
 // EVERY group (model::KeptExperts) and top_groups * k >= top_k, so the child routes over the
 // parent's groups.
-std::vector<int64_t> ExpertWidths(const model::MoeSpec& m, int n, bool with_zero) {
-  if (m.groups <= 1) return Widths(m.experts, n, with_zero, m.top_k);
+// `at_least_two`: llama.cpp's `nemotron_h_moe` aborts (GGML_ASSERT n_expert_groups < n_expert)
+// on a single expert of a single group.
+std::vector<int64_t> ExpertWidths(const model::MoeSpec& m, int n, bool with_zero,
+                                  bool at_least_two) {
+  if (m.groups <= 1) {
+    return Widths(m.experts, n, with_zero,
+                  at_least_two ? std::max<int64_t>(2, m.top_k) : m.top_k);
+  }
   const int64_t per_group = std::max<int64_t>(2, (m.top_k + m.top_groups - 1) / m.top_groups);
   return Widths(m.experts, n, with_zero, per_group * m.groups, m.groups);
 }
@@ -52,12 +59,16 @@ ChoiceAxis Axis(AxisKind kind, int layer, std::vector<int64_t> widths, absl::str
 
 // Ties the per-layer axes of one kind and the same widths (the same parent width) into the
 // first of them: its choice then sets every one of those layers.
-std::vector<ChoiceAxis> TieLayers(std::vector<ChoiceAxis> axes) {
+std::vector<ChoiceAxis> TieLayers(std::vector<ChoiceAxis> axes,
+                                  const std::function<bool(AxisKind)>& tied) {
   std::vector<ChoiceAxis> out;
   for (ChoiceAxis& a : axes) {
     ChoiceAxis* same = nullptr;
     for (ChoiceAxis& o : out) {
-      if (a.layer >= 0 && o.layer >= 0 && o.kind == a.kind && o.widths == a.widths) same = &o;
+      if (a.layer >= 0 && o.layer >= 0 && o.kind == a.kind && o.widths == a.widths &&
+          tied(a.kind)) {
+        same = &o;
+      }
     }
     if (same == nullptr) {
       out.push_back(std::move(a));
@@ -158,24 +169,34 @@ absl::StatusOr<SearchSpace> BuildSearchSpace(const HybridConfig& parent,
       }
       case LayerKind::kMamba:
         break;  // global axis
-      case LayerKind::kMoe:
+      case LayerKind::kMoe: {
+        // keep_shared_experts: routed experts are never all removed (the shared expert would
+        // be left alone, which the layout cannot hold), and the shared expert stays whole.
+        const bool keep = options.keep_shared_experts && l.moe.shared_ffn > 0;
         if (l.moe.experts > 0) {
           space.axes.push_back(
-              Axis(AxisKind::kExperts, i, ExpertWidths(l.moe, n, zero), "experts"));
-          space.axes.push_back(
-              Axis(AxisKind::kExpertFfn, i, Widths(l.moe.expert_ffn, n, zero), "expert_ffn"));
+              Axis(AxisKind::kExperts, i, ExpertWidths(l.moe, n, zero && !keep, keep), "experts"));
+          space.axes.push_back(Axis(AxisKind::kExpertFfn, i,
+                                    Widths(l.moe.expert_ffn, n, zero && !keep), "expert_ffn"));
         }
-        if (l.moe.shared_ffn > 0 && options.search_shared_ffn) {
+        if (l.moe.shared_ffn > 0 && options.search_shared_ffn && !keep) {
           space.axes.push_back(
               Axis(AxisKind::kSharedFfn, i, Widths(l.moe.shared_ffn, n, zero), "shared_ffn"));
         }
         break;
+      }
       case LayerKind::kMlp:
         space.axes.push_back(Axis(AxisKind::kMlpFfn, i, Widths(l.mlp.ffn, n, zero), "mlp_ffn"));
         break;
     }
   }
-  if (options.uniform_layers) space.axes = TieLayers(std::move(space.axes));
+  if (options.uniform_layers) {
+    space.axes = TieLayers(std::move(space.axes), [](AxisKind) { return true; });
+  } else if (options.keep_shared_experts) {
+    // The same layout has one expert count for every MoE layer (expert widths per layer).
+    space.axes = TieLayers(std::move(space.axes),
+                           [](AxisKind k) { return k == AxisKind::kExperts; });
+  }
   return space;
 }
 

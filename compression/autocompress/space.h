@@ -61,6 +61,9 @@ struct SpaceOptions {
   // false: the hidden and attention-head axes keep only the parent's width (a layout that
   // ties the query width to the hidden width: llama.cpp's `qwen2`).
   bool prune_hidden_and_heads = true;
+  // An MoE layer keeps its shared expert at full width unless the layer is removed whole (its
+  // routed experts gone too): gguf::StudentShapeRules::keep_shared_experts.
+  bool keep_shared_experts = false;
 };
 
 // One axis per global width and per prunable per-layer width of `parent`. Expert-count

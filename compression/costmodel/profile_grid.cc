@@ -86,8 +86,12 @@ void AddLayerClasses(const LayerSpec& p, int position, const SearchSpace& space,
       // of its own and never an end of an interpolation segment with real widths.
       std::vector<int64_t> shared = {0};
       for (int64_t s : pts(StepChoices(m.shared_ffn, steps))) shared.push_back(s);
+      const bool keep_shared = space.options().keep_shared_experts && m.shared_ffn > 0;
+      if (keep_shared) shared = {m.shared_ffn};  // SearchSpaceOptions::keep_shared_experts
       std::map<int64_t, std::vector<int64_t>> experts_by_top_k;
       for (int64_t e : ExpertChoices(m, steps)) {
+        // As the space's MoeOptions: `nemotron_h_moe` needs more experts than groups.
+        if (keep_shared && e <= std::max<int64_t>(1, m.groups)) continue;
         experts_by_top_k[MoeOf(p, e, 1, 0).moe.top_k].push_back(e);
       }
       for (const auto& [k, experts] : experts_by_top_k) {
@@ -95,7 +99,7 @@ void AddLayerClasses(const LayerSpec& p, int position, const SearchSpace& space,
                 {pts(experts), pts(StepChoices(m.expert_ffn, steps)), shared},
                 [p](const std::vector<int64_t>& x) { return MoeOf(p, x[0], x[1], x[2]); });
       }
-      if (m.shared_ffn > 0) {
+      if (m.shared_ffn > 0 && !keep_shared) {
         AddAxes(classes, absl::StrCat("moe|shared|", variant), position,
                 {pts(StepChoices(m.shared_ffn, steps))},
                 [p](const std::vector<int64_t>& x) { return MoeOf(p, 0, 0, x[0]); });

@@ -89,17 +89,23 @@ std::vector<LayerOption> MambaOptions(const LayerSpec& p) {
   return out;
 }
 
-std::vector<LayerOption> MoeOptions(const LayerSpec& p, int steps) {
+std::vector<LayerOption> MoeOptions(const LayerSpec& p, int steps, bool keep_shared) {
   const model::MoeSpec& m = p.moe;
   std::vector<int64_t> shared = {0};
   for (int64_t s : StepChoices(m.shared_ffn, steps)) shared.push_back(s);
+  // keep_shared_experts: routed experts always kept, the shared expert whole (the
+  // autocompress space's rule, autocompress/space.h).
+  const bool keep = keep_shared && m.shared_ffn > 0;
+  if (keep) shared = {m.shared_ffn};
   std::vector<LayerOption> out;
   // Routed part dropped: removed (shared 0) or a dense MLP through the shared expert.
-  for (int64_t s : shared) {
+  for (int64_t s : keep ? std::vector<int64_t>() : shared) {
     out.push_back(
         {MoeOf(p, 0, 0, s), s == 0 ? std::string("removed") : absl::StrCat("shared_ffn=", s)});
   }
   for (int64_t e : ExpertChoices(m, steps)) {
+    // llama.cpp aborts on n_expert_groups >= n_expert (GGML_ASSERT), one group included.
+    if (keep && e <= std::max<int64_t>(1, m.groups)) continue;
     for (int64_t f : StepChoices(m.expert_ffn, steps)) {
       for (int64_t s : shared) {
         out.push_back({MoeOf(p, e, f, s),
@@ -154,7 +160,8 @@ absl::StatusOr<SearchSpace> SearchSpace::FromParent(const model::HybridConfig& p
         s.options_by_layer_.push_back(MambaOptions(l));
         break;
       case LayerKind::kMoe:
-        s.options_by_layer_.push_back(MoeOptions(l, options.width_steps));
+        s.options_by_layer_.push_back(
+            MoeOptions(l, options.width_steps, options.keep_shared_experts));
         break;
       case LayerKind::kMlp:
         s.options_by_layer_.push_back(MlpOptions(l, options.width_steps));

@@ -43,6 +43,10 @@ struct SearchSpaceOptions {
   // group, Mamba heads): parent * k / width_steps for k = 1..width_steps, rounded to the
   // nearest integer >= 1, duplicates dropped.
   int width_steps = 4;
+  // An MoE layer keeps its shared expert at full width whenever it keeps routed experts, and
+  // is otherwise removed whole: the only MoE students a layout with one shared expert width
+  // and a required shared expert can hold (GGUF `nemotron_h_moe`; gguf::StudentShapeRules).
+  bool keep_shared_experts = false;
 };
 
 // One option of one layer. For Mamba the spec's head count is the parent's; the global

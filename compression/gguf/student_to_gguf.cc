@@ -260,6 +260,16 @@ absl::Status CheckMoe(int64_t i, const model::MoeSpec& m, FirstOfKind& first) {
     return RefuseNemotronH(i, "keeps its shared expert but no routed expert; "
                               "`nemotron_h_moe` has one expert_count for every 'E' layer");
   }
+  if (m.experts <= std::max<int64_t>(1, m.groups)) {
+    return RefuseNemotronH(i, absl::StrCat("keeps ", m.experts, " experts in ",
+                                           std::max<int64_t>(1, m.groups),
+                                           " routing groups; llama.cpp aborts unless there are "
+                                           "more experts than groups"));
+  }
+  if (m.shared_ffn == 0) {
+    return RefuseNemotronH(i, "keeps routed experts without the shared expert; "
+                              "`nemotron_h_moe` needs the shared expert in every 'E' layer");
+  }
   if (first.layer < 0) {
     first = {i, model::LayerSpec()};
     first.spec.moe = m;
@@ -545,6 +555,13 @@ StudentShapeRules StudentShapeRulesOf(const hf::HfConfig& parent) {
   if (!deci.ok()) {
     rules.per_layer_widths = false;
     rules.why = std::string(deci.message());
+  }
+  if (parent.family == hf::Family::kNemotronH && parent.moe.shared_intermediate > 0 &&
+      parent.moe.num_experts > 0) {
+    rules.keep_shared_experts = true;
+    rules.why = absl::StrCat(rules.why, rules.why.empty() ? "" : "; ",
+                             "llama.cpp's `nemotron_h_moe` needs every 'E' layer's shared expert "
+                             "at one width, so an MoE layer keeps it whole or is removed whole");
   }
   if (parent.architecture == hf::Architecture::kQwen2) {
     rules.prune_hidden_and_heads = false;

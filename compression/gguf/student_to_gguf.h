@@ -58,6 +58,9 @@ struct StudentShapeRules {
   // llama.cpp's `qwen2` sizes attn_q by the hidden width (heads x head_dim = hidden): a Qwen2
   // student keeps its hidden width and its heads.
   bool prune_hidden_and_heads = true;
+  // `nemotron_h_moe` needs the shared expert and has one width for it: an MoE layer keeps its
+  // shared expert whole whenever it keeps routed experts, else it is removed whole.
+  bool keep_shared_experts = false;
   std::string why;  // each restriction's reason, "" without any
 };
 StudentShapeRules StudentShapeRulesOf(const hf::HfConfig& parent);

@@ -171,6 +171,7 @@ absl::StatusOr<autocompress::SpaceOptions> SpaceOptionsFor(WorkerContext& ctx) {
   const gguf::StudentShapeRules rules = gguf::StudentShapeRulesOf(parent);
   o.uniform_layers = !rules.per_layer_widths;
   o.prune_hidden_and_heads = rules.prune_hidden_and_heads;
+  o.keep_shared_experts = rules.keep_shared_experts;
   if (!rules.why.empty()) {
     ctx.Progress(0.0, Clip(absl::StrCat("search space restricted to what the export writes: ",
                                         rules.why)));

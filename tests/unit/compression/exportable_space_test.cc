@@ -41,8 +41,18 @@ TEST(StudentShapeRulesTest, EachFamilyGetsWhatItsLayoutsExpress) {
     const gguf::StudentShapeRules r = gguf::StudentShapeRulesOf(*c);
     EXPECT_TRUE(r.per_layer_widths) << arch;
     EXPECT_TRUE(r.prune_hidden_and_heads) << arch;
-    EXPECT_EQ(r.why, "") << arch;
   }
+  absl::StatusOr<hf::HfConfig> llama = ConfigOf("LlamaForCausalLM");
+  ASSERT_THAT(llama.status(), IsOk());
+  EXPECT_EQ(gguf::StudentShapeRulesOf(*llama).why, "");
+  EXPECT_FALSE(gguf::StudentShapeRulesOf(*llama).keep_shared_experts);
+  // The tiny Nemotron-H's 'E' layer has a shared expert.
+  absl::StatusOr<hf::HfConfig> nemotron = ConfigOf("NemotronHForCausalLM");
+  ASSERT_THAT(nemotron.status(), IsOk());
+  EXPECT_TRUE(gguf::StudentShapeRulesOf(*nemotron).keep_shared_experts);
+  EXPECT_EQ(gguf::StudentShapeRulesOf(*nemotron).why,
+            "llama.cpp's `nemotron_h_moe` needs every 'E' layer's shared expert at one width, "
+            "so an MoE layer keeps it whole or is removed whole");
   struct Refused {
     const char* arch;
     bool prune_hidden_and_heads;
@@ -78,14 +88,18 @@ struct Imported {
   model::HybridLM model{nullptr};
 };
 
-Imported Import(absl::string_view arch) {
-  const std::string dir = testing::NewTestDir("exportable_parent_");
-  EXPECT_THAT(testing::WriteHfTestCheckpoint(dir, arch), IsOk());
+Imported ImportDir(const std::string& dir) {
   absl::StatusOr<hf::HfCheckpoint> c = hf::HfCheckpoint::Open(dir);
   EXPECT_THAT(c.status(), IsOk());
   absl::StatusOr<model::HybridLM> m = hf::ImportHfModel(*c);
   EXPECT_THAT(m.status(), IsOk());
   return {*std::move(c), *std::move(m)};
+}
+
+Imported Import(absl::string_view arch) {
+  const std::string dir = testing::NewTestDir("exportable_parent_");
+  EXPECT_THAT(testing::WriteHfTestCheckpoint(dir, arch), IsOk());
+  return ImportDir(dir);
 }
 
 // The space the search job builds for `p` (search_job.cc, SpaceOptionsFor).
@@ -94,6 +108,7 @@ absl::StatusOr<autocompress::SearchSpace> SpaceFor(const Imported& p) {
   autocompress::SpaceOptions options;
   options.uniform_layers = !rules.per_layer_widths;
   options.prune_hidden_and_heads = rules.prune_hidden_and_heads;
+  options.keep_shared_experts = rules.keep_shared_experts;
   return autocompress::BuildSearchSpace(p.model->config(), options);
 }
 
@@ -191,6 +206,42 @@ TEST(ExportableSpaceTest, LlamaKeepsPerLayerWidthsAndTheyExportAsDeci) {
   absl::StatusOr<std::string> arch = ExportChild(p, *s, indices);
   ASSERT_THAT(arch.status(), IsOk());
   EXPECT_EQ(*arch, "deci");
+}
+
+// Nemotron-H with MoE layers (and no dense MLP: `nemotron_h_moe` runs every FFN as MoE): its
+// experts are never all removed, its shared experts stay whole and one expert count holds for
+// every 'E' layer, so every student of the space the search builds is a `nemotron_h_moe`
+// file; without the restriction a student without the shared expert is refused, named.
+TEST(ExportableSpaceTest, EveryStudentOfANemotronHMoeSpaceExports) {
+  const std::string dir = testing::NewTestDir("exportable_nemotron_moe_");
+  const nlohmann::json config = testing::TinyNemotronHConfig("M*EME");
+  ASSERT_THAT(testing::WriteHfCheckpointFiles(
+                  dir, config, testing::HfTestTensors(config, model::DType::kF32, 1)),
+              IsOk());
+  const Imported p = ImportDir(dir);
+  absl::StatusOr<autocompress::SearchSpace> s = SpaceFor(p);
+  ASSERT_THAT(s.status(), IsOk());
+  for (const autocompress::ChoiceAxis& a : s->axes) {
+    EXPECT_EQ(a.name.find("shared_ffn"), std::string::npos) << a.name;
+    if (a.name.find("expert") != std::string::npos) EXPECT_GT(a.widths.front(), 0) << a.name;
+  }
+  for (int i = 0; i < 5; ++i) {
+    for (int skew : {-2, 0, 2}) {
+      absl::StatusOr<std::string> arch = ExportChild(p, *s, Choices(*s, i, skew));
+      ASSERT_THAT(arch.status(), IsOk()) << i << " " << skew;
+      EXPECT_EQ(*arch, "nemotron_h_moe");
+    }
+  }
+  absl::StatusOr<autocompress::SearchSpace> open = autocompress::BuildSearchSpace(
+      p.model->config());
+  ASSERT_THAT(open.status(), IsOk());
+  std::vector<int> indices = Choices(*open, 9, 0);  // the parent, then no shared expert
+  for (size_t a = 0; a < open->axes.size(); ++a) {
+    if (open->axes[a].name.find("shared_ffn") != std::string::npos) indices[a] = 0;
+  }
+  EXPECT_THAT(ExportChild(p, *open, indices).status(),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("keeps routed experts without the shared expert")));
 }
 
 // Every student of a uniform MoE space exports in the family's HF layout and re-imports to
