@@ -198,6 +198,15 @@ void CheckTarget(const DeploymentContract& c, const methods::MethodRegistry& reg
     k.Add("target.engine_version", absl::StrCat("must match [A-Za-z0-9._+-]{1,", kMaxNameChars,
                                                 "}, got ", Quote(t.engine_version())));
   }
+  // llama.cpp serves GGUF files: an entropy-coded package is tailor's own format, which only
+  // the built-in engine decodes.
+  if (t.engine() == "llama.cpp" &&
+      (c.method() == v1::ENTROPY_CODE || c.package().entropy_code())) {
+    k.Add("target.engine",
+          absl::StrCat("llama.cpp serves GGUF files; ",
+                       c.method() == v1::ENTROPY_CODE ? "ENTROPY_CODE" : "package.entropy_code",
+                       " delivers an entropy-coded package, which only tailor-builtin serves"));
+  }
   const v1::EquivalenceGate& g = t.equivalence();
   if (g.has_max_kl()) k.Double("target.equivalence.max_kl", g.max_kl(), 0, true, 1, true);
   if (g.has_min_argmax_agreement()) {

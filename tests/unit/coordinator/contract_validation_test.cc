@@ -299,6 +299,21 @@ const RuleCase kRuleCases[] = {
      "target.engine: must match [A-Za-z0-9._+-]{1,64}, got \"my engine\""},
     {"EngineVersion", kAutocompress, R"pb(target { engine_version: "1/2" })pb", nullptr,
      "target.engine_version: must match [A-Za-z0-9._+-]{1,64}, got \"1/2\""},
+    {"EquivalenceMaxKlRange", kAutocompress,
+     R"pb(target { equivalence { max_kl: -1e-3 } })pb", nullptr,
+     "target.equivalence.max_kl: must be >= 0, got -0.001"},
+    {"EquivalenceAgreementRange", kAutocompress,
+     R"pb(target { equivalence { min_argmax_agreement: 1.5 } })pb", nullptr,
+     "target.equivalence.min_argmax_agreement: must be <= 1, got 1.5"},
+    {"LlamaCppServesNoEntropyPackages", kEntropyCode,
+     R"pb(target { engine: "llama.cpp" engine_version: "3.21.1" })pb", nullptr,
+     "target.engine: llama.cpp serves GGUF files; ENTROPY_CODE delivers an entropy-coded "
+     "package, which only tailor-builtin serves"},
+    {"LatencyPercentileUnknown", kAutocompress, nullptr,
+     [](DeploymentContract& c) {
+       c.mutable_budget()->set_latency_percentile(static_cast<v1::LatencyPercentile>(7));
+     },
+     "budget.latency_percentile: must be one of LATENCY_P50, LATENCY_P90, LATENCY_P99, got 7"},
     {"PrecisionInt8OnlyForEntropy", kAutocompress, R"pb(target { precision: INT8 })pb", nullptr,
      "target.precision: INT8 is only supported for ENTROPY_CODE (the built-in engine serves "
      "FP32, BF16 and FP16)"},
@@ -702,6 +717,20 @@ TEST(WithDefaultsTest, GpuTargetsGetBf16AndOneGpuPerNode) {
   EXPECT_EQ(c.resources().profile().gpus_per_node(), 1);
   EXPECT_EQ(c.resources().search().ranks_per_node(), 1);
   EXPECT_EQ(c.resources().distill().ranks_per_node(), 1);
+}
+
+TEST(WithDefaultsTest, EquivalenceGateAndLatencyPercentileDefaults) {
+  DeploymentContract c = WithDefaults(Parse(kAutocompress));
+  EXPECT_EQ(c.target().equivalence().max_kl(), 1e-3);
+  EXPECT_EQ(c.target().equivalence().min_argmax_agreement(), 0.99);
+  EXPECT_EQ(c.budget().latency_percentile(), v1::LATENCY_P50);
+  DeploymentContract p99 = Parse(kAutocompress);
+  p99.mutable_budget()->set_latency_percentile(v1::LATENCY_P99);
+  p99.mutable_target()->mutable_equivalence()->set_max_kl(0);
+  p99 = WithDefaults(p99);
+  EXPECT_EQ(p99.budget().latency_percentile(), v1::LATENCY_P99);
+  EXPECT_EQ(p99.target().equivalence().max_kl(), 0);
+  EXPECT_TRUE(p99.target().equivalence().has_max_kl());
 }
 
 TEST(WithDefaultsTest, FillsCachedPrefixOfAGivenWorkload) {
