@@ -28,6 +28,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/costmodel_accuracy/accuracy_stats.h"
+#include "bench/costmodel_accuracy/llama_cpp_mode.h"
 #include "compression/costmodel/cost_model.h"
 #include "compression/costmodel/profiler.h"
 #include "compression/costmodel/search_space.h"
@@ -76,6 +78,8 @@ constexpr char kUsage[] =
     "  --quick              smoke mode (the test command's bench_costmodel_accuracy_quick):\n"
     "                       3 rounds, 4 held-out architectures, workload 1 32 8 0; flags\n"
     "                       beside it still apply\n"
+    "  --engine E           tailor-builtin (default: this mode) or llama.cpp (its own flags:\n"
+    "                       --engine llama.cpp --help)\n"
     "  --help               this text\n";
 
 int Usage(const std::string& msg) {
@@ -136,60 +140,6 @@ bool ParseFlags(int argc, char** argv, Flags& f, std::string& error) {
     else if (a == "--alone-seed-offset") f.alone_seed_offset = static_cast<uint64_t>(n);
   }
   return true;
-}
-
-// y ~ a + b x by least squares.
-struct Line {
-  double a = 0, b = 0;
-  double operator()(double x) const { return a + b * x; }
-};
-Line FitLine(const std::vector<double>& x, const std::vector<double>& y) {
-  const double n = static_cast<double>(x.size());
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    sx += x[i];
-    sy += y[i];
-    sxx += x[i] * x[i];
-    sxy += x[i] * y[i];
-  }
-  const double den = n * sxx - sx * sx;
-  Line l;
-  l.b = den != 0 ? (n * sxy - sx * sy) / den : 0;
-  l.a = (sy - l.b * sx) / n;
-  return l;
-}
-
-struct Errors {
-  double mape = 0, max = 0, within5 = 0, within10 = 0;
-};
-Errors ErrorsOf(const std::vector<double>& predicted, const std::vector<double>& measured) {
-  Errors e;
-  for (size_t i = 0; i < predicted.size(); ++i) {
-    const double err = std::abs(predicted[i] - measured[i]) / measured[i];
-    e.mape += err;
-    e.max = std::max(e.max, err);
-    e.within5 += err <= 0.05 ? 1 : 0;
-    e.within10 += err <= 0.10 ? 1 : 0;
-  }
-  const double n = std::max<double>(1, static_cast<double>(predicted.size()));
-  e.mape /= n;
-  e.within5 /= n;
-  e.within10 /= n;
-  return e;
-}
-
-json ErrorsJson(const Errors& e) {
-  return {{"mape", e.mape}, {"max_error", e.max}, {"within_5pct", e.within5},
-          {"within_10pct", e.within10}};
-}
-
-std::string Pct(double f) { return absl::StrFormat("%.1f%%", 100 * f); }
-
-std::string LoadAverage() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return absl::StrCat(a, " ", b, " ", c);
 }
 
 // Two architectures of the space with the same parameter count and the largest predicted
@@ -261,7 +211,8 @@ absl::StatusOr<std::vector<double>> AloneLatencies(const costmodel::ProfileResul
                                                    const engine::EngineOptions& eopts) {
   std::vector<double> out;
   for (const ArchitectureMeasurement& m : result.validation) {
-    absl::StatusOr<model::HybridLM> lm = model::CreateHybridLM(m.config, m.seed + flags.alone_seed_offset);
+    absl::StatusOr<model::HybridLM> lm =
+        model::CreateHybridLM(m.config, m.seed + flags.alone_seed_offset);
     if (!lm.ok()) return lm.status();
     absl::StatusOr<std::unique_ptr<engine::Engine>> e = engine::Engine::Create(*lm, eopts);
     if (!e.ok()) return e.status();
@@ -480,6 +431,26 @@ int Run(const Flags& flags) {
 }  // namespace tailor::bench
 
 int main(int argc, char** argv) {
+  // --engine picks the mode; the rest of the command line is that mode's.
+  std::vector<char*> args = {argv[0]};
+  std::string engine = "tailor-builtin";
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) != "--engine") {
+      args.push_back(argv[i]);
+    } else if (i + 1 < argc) {
+      engine = argv[++i];
+    } else {
+      return tailor::bench::Usage("missing value for --engine");
+    }
+  }
+  if (engine == "llama.cpp") {
+    return tailor::bench::RunLlamaCppMode(static_cast<int>(args.size()), args.data());
+  }
+  if (engine != "tailor-builtin") {
+    return tailor::bench::Usage("--engine: tailor-builtin or llama.cpp, not " + engine);
+  }
+  argc = static_cast<int>(args.size());
+  argv = args.data();
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
