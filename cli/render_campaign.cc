@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/format.h"
 #include "cli/render.h"
@@ -37,9 +38,17 @@ std::string AgentCell(const v1::Job& job) {
 }
 
 // Budget ceilings print as "<= 40", floors (throughput) as ">= 1000".
+// The gate's KL is a small number of nats: shown in scientific notation, not rounded to 0.
+std::string GateOrCost(const std::string& resource, double v) {
+  if (resource == "equivalence_max_kl" && std::isfinite(v)) return absl::StrFormat("%.2g", v);
+  return FormatNumber(v);
+}
+
+// Floors (throughput, the equivalence gate's argmax agreement) read ">=", ceilings "<=".
 std::string BudgetCell(const v1::BudgetResult& b) {
-  const bool floor = b.resource().find("throughput") != std::string::npos;
-  return absl::StrCat(floor ? ">= " : "<= ", FormatNumber(b.budget()));
+  const bool floor = b.resource().find("throughput") != std::string::npos ||
+                     b.resource() == "equivalence_argmax_agreement";
+  return absl::StrCat(floor ? ">= " : "<= ", GateOrCost(b.resource(), b.budget()));
 }
 
 }  // namespace
@@ -192,7 +201,7 @@ std::string RenderReport(const v1::CampaignReport& r, const RenderOptions& optio
                    {"MET"}});
     for (const v1::BudgetResult& b : rows) {
       budgets.AddRow({b.resource(), BudgetCell(b), FormatNumber(b.predicted()),
-                      b.has_measured() ? FormatNumber(b.measured()) : "-",
+                      b.has_measured() ? GateOrCost(b.resource(), b.measured()) : "-",
                       b.met() ? "✓" : "✗"});
     }
     absl::StrAppend(&out, "\n", title, "\n", budgets.Render(options.width));

@@ -29,6 +29,9 @@ using Json = nlohmann::json;
 constexpr double kDefaultMaxKl = 1e-3;
 constexpr double kDefaultMinAgreement = 0.99;
 constexpr double kMiB = 1024.0 * 1024.0;
+// Unrecorded requests per served model (ServeOptions).
+constexpr int kVerifyWarmup = 32;
+constexpr int kProfileWarmup = 16;
 
 // Prompt i of the gate: deterministic ids over [0, vocab) (splitmix64 of seed and i).
 std::vector<int64_t> GatePrompt(uint64_t seed, int i, int length, int64_t vocab) {
@@ -64,7 +67,10 @@ size_t ArgMax(const std::vector<T>& v) {
 }
 
 // The serving options of a verify or profile request batch under `w`.
-gguf::ServeBenchmarkOptions ServeOptions(const engine::Workload& w, int repetitions,
+// `warmup` unrecorded requests first: node's JIT and GC slowed requests ~13, ~22 and ~30 of a
+// fresh sidecar by 30-100% whatever the model (docs/benchmarks.md, "llama.cpp"); a deployed
+// server is long past them.
+gguf::ServeBenchmarkOptions ServeOptions(const engine::Workload& w, int warmup, int repetitions,
                                          uint64_t seed, const gguf::SidecarOptions& sidecar) {
   gguf::ServeBenchmarkOptions o;
   o.batch_size = w.batch_size;
@@ -72,7 +78,7 @@ gguf::ServeBenchmarkOptions ServeOptions(const engine::Workload& w, int repetiti
   o.output_tokens = w.output_tokens;
   o.cached_prefix_tokens = w.cached_prefix_tokens;
   o.threads = sidecar.threads;
-  o.warmup = 2;
+  o.warmup = warmup;
   o.repetitions = repetitions;
   o.seed = seed;
   o.sidecar = sidecar;
@@ -266,7 +272,7 @@ absl::StatusOr<ProfileJobOutput> LlamaCppEngine::Profile(const v1::DeploymentCon
   o.progress = progress;
   const int repetitions = config_.profile_rounds > 0 ? config_.profile_rounds : 5;
   const gguf::ServeBenchmarkOptions serve_options =
-      ServeOptions(o.workload, repetitions, contract.seed(), options_.sidecar);
+      ServeOptions(o.workload, kProfileWarmup, repetitions, contract.seed(), options_.sidecar);
   const std::string scratch = absl::StrCat(work_dir, "/profile-models");
   std::filesystem::create_directories(scratch);
   const costmodel::ServeModelFn serve = LlamaCppServeModelFn(parent, scratch, serve_options);
@@ -320,7 +326,7 @@ absl::StatusOr<v1::JobOutput> LlamaCppEngine::Verify(const v1::DeploymentContrac
   TAILOR_RETURN_IF_ERROR(report(0.35, absl::StrCat("serving the contract's request batch ",
                                                    repetitions, " times in llama.cpp")));
   absl::StatusOr<gguf::LlamaCppServeMeasurement> m = gguf::RunServeBenchmark(
-      *gguf_path, ServeOptions(w, repetitions, contract.seed(), options_.sidecar));
+      *gguf_path, ServeOptions(w, kVerifyWarmup, repetitions, contract.seed(), options_.sidecar));
   if (!m.ok()) return Permanent(m.status());
   *result.mutable_measured() = CostsOf(*m, w, percentile);
   TAILOR_RETURN_IF_ERROR(report(0.7, "evaluating the task suites (tailor's engine)"));

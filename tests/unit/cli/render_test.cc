@@ -239,6 +239,36 @@ TEST(RenderReportTest, InfeasibleUniformBaselineSaysWhy) {
             "recovery tokens  0\n");
 }
 
+TEST(RenderReportTest, MeasuredInLlamaCppWithTheEquivalenceGate) {
+  v1::CampaignReport r;
+  r.set_campaign_id("cmp-5");
+  r.set_state(v1::CAMPAIGN_SUCCEEDED);
+  auto add = [&](const char* resource, double budget, double measured) {
+    v1::BudgetResult* b = r.add_budgets();
+    b->set_resource(resource);
+    b->set_budget(budget);
+    b->set_predicted(NAN);
+    b->set_has_measured(true);
+    b->set_measured(measured);
+    b->set_met(true);
+  };
+  add("equivalence_max_kl", 1e-3, 5.3e-7);
+  add("equivalence_argmax_agreement", 0.99, 1);
+  v1::JobOutput& verify = (*r.mutable_outputs())["verify"];
+  verify.mutable_engine()->set_name("llama.cpp");
+  verify.mutable_engine()->set_version("3.21.1");
+  verify.mutable_engine()->set_build("llama.cpp v0.4.0 prebuilt");
+  verify.mutable_measured()->set_latency_statistic("p90 of 50 whole requests");
+  verify.mutable_equivalence()->set_passed(true);
+  verify.mutable_equivalence()->set_positions(512);
+  const std::string out = RenderReport(r, Options());
+  EXPECT_THAT(out, HasSubstr("equivalence_max_kl            <= 0.001          -   5.3e-07  ✓\n"));
+  EXPECT_THAT(out, HasSubstr("equivalence_argmax_agreement   >= 0.99          -         1  ✓\n"));
+  EXPECT_THAT(out, HasSubstr("measured in llama.cpp 3.21.1 (llama.cpp v0.4.0 prebuilt); latency: "
+                             "p90 of 50 whole requests; equivalence gate passed over 512 "
+                             "positions\n"));
+}
+
 TEST(RenderReportTest, StudentExportsOfAnHfParent) {
   v1::CampaignReport r;
   r.set_campaign_id("cmp-4");

@@ -1,0 +1,109 @@
+// A campaign measured in an engine tailor did not write, through real processes: a profiler
+// agent started with --engine llama.cpp (node-llama-cpp's prebuilt llama.cpp, every model in a
+// child process) registers the engine as node-llama-cpp reports it; an AUTOCOMPRESS campaign
+// on a tiny Nemotron-H checkpoint (pattern M*-M-) naming target.engine llama.cpp gets its cost table profiled
+// from whole requests of dummy GGUFs in llama.cpp, and its student verified there: the
+// equivalence gate first (llama.cpp's next-token distribution against tailor's), then the
+// contract's request batch, latency at the contract's percentile of whole requests. Skips,
+// saying so, without node or the package (deploy/install-deps.sh installs both).
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/cluster.h"
+#include "tests/testing/hf_test_checkpoint.h"
+#include "tests/testing/llama_cpp_agreement.h"
+
+namespace tailor::e2e {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Autocompress(const std::string& parent, const std::string& version) {
+  return absl::StrCat(
+      "name: \"ac-llama-cpp\"\nmethod: AUTOCOMPRESS\nparent { path: \"", parent, "\" }\n",
+      "target { device_kind: \"cpu\" engine: \"llama.cpp\" engine_version: \"", version,
+      "\" precision: FP32 }\n",
+      "workload { batch_size: 1 input_tokens: 16 output_tokens: 8 cached_prefix_tokens: 0 }\n",
+      "budget { latency_ms_max: 5000 latency_percentile: LATENCY_P90 }\n",
+      "ranking { calibration_samples: 8 }\n",
+      "search { steps: 2 sampled_architectures: 4 batch_sequences: 4 sequence_length: 32 }\n",
+      "recovery { tokens: 256 batch_sequences: 4 sequence_length: 32 "
+      "checkpoint_every_steps: 2 }\n",
+      "resources { search { ranks_per_node: 2 } distill { ranks_per_node: 2 } }\n");
+}
+
+// The report row of `resource`.
+nlohmann::json BudgetRow(const nlohmann::json& report, const std::string& resource) {
+  for (const nlohmann::json& b : report.value("budgets", nlohmann::json::array())) {
+    if (b.value("resource", "") == resource) return b;
+  }
+  return nlohmann::json();
+}
+
+TEST(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
+  const std::string missing = testing::LlamaCppSidecarMissing();
+  if (!missing.empty()) GTEST_SKIP() << "llama.cpp sidecar unavailable: " << missing;
+  Cluster cluster("llamacpp", Cluster::WithProductionLeases());
+  const std::string parent = cluster.dir() + "/NemotronHForCausalLM";
+  std::filesystem::create_directories(parent);
+  // Mamba, attention and MLP layers (`nemotron_h`).
+  const nlohmann::json config = testing::TinyNemotronHConfig("M*-M-");
+  ASSERT_TRUE(testing::WriteHfCheckpointFiles(
+                  parent, config, testing::HfTestTensors(config, model::DType::kBF16, 1))
+                  .ok());
+  ASSERT_TRUE(cluster.StartCoordinator());
+  cluster.StartAgent("llama0", {"--engine", "llama.cpp", "--profile-rounds", "2",
+                                "--profile-validation", "4", "--verify-repetitions", "3",
+                                "--verify-task-samples", "4"});
+  // The agent registers the engine as node-llama-cpp reports it.
+  nlohmann::json agents;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        RunResult r = cluster.Cli({"agents", "--json"});
+        if (r.exit_code != 0) return false;
+        agents = nlohmann::json::parse(r.out, nullptr, false);
+        return agents.is_object() && agents.value("agents", nlohmann::json::array()).size() == 1;
+      },
+      absl::Seconds(60)));
+  const nlohmann::json info = agents["agents"][0]["info"];
+  EXPECT_EQ(info["engine"], "llama.cpp");
+  EXPECT_EQ(info["engine_version"], "3.21.1") << info.dump(2);
+
+  const std::string id = cluster.Submit(
+      cluster.WriteFile("ac.textproto", Autocompress(parent, "3.21.1")), "ac-llama-cpp");
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(cluster.WaitForState(id, "CAMPAIGN_SUCCEEDED", absl::Minutes(12)))
+      << cluster.Status(id).dump(2);
+  const nlohmann::json campaign = cluster.Status(id);
+  const nlohmann::json profile = JobOf(campaign, "profile")["output"]["detail"];
+  std::printf("llama.cpp cost table: %s\n", profile.dump().c_str());
+  const nlohmann::json verify = JobOf(campaign, "verify")["output"];
+  EXPECT_EQ(verify["engine"]["name"], "llama.cpp");
+  EXPECT_EQ(verify["engine"]["version"], "3.21.1");
+  EXPECT_TRUE(verify["equivalence"].value("passed", false)) << verify.dump(2);
+  EXPECT_EQ(verify["equivalence"]["positions"], 16 * 32);
+  EXPECT_EQ(verify["measured"]["latency_statistic"], "p90 of 50 whole requests");
+  EXPECT_EQ(verify["measured"]["latency_ms"], verify["measured"]["request_p90_ms"]);
+
+  const nlohmann::json report = cluster.Report(id);
+  const nlohmann::json latency = BudgetRow(report, "latency_ms");
+  ASSERT_FALSE(latency.is_null()) << report.dump(2);
+  EXPECT_TRUE(latency.value("met", false));
+  EXPECT_GT(latency.value("predicted", 0.0), 0.0) << latency.dump();
+  std::printf("latency predicted %.3f ms, measured (p90) %.3f ms in llama.cpp\n",
+              latency.value("predicted", 0.0), latency.value("measured", 0.0));
+  EXPECT_TRUE(BudgetRow(report, "equivalence_max_kl").value("met", false)) << report.dump(2);
+  EXPECT_TRUE(BudgetRow(report, "equivalence_argmax_agreement").value("met", false));
+  RunResult text = cluster.Cli({"report", id});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("measured in llama.cpp 3.21.1"));
+  EXPECT_THAT(text.out, HasSubstr("equivalence gate passed over 512 positions"));
+  std::printf("%s\n", text.out.c_str());
+}
+
+}  // namespace
+}  // namespace tailor::e2e
