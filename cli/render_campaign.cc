@@ -174,6 +174,8 @@ std::string RenderMeasuredIn(const v1::CampaignReport& r) {
   const auto verify = r.outputs().find(std::string(methods::jobs::kVerify));
   if (verify == r.outputs().end() || !verify->second.has_engine()) return "";
   const v1::JobOutput& v = verify->second;
+  // Verify outputs stored before engines reported their statistic render as they did then.
+  if (v.measured().latency_statistic().empty() && !v.has_equivalence()) return "";
   std::string out = absl::StrCat("measured in ", v.engine().name(), " ", v.engine().version());
   if (!v.engine().build().empty()) absl::StrAppend(&out, " (", v.engine().build(), ")");
   if (!v.measured().latency_statistic().empty()) {
