@@ -167,19 +167,6 @@ bool ParseLlamaFlags(int argc, char** argv, LlamaFlags& f, std::string& error) {
   return true;
 }
 
-// Why llama.cpp cannot be served here, or "" (the check of tests/testing/llama_cpp_agreement's
-// LlamaCppSidecarMissing, for serve_benchmark.mjs).
-std::string SidecarMissing() {
-  const std::string script = gguf::DefaultServeBenchmarkScript();
-  const std::string dir = script.substr(0, script.find_last_of('/'));
-  if (access(script.c_str(), R_OK) != 0) return "no " + script;
-  if (access((dir + "/node_modules/node-llama-cpp/package.json").c_str(), R_OK) != 0) {
-    return "node-llama-cpp is not installed in " + dir + " (run deploy/install-deps.sh)";
-  }
-  if (std::system("command -v node >/dev/null 2>&1") != 0) return "node is not on PATH";
-  return "";
-}
-
 // The parents, sized so layer costs dominate the fixed ones (embedding, head, node's request
 // overhead) without a run of the bench passing ~10 minutes per parent on 2 cores. Shapes stay
 // consistent: heads x head_dim = hidden, Mamba heads x head_dim = expand x hidden.
@@ -231,38 +218,6 @@ void PrintRows(const costmodel::ProfileResult& r) {
   }
 }
 
-// Solves a x = b (partial pivoting); an unknown the data cannot identify is left 0.
-std::vector<double> SolveDense(std::vector<std::vector<double>> a, std::vector<double> b) {
-  const size_t n = b.size();
-  double diag = 0;
-  for (size_t i = 0; i < n; ++i) diag = std::max(diag, std::abs(a[i][i]));
-  for (size_t c = 0; c < n; ++c) {
-    size_t p = c;
-    for (size_t r = c + 1; r < n; ++r) {
-      if (std::abs(a[r][c]) > std::abs(a[p][c])) p = r;
-    }
-    std::swap(a[c], a[p]);
-    std::swap(b[c], b[p]);
-    if (std::abs(a[c][c]) <= 1e-12 * diag) {
-      a[c][c] = 0;
-      continue;
-    }
-    for (size_t r = c + 1; r < n; ++r) {
-      const double f = a[r][c] / a[c][c];
-      for (size_t k = c; k < n; ++k) a[r][k] -= f * a[c][k];
-      b[r] -= f * b[c];
-    }
-  }
-  std::vector<double> x(n, 0.0);
-  for (size_t c = n; c-- > 0;) {
-    if (a[c][c] == 0) continue;
-    double v = b[c];
-    for (size_t k = c + 1; k < n; ++k) v -= a[c][k] * x[k];
-    x[c] = v / a[c][c];
-  }
-  return x;
-}
-
 // What-if on the same measurements: the table's time fit redone on whole request times
 // (weights 1 / t^2 like the profiler's), with T0 either per hidden width (the profiler's
 // design; reproduces its predictions) or affine in the width, a + b hidden, over all widths
@@ -303,7 +258,7 @@ absl::StatusOr<std::vector<double>> RefitLatencies(const costmodel::ProfileResul
       for (size_t j = 0; j < n; ++j) ata[i][j] += w * x[i] * x[j];
     }
   }
-  const std::vector<double> x = SolveDense(std::move(ata), std::move(atb));
+  const std::vector<double> x = costmodel::SolveNormalEquations(std::move(ata), std::move(atb));
   costmodel::CostTableData t = r.table;
   for (costmodel::CostEntryData& e : t.entries) {
     double v = 0;
@@ -559,7 +514,9 @@ int RunLlamaCppMode(int argc, char** argv) {
   out["engine"] = {{"name", profiler::kLlamaCppEngineName}};
   // The one case that exits 0 without numbers: nothing here can serve llama.cpp (the smoke
   // test's SKIP_REGULAR_EXPRESSION matches this line).
-  if (const std::string missing = SidecarMissing(); !missing.empty()) {
+  const std::string missing =
+      gguf::LlamaCppSidecarMissing(gguf::DefaultServeBenchmarkScript());
+  if (!missing.empty()) {
     std::printf("llama.cpp sidecar missing: %s; nothing measured\n", missing.c_str());
     out["skipped"] = absl::StrCat("llama.cpp sidecar missing: ", missing);
     return WriteJson(out, f.json_out) ? 0 : 1;

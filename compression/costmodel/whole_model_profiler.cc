@@ -204,41 +204,6 @@ absl::Status ServeAll(std::vector<Unit>& units, const Options& options, const Se
 
 // --- time fit --------------------------------------------------------------------------
 
-// Solves the symmetric system a x = b (Gaussian elimination, partial pivoting). An unknown
-// the models cannot tell apart from others (a pivot below 1e-12 of the largest diagonal, e.g.
-// a one-layer parent's T0 against its layer) is left 0: the identifiable sums it takes part
-// in, which are all a candidate's prediction uses, stay exact.
-std::vector<double> Solve(std::vector<std::vector<double>> a, std::vector<double> b) {
-  const size_t n = b.size();
-  double diag = 0;
-  for (size_t i = 0; i < n; ++i) diag = std::max(diag, std::abs(a[i][i]));
-  const double tiny = 1e-12 * diag;
-  for (size_t c = 0; c < n; ++c) {
-    size_t p = c;
-    for (size_t r = c + 1; r < n; ++r) {
-      if (std::abs(a[r][c]) > std::abs(a[p][c])) p = r;
-    }
-    std::swap(a[c], a[p]);
-    std::swap(b[c], b[p]);
-    if (std::abs(a[c][c]) <= tiny) {
-      a[c][c] = 0;
-      continue;
-    }
-    for (size_t r = c + 1; r < n; ++r) {
-      const double f = a[r][c] / a[c][c];
-      for (size_t k = c; k < n; ++k) a[r][k] -= f * a[c][k];
-      b[r] -= f * b[c];
-    }
-  }
-  std::vector<double> x(n, 0.0);
-  for (size_t c = n; c-- > 0;) {
-    if (a[c][c] == 0) continue;
-    double s = b[c];
-    for (size_t k = c + 1; k < n; ++k) s -= a[c][k] * x[k];
-    x[c] = s / a[c][c];
-  }
-  return x;
-}
 
 // Base times by LayerKey, and T0 per hidden width, each [prefill, decode].
 struct TimeFit {
@@ -276,7 +241,7 @@ void FitTimesAt(int64_t h, const std::vector<const Unit*>& models, double ridge,
     double diag = 0;
     for (size_t i = 0; i < n; ++i) diag = std::max(diag, ata[i][i]);
     for (size_t i = 0; i < n; ++i) ata[i][i] += ridge * diag;
-    const std::vector<double> x = Solve(std::move(ata), std::move(atb));
+    const std::vector<double> x = SolveNormalEquations(std::move(ata), std::move(atb));
     fit.fixed[h][ph] = x[0];
     for (const auto& [key, i] : index) fit.layer[key][ph] = x[i];
   }
@@ -561,6 +526,43 @@ absl::StatusOr<ProfileResult> ProfileCostTableWholeModel(const model::HybridConf
   result.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return result;
+}
+
+// Solves the symmetric system a x = b (Gaussian elimination, partial pivoting). An unknown
+// the models cannot tell apart from others (a pivot below 1e-12 of the largest diagonal, e.g.
+// a one-layer parent's T0 against its layer) is left 0: the identifiable sums it takes part
+// in, which are all a candidate's prediction uses, stay exact.
+std::vector<double> SolveNormalEquations(std::vector<std::vector<double>> a,
+                                         std::vector<double> b) {
+  const size_t n = b.size();
+  double diag = 0;
+  for (size_t i = 0; i < n; ++i) diag = std::max(diag, std::abs(a[i][i]));
+  const double tiny = 1e-12 * diag;
+  for (size_t c = 0; c < n; ++c) {
+    size_t p = c;
+    for (size_t r = c + 1; r < n; ++r) {
+      if (std::abs(a[r][c]) > std::abs(a[p][c])) p = r;
+    }
+    std::swap(a[c], a[p]);
+    std::swap(b[c], b[p]);
+    if (std::abs(a[c][c]) <= tiny) {
+      a[c][c] = 0;
+      continue;
+    }
+    for (size_t r = c + 1; r < n; ++r) {
+      const double f = a[r][c] / a[c][c];
+      for (size_t k = c; k < n; ++k) a[r][k] -= f * a[c][k];
+      b[r] -= f * b[c];
+    }
+  }
+  std::vector<double> x(n, 0.0);
+  for (size_t c = n; c-- > 0;) {
+    if (a[c][c] == 0) continue;
+    double s = b[c];
+    for (size_t k = c + 1; k < n; ++k) s -= a[c][k] * x[k];
+    x[c] = s / a[c][c];
+  }
+  return x;
 }
 
 }  // namespace tailor::costmodel

@@ -103,6 +103,12 @@ absl::StatusOr<ProfileResult> ProfileCostTableWholeModel(const model::HybridConf
 absl::StatusOr<std::vector<model::HybridConfig>> PlanWholeModelProfiling(
     const model::HybridConfig& parent, const WholeModelProfileOptions& options);
 
+// Solves the symmetric system a x = b (Gaussian elimination, partial pivoting); an unknown the
+// data cannot tell apart from others (a pivot below 1e-12 of the largest diagonal) is left 0,
+// so the identifiable sums it takes part in stay exact. The time fit's solver.
+std::vector<double> SolveNormalEquations(std::vector<std::vector<double>> a,
+                                         std::vector<double> b);
+
 // (max - min) / median of the request times; 0 for fewer than two requests.
 double RequestSpread(const ServedModel& served);
 

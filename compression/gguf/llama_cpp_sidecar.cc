@@ -324,4 +324,14 @@ absl::StatusOr<std::vector<NextTokenLogprobs>> RunNextTokenLogprobsBatch(
   return ParseSidecarBatchOutput(*out, prompts.size());
 }
 
+std::string LlamaCppSidecarMissing(const std::string& script) {
+  const std::string dir = script.substr(0, script.find_last_of('/'));
+  if (access(script.c_str(), R_OK) != 0) return "no " + script;
+  if (access((dir + "/node_modules/node-llama-cpp/package.json").c_str(), R_OK) != 0) {
+    return "node-llama-cpp is not installed in " + dir + " (run deploy/install-deps.sh)";
+  }
+  if (std::system("command -v node >/dev/null 2>&1") != 0) return "node is not on PATH";
+  return "";
+}
+
 }  // namespace tailor::gguf

@@ -45,6 +45,10 @@ struct NextTokenLogprobs {
 // The script path SidecarOptions{}.script resolves to.
 std::string DefaultSidecarScript();
 
+// Why `script` (a tools/llama-sidecar script) cannot run here, or "" when it can: the script,
+// node-llama-cpp next to it, node on PATH. Tests and benches skip naming it.
+std::string LlamaCppSidecarMissing(const std::string& script);
+
 // NotFound when node, the script or node-llama-cpp is missing (so tests can say what to
 // install); Internal naming the exit code or signal when the child fails;
 // DeadlineExceeded when it runs past the timeout (it is killed).

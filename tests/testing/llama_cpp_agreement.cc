@@ -13,14 +13,7 @@
 namespace tailor::testing {
 
 std::string LlamaCppSidecarMissing() {
-  const std::string script = gguf::DefaultSidecarScript();
-  const std::string dir = script.substr(0, script.find_last_of('/'));
-  if (access(script.c_str(), R_OK) != 0) return "no " + script;
-  if (access((dir + "/node_modules/node-llama-cpp/package.json").c_str(), R_OK) != 0) {
-    return "node-llama-cpp is not installed in " + dir + " (run deploy/install-deps.sh)";
-  }
-  if (std::system("command -v node >/dev/null 2>&1") != 0) return "node is not on PATH";
-  return "";
+  return gguf::LlamaCppSidecarMissing(gguf::DefaultSidecarScript());
 }
 
 std::vector<int32_t> TestPrompt(int i, int length, int vocab) {
