@@ -13,6 +13,13 @@ std::optional<std::string> AgentMismatch(const v1::AgentInfo& agent, const v1::J
   if (agent.device_kind() != r.device_kind()) {
     return absl::StrCat("device kind '", agent.device_kind(), "' != '", r.device_kind(), "'");
   }
+  // An agent that registered no engine (a scripted test agent) serves whatever is asked.
+  if (!r.engine().empty() && !agent.engine().empty() &&
+      (r.engine() != agent.engine() ||
+       (!r.engine_version().empty() && r.engine_version() != agent.engine_version()))) {
+    return absl::StrCat("agent serves ", agent.engine(), " ", agent.engine_version(),
+                        ", the job needs ", r.engine(), " ", r.engine_version());
+  }
   if (std::find(agent.job_kinds().begin(), agent.job_kinds().end(), job.kind()) ==
       agent.job_kinds().end()) {
     return absl::StrCat("agent does not run '", job.kind(), "' jobs");

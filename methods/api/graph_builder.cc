@@ -18,6 +18,8 @@ void GraphBuilder::Add(std::string key, const std::string& kind,
   spec.set_placement(std::string(PlacementName(declared->placement)));
   if (declared->placement == Placement::kAgent) {
     spec.set_device_kind(contract_.target().device_kind());
+    spec.set_engine(contract_.target().engine());
+    spec.set_engine_version(contract_.target().engine_version());
     spec.set_nodes(1);
     spec.set_ranks_per_node(1);
   }

@@ -462,6 +462,35 @@ TEST_F(CoordinatorTest, AgentLeasesMatchingJobAndCompletes) {
                           "job_succeeded", "campaign_succeeded"));
 }
 
+TEST_F(CoordinatorTest, AgentJobsGoOnlyToTheContractsEngineAndVersion) {
+  auto register_engine = [&](const std::string& name, const std::string& engine,
+                             const std::string& version) {
+    v1::AgentInfo info;
+    info.set_name(name);
+    info.set_device_kind("cpu");
+    info.set_engine(engine);
+    info.set_engine_version(version);
+    info.add_job_kinds("probe");
+    auto r = core_->Register(info);
+    EXPECT_THAT(r, IsOk());
+    return r.ok() ? r->agent_id() : "";
+  };
+  v1::DeploymentContract contract = ProbeContract();
+  contract.mutable_target()->set_engine("llama.cpp");
+  contract.mutable_target()->set_engine_version("3.21.1");
+  const v1::Campaign c = Submit(contract, "r1");
+  EXPECT_EQ(Get(c.id()).jobs(0).resources().engine(), "llama.cpp");
+  EXPECT_EQ(Get(c.id()).jobs(0).resources().engine_version(), "3.21.1");
+  EXPECT_FALSE(TryAcquire(register_engine("builtin", "tailor-builtin", "1")).assigned());
+  EXPECT_FALSE(TryAcquire(register_engine("older", "llama.cpp", "3.20.0")).assigned());
+  auto queue = core_->ListQueue(v1::ListQueueRequest());
+  ASSERT_THAT(queue, IsOk());
+  ASSERT_EQ(queue->entries_size(), 1);
+  EXPECT_THAT(queue->entries(0).job().waiting_reason(),
+              HasSubstr(", the job needs llama.cpp 3.21.1"));
+  EXPECT_TRUE(TryAcquire(register_engine("current", "llama.cpp", "3.21.1")).assigned());
+}
+
 TEST_F(CoordinatorTest, RegisterIsIdempotentByName) {
   EXPECT_EQ(RegisterAgent("box"), RegisterAgent("box"));
 }
