@@ -125,6 +125,17 @@ std::string RenderArtifacts(const std::vector<v1::Artifact>& artifacts,
   return table.Render(options.width);
 }
 
+namespace {
+
+// "suspect" (a verification disagreed with it), "stale" (a newer engine version exists) or
+// empty.
+std::string TableState(const v1::CostTable& t) {
+  if (!t.suspect_reason().empty()) return t.stale() ? "suspect, stale" : "suspect";
+  return t.stale() ? "stale" : "";
+}
+
+}  // namespace
+
 std::string RenderCostTables(const v1::ListCostTablesResponse& tables,
                              const RenderOptions& options) {
   if (tables.tables_size() == 0) return "no cost tables\n";
@@ -137,7 +148,7 @@ std::string RenderCostTables(const v1::ListCostTablesResponse& tables,
                {"LATENCY MAPE", Align::kRight},
                {"MEMORY MAPE", Align::kRight},
                {"CREATED"},
-               {"STALE"}});
+               {"STATE"}});
   for (const v1::CostTable& t : tables.tables()) {
     const bool validated = t.validated_architectures() > 0;
     const std::string parent =
@@ -147,7 +158,7 @@ std::string RenderCostTables(const v1::ListCostTablesResponse& tables,
                   FormatWorkload(t.workload()),
                   validated ? FractionAsPercent(t.latency_mape()) : "-",
                   validated ? FractionAsPercent(t.memory_mape()) : "-",
-                  FormatTimestamp(t.created_at(), options.tz), t.stale() ? "stale" : ""});
+                  FormatTimestamp(t.created_at(), options.tz), TableState(t)});
   }
   return table.Render(options.width);
 }
@@ -176,6 +187,9 @@ std::string RenderCostTable(const v1::CostTable& t, const RenderOptions& options
       {"created", FormatTimestamp(t.created_at(), options.tz)},
   };
   if (t.stale()) fields.emplace_back("stale", "yes (a newer engine version exists)");
+  if (!t.suspect_reason().empty()) {
+    fields.emplace_back("suspect", absl::StrCat("yes, not reused: ", t.suspect_reason()));
+  }
   std::string out = RenderFields(fields);
   if (t.entries_size() == 0) return absl::StrCat(out, "\nno layer entries\n");
   Table table({{"LAYER"},

@@ -1,4 +1,5 @@
 // Human views of campaigns, jobs, events and reports.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -189,6 +190,22 @@ std::string RenderMeasuredIn(const v1::CampaignReport& r) {
   return out + "\n";
 }
 
+// How the cost table's prediction held up against the verification; a suspect table is said
+// loudly, since the campaign's choice rests on it.
+std::string RenderTableCheck(const v1::CampaignReport& r) {
+  if (!r.has_cost_table_check()) return "";
+  const v1::CostTableCheck& c = r.cost_table_check();
+  if (c.suspect()) {
+    return absl::StrCat("COST TABLE SUSPECT: ", c.cost_table_id(), " ", c.reason(),
+                        "; it will not be reused (the next campaign profiles again)\n");
+  }
+  return absl::StrFormat(
+      "cost table %s: predicted within %.1f%% of the measurement, inside its validated error "
+      "(worst %.1f%%)\n",
+      c.cost_table_id(), 100 * c.error(), 100 * std::max(c.validated_max_error(),
+                                                         c.validated_mape()));
+}
+
 }  // namespace
 
 std::string RenderReport(const v1::CampaignReport& r, const RenderOptions& options) {
@@ -210,7 +227,7 @@ std::string RenderReport(const v1::CampaignReport& r, const RenderOptions& optio
   };
   render_budgets("budgets (student)",
                  std::vector<v1::BudgetResult>(r.budgets().begin(), r.budgets().end()));
-  absl::StrAppend(&out, RenderMeasuredIn(r));
+  absl::StrAppend(&out, RenderMeasuredIn(r), RenderTableCheck(r));
   render_budgets("budgets (uniform baseline)",
                  std::vector<v1::BudgetResult>(r.baseline_budgets().begin(),
                                                r.baseline_budgets().end()));

@@ -275,6 +275,7 @@ absl::Status Coordinator::Persist(const UnitOfWork& uow, storage::CoordinatorSto
   for (const auto& x : uow.externals_) {
     TAILOR_RETURN_IF_ERROR(store.SetAttemptExternal(x.lease_id, x.launcher, x.external_id));
   }
+  for (const auto& t : uow.cost_tables_) TAILOR_RETURN_IF_ERROR(store.UpdateCostTable(t));
   for (const auto& e : uow.events_) TAILOR_RETURN_IF_ERROR(store.AppendEvent(e));
   return absl::OkStatus();
 }

@@ -311,6 +311,11 @@ class Coordinator {
   // Final campaigns leave memory; reads fall back to the database.
   void EvictFinalLocked(const UnitOfWork& uow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Dependency release, campaign completion/failure after job changes in `uow`.
+  // After the student's verify succeeded: compares its measurement with the prediction of the
+  // campaign's cost table (cost_table_check.h), records the check on the campaign and, when
+  // the table is suspect, marks it so it is never reused.
+  void CheckCostTableLocked(UnitOfWork& uow, const v1::Job& verify)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AdvanceCampaignLocked(UnitOfWork& uow, const std::string& campaign_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailJobAttemptLocked(UnitOfWork& uow, const std::string& job_id, const std::string& error,

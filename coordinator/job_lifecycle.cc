@@ -10,9 +10,12 @@
 #include "common/proto_time.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
+#include "common/job_output.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/cost_table_check.h"
 #include "coordinator/unit_of_work.h"
 #include "methods/api/job_kinds.h"
+#include "methods/registry.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "spdlog/spdlog.h"
 
@@ -581,6 +584,7 @@ absl::StatusOr<v1::CompleteJobResponse> Coordinator::CompleteJob(
         *job.mutable_updated_at() = ToProto(now);
         uow.Emit(job.campaign_id(), job.id(), "job_succeeded",
                  absl::StrCat("attempt ", job.attempt(), " succeeded"));
+        if (job.key() == methods::jobs::kVerify) CheckCostTableLocked(uow, job);
         AdvanceCampaignLocked(uow, job.campaign_id());
       } else {
         FailJobAttemptLocked(uow, lease.job_id,
@@ -594,6 +598,39 @@ absl::StatusOr<v1::CompleteJobResponse> Coordinator::CompleteJob(
   }
   fx.Run();
   return resp;
+}
+
+void Coordinator::CheckCostTableLocked(UnitOfWork& uow, const v1::Job& verify) {
+  const v1::Campaign& campaign = uow.CampaignView(verify.campaign_id());
+  const methods::Method* method = methods::BuiltinMethods().Find(campaign.contract().method());
+  if (method == nullptr || method->chooser_job().empty()) return;
+  std::string table_id;
+  const v1::JobOutput* chooser = nullptr;
+  for (const std::string& id : uow.JobIds(campaign.id())) {
+    const v1::Job& job = uow.JobView(id);
+    if (job.kind() == methods::jobs::kProfile) {
+      if (auto p = DetailOf<v1::ProfileResult>(job.output())) table_id = p->cost_table_id();
+    }
+    if (job.key() == method->chooser_job()) chooser = &job.output();
+  }
+  if (table_id.empty() || chooser == nullptr) return;
+  absl::StatusOr<v1::CostTable> table = store_->GetCostTable(table_id);
+  if (!table.ok()) {
+    spdlog::warn("campaign={} cost table {} not checked: {}", campaign.id(), table_id,
+                 table.status().ToString());
+    return;
+  }
+  std::optional<v1::CostTableCheck> check =
+      JudgeCostTable(*table, chooser->predicted(), verify.output().measured(), campaign.id());
+  if (!check.has_value()) return;
+  *uow.Campaign(campaign.id()).mutable_cost_table_check() = *check;
+  if (!check->suspect()) return;
+  uow.Emit(campaign.id(), verify.id(), "cost_table_suspect",
+           absl::StrCat("cost table ", table_id, " is suspect and will not be reused: ",
+                        check->reason()));
+  if (!table->suspect_reason().empty()) return;  // the first disagreement is the one named
+  table->set_suspect_reason(check->reason());
+  uow.UpdateCostTable(*table);
 }
 
 void Coordinator::ExpireLeasesLocked(Effects& fx) {
@@ -800,6 +837,7 @@ absl::StatusOr<v1::CostTable> Coordinator::PutCostTable(const v1::PutCostTableRe
   table.set_campaign_id(lease.campaign_id);
   table.set_job_id(lease.job_id);
   *table.mutable_created_at() = ToProto(now);
+  table.clear_suspect_reason();  // the coordinator's verdict, never the agent's to set
   absl::MutexLock lock(&mu_);
   TAILOR_RETURN_IF_ERROR(CommitWrite(
       [&table](storage::CoordinatorStore& store) { return store.InsertCostTable(table); }));

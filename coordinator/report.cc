@@ -121,6 +121,9 @@ v1::CampaignReport BuildReport(const v1::Campaign& campaign, const std::vector<v
       report.set_recovery_tokens(d->recovery_tokens());
     }
   }
+  if (campaign.has_cost_table_check()) {
+    *report.mutable_cost_table_check() = campaign.cost_table_check();
+  }
   for (const v1::Artifact& a : artifacts) *report.add_artifacts() = a;
   if (method != nullptr) method->AddReport(campaign, jobs, report);
   return report;

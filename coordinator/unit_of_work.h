@@ -94,6 +94,8 @@ class Coordinator::UnitOfWork {
   void ExtendLease(const std::string& lease_id, absl::Time expires_at) {
     extended_.push_back({lease_id, expires_at});
   }
+  // A stored cost table rewritten (e.g. marked suspect).
+  void UpdateCostTable(const v1::CostTable& table) { cost_tables_.push_back(table); }
   void SetAttemptExternal(const std::string& lease_id, const std::string& launcher,
                           const std::string& external_id) {
     externals_.push_back({lease_id, launcher, external_id});
@@ -123,6 +125,7 @@ class Coordinator::UnitOfWork {
   std::vector<std::string> leases_cancelled_;
   std::vector<std::pair<std::string, absl::Time>> extended_;
   std::vector<External> externals_;
+  std::vector<v1::CostTable> cost_tables_;
 };
 
 }  // namespace tailor::coordinator

@@ -456,6 +456,17 @@ absl::Status CoordinatorStore::InsertCostTable(const v1::CostTable& t) {
   return s.Run();
 }
 
+absl::Status CoordinatorStore::UpdateCostTable(const v1::CostTable& t) {
+  TAILOR_ASSIGN_OR_RETURN(Statement s,
+                          db_->Prepare("UPDATE cost_tables SET proto = ? WHERE id = ?"));
+  s.BindBlob(1, Serialize(t)).Bind(2, t.id());
+  TAILOR_RETURN_IF_ERROR(s.Run());
+  if (db_->Changes() == 0) {
+    return absl::NotFoundError(absl::StrCat("cost table '", t.id(), "' not found"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::optional<v1::CostTable>> CoordinatorStore::FindCostTable(
     const std::string& fingerprint, const std::string& parent_architecture) {
   if (parent_architecture.empty()) return std::optional<v1::CostTable>();
@@ -464,7 +475,12 @@ absl::StatusOr<std::optional<v1::CostTable>> CoordinatorStore::FindCostTable(
       db_->Prepare("SELECT proto FROM cost_tables WHERE fingerprint = ? AND "
                    "parent_architecture = ? ORDER BY created_at DESC, id DESC LIMIT 1"));
   s.Bind(1, fingerprint).Bind(2, parent_architecture);
-  return FirstProto<v1::CostTable>(s, "cost table");
+  TAILOR_ASSIGN_OR_RETURN(std::optional<v1::CostTable> newest,
+                          FirstProto<v1::CostTable>(s, "cost table"));
+  // The newest table of a key speaks for it: once a verification caught it lying, the key is
+  // profiled again rather than falling back to an older measurement of the same stack.
+  if (newest.has_value() && !newest->suspect_reason().empty()) return std::nullopt;
+  return newest;
 }
 
 absl::StatusOr<v1::CostTable> CoordinatorStore::GetCostTable(const std::string& id) {

@@ -128,6 +128,8 @@ class CoordinatorStore {
 
   // Cost tables.
   absl::Status InsertCostTable(const v1::CostTable& table);
+  // Rewrites a stored table's record (its key columns never change). NOT_FOUND when absent.
+  absl::Status UpdateCostTable(const v1::CostTable& table);
   // The newest table for a target fingerprint and parent architecture, or nullopt (always
   // for an empty architecture: an unknown parent reuses nothing).
   absl::StatusOr<std::optional<v1::CostTable>> FindCostTable(

@@ -269,6 +269,26 @@ TEST(RenderReportTest, MeasuredInLlamaCppWithTheEquivalenceGate) {
                              "positions\n"));
 }
 
+TEST(RenderReportTest, CostTableCheckHeldOrSuspect) {
+  v1::CampaignReport r;
+  r.set_campaign_id("cmp-6");
+  r.set_state(v1::CAMPAIGN_SUCCEEDED);
+  v1::CostTableCheck& c = *r.mutable_cost_table_check();
+  c.set_cost_table_id("ct-1");
+  c.set_error(0.018);
+  c.set_validated_mape(0.014);
+  c.set_validated_max_error(0.031);
+  EXPECT_THAT(RenderReport(r, Options()),
+              HasSubstr("cost table ct-1: predicted within 1.8% of the measurement, inside its "
+                        "validated error (worst 3.1%)\n"));
+  c.set_suspect(true);
+  c.set_reason("campaign cmp-6: predicted 38.30 ms, measured 36.20 ms (5.8% off; ...)");
+  EXPECT_THAT(RenderReport(r, Options()),
+              HasSubstr("COST TABLE SUSPECT: ct-1 campaign cmp-6: predicted 38.30 ms, measured "
+                        "36.20 ms (5.8% off; ...); it will not be reused (the next campaign "
+                        "profiles again)\n"));
+}
+
 TEST(RenderReportTest, StudentExportsOfAnHfParent) {
   v1::CampaignReport r;
   r.set_campaign_id("cmp-4");
@@ -515,7 +535,7 @@ TEST(RenderAdminTest, CostTables) {
   r.mutable_tables(0)->set_stale(true);
   EXPECT_EQ(RenderCostTables(r, Options()),
             "FINGERPRINT   PARENT        DEVICE  ENGINE            PRECISION  B/IN/OUT/PREFIX  "
-            "LATENCY MAPE  MEMORY MAPE  CREATED                  STALE\n"
+            "LATENCY MAPE  MEMORY MAPE  CREATED                  STATE\n"
             "3f2a9c0d1e2b  9d0e1f2a3b4c  cpu     tailor-builtin@1  FP32       1/128/32/0       "
             "        3.2%         1.0%  2023-11-14 22:13:20 UTC  stale\n");
   r.mutable_tables(0)->clear_parent_architecture();  // stored before schema 7
