@@ -275,6 +275,7 @@ absl::Status Coordinator::Persist(const UnitOfWork& uow, storage::CoordinatorSto
   for (const auto& x : uow.externals_) {
     TAILOR_RETURN_IF_ERROR(store.SetAttemptExternal(x.lease_id, x.launcher, x.external_id));
   }
+  for (const auto& t : uow.new_cost_tables_) TAILOR_RETURN_IF_ERROR(store.InsertCostTable(t));
   for (const auto& t : uow.cost_tables_) TAILOR_RETURN_IF_ERROR(store.UpdateCostTable(t));
   for (const auto& e : uow.events_) TAILOR_RETURN_IF_ERROR(store.AppendEvent(e));
   return absl::OkStatus();
@@ -465,19 +466,21 @@ struct Coordinator::PendingSubmission {
 };
 
 absl::StatusOr<std::pair<v1::Campaign, bool>> Coordinator::Submit(
-    const v1::DeploymentContract& contract, const std::string& request_id) {
+    const v1::DeploymentContract& contract, const std::string& request_id,
+    const v1::RecompressOrigin* origin) {
   absl::StatusOr<std::pair<v1::Campaign, bool>> result;
   absl::Notification answered;
   SubmitAsync(contract, request_id, [&](absl::StatusOr<std::pair<v1::Campaign, bool>> r) {
     result = std::move(r);
     answered.Notify();
-  });
+  }, origin);
   answered.WaitForNotification();
   return result;
 }
 
 void Coordinator::SubmitAsync(const v1::DeploymentContract& contract,
-                              const std::string& request_id_in, SubmitCallback done) {
+                              const std::string& request_id_in, SubmitCallback done,
+                              const v1::RecompressOrigin* origin) {
   // First: the committer lingers for this unit while it is validated and planned.
   ExpectedUnit expected(committer_.get());
   const absl::Time now = clock_->Now();
@@ -504,6 +507,7 @@ void Coordinator::SubmitAsync(const v1::DeploymentContract& contract,
   }
   const std::string hash = ContractHash(defaulted);
   absl::StatusOr<std::vector<PlannedJob>> plan = PlanCampaign(*validated);
+  if (plan.ok() && origin != nullptr) plan = WithDriftCheck(defaulted, *std::move(plan));
   if (!plan.ok()) return done(plan.status());
   // Reads the parent's config (a file, or an archive's first entry), so outside mu_.
   const std::string parent_architecture =
@@ -521,7 +525,7 @@ void Coordinator::SubmitAsync(const v1::DeploymentContract& contract,
     }
     pending->uow = std::make_unique<UnitOfWork>(this, now);
     existing = StageSubmissionLocked(pending, *validated, request_id, hash, *plan,
-                                     parent_architecture, expected.held());
+                                     parent_architecture, expected.held(), origin);
     if (existing.ok() && !existing->has_value()) {
       if (!pending->claimed) expected.Kept();
       submitting_.insert(pending->key);
@@ -545,7 +549,7 @@ absl::StatusOr<std::optional<v1::Campaign>> Coordinator::StageSubmissionLocked(
     const std::shared_ptr<PendingSubmission>& pending, const ValidatedContract& validated,
     const std::string& request_id, const std::string& contract_hash,
     const std::vector<PlannedJob>& plan, const std::string& parent_architecture,
-    bool expected) {
+    bool expected, const v1::RecompressOrigin* origin) {
   const v1::DeploymentContract& defaulted = validated.contract();
   TAILOR_ASSIGN_OR_RETURN(auto existing, store_->FindByRequestId(defaulted.team(), request_id));
   if (existing.has_value()) {
@@ -559,7 +563,8 @@ absl::StatusOr<std::optional<v1::Campaign>> Coordinator::StageSubmissionLocked(
   }
   if (committer_ == nullptr) return committer_status_;
   UnitOfWork& uow = *pending->uow;
-  const v1::Campaign campaign = NewCampaign(validated, request_id, uow.now());
+  v1::Campaign campaign = NewCampaign(validated, request_id, uow.now());
+  if (origin != nullptr) *campaign.mutable_recompress() = *origin;
   TAILOR_RETURN_IF_ERROR(
       InsertSubmissionLocked(uow, campaign, contract_hash, plan, parent_architecture));
   AdvanceCampaignLocked(uow, campaign.id());

@@ -141,15 +141,17 @@ class Coordinator {
 
   // --- campaigns ---
   // Validates, plans and stores a campaign in one transaction. Idempotent by request id.
-  absl::StatusOr<std::pair<v1::Campaign, bool>> Submit(const v1::DeploymentContract& contract,
-                                                       const std::string& request_id);
+  // `origin` (Recompress): the campaign recompresses another, and starts with a drift check.
+  absl::StatusOr<std::pair<v1::Campaign, bool>> Submit(
+      const v1::DeploymentContract& contract, const std::string& request_id,
+      const v1::RecompressOrigin* origin = nullptr);
   using SubmitCallback = std::function<void(absl::StatusOr<std::pair<v1::Campaign, bool>>)>;
   // Submit without blocking the caller on the commit: `done` is called exactly once, maybe
   // before this returns, and otherwise from the coordinator's completion thread once the
   // campaign is durable (never before). For gRPC handlers: their threads are few, and a
   // handler waiting for its commit would keep the next submissions from joining the batch.
   void SubmitAsync(const v1::DeploymentContract& contract, const std::string& request_id,
-                   SubmitCallback done);
+                   SubmitCallback done, const v1::RecompressOrigin* origin = nullptr);
   absl::StatusOr<v1::Campaign> GetCampaign(const std::string& id);
   absl::StatusOr<v1::ListCampaignsResponse> ListCampaigns(const v1::ListCampaignsRequest& req);
   absl::StatusOr<v1::Campaign> Cancel(const std::string& id, const std::string& reason);
@@ -290,7 +292,7 @@ class Coordinator {
       const std::shared_ptr<PendingSubmission>& pending, const ValidatedContract& validated,
       const std::string& request_id, const std::string& contract_hash,
       const std::vector<PlannedJob>& plan, const std::string& parent_architecture,
-      bool expected) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      bool expected, const v1::RecompressOrigin* origin) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The completion thread: mirrors committed submissions and answers their callers.
   void RunCompletions() ABSL_LOCKS_EXCLUDED(mu_, completions_mu_);
   void FinishSubmissions(const std::vector<std::shared_ptr<PendingSubmission>>& batch)
@@ -315,6 +317,14 @@ class Coordinator {
   // campaign's cost table (cost_table_check.h), records the check on the campaign and, when
   // the table is suspect, marks it so it is never reused.
   void CheckCostTableLocked(UnitOfWork& uow, const v1::Job& verify)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a recompression's drift check succeeded: carries the source's cost table over (its
+  // profile job skipped) when it still holds, and skips the compression when the source's
+  // student still meets every budget (coordinator/drift.cc).
+  void ApplyDriftCheckLocked(UnitOfWork& uow, const v1::Job& drift_check)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The drift check's assignment: the source's table and its student's producing job output.
+  void AddDriftCheckInputsLocked(const v1::Campaign& campaign, v1::AcquireJobResponse& resp)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AdvanceCampaignLocked(UnitOfWork& uow, const std::string& campaign_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -354,6 +354,7 @@ v1::AcquireJobResponse Coordinator::AssignmentLocked(const LiveLease& lease) {
   *resp.mutable_job() = job;
   resp.set_campaign_id(job.campaign_id());
   *resp.mutable_contract() = campaign.campaign.contract();
+  if (job.kind() == methods::jobs::kDriftCheck) AddDriftCheckInputsLocked(campaign.campaign, resp);
   for (const std::string& other : campaign.job_ids) {
     const v1::Job& dep = jobs_.at(other);
     if (std::find(job.depends_on().begin(), job.depends_on().end(), dep.key()) !=
@@ -585,6 +586,7 @@ absl::StatusOr<v1::CompleteJobResponse> Coordinator::CompleteJob(
         uow.Emit(job.campaign_id(), job.id(), "job_succeeded",
                  absl::StrCat("attempt ", job.attempt(), " succeeded"));
         if (job.key() == methods::jobs::kVerify) CheckCostTableLocked(uow, job);
+        if (job.key() == methods::jobs::kDriftCheck) ApplyDriftCheckLocked(uow, job);
         AdvanceCampaignLocked(uow, job.campaign_id());
       } else {
         FailJobAttemptLocked(uow, lease.job_id,

@@ -10,6 +10,7 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "coordinator/contract_validation.h"
+#include "methods/api/job_kinds.h"
 #include "methods/registry.h"
 
 namespace tailor::coordinator {
@@ -52,6 +53,22 @@ absl::StatusOr<std::vector<PlannedJob>> PlanCampaign(const ValidatedContract& co
   methods::GraphBuilder g(c);
   method->Plan(c, g);
   return std::move(g).Finish();
+}
+
+absl::StatusOr<std::vector<PlannedJob>> WithDriftCheck(const DeploymentContract& contract,
+                                                       std::vector<PlannedJob> plan) {
+  bool verifies = false;
+  for (const PlannedJob& job : plan) verifies |= job.kind == methods::jobs::kVerify;
+  if (!verifies) return plan;  // nothing measured in the engine: nothing can drift
+  methods::GraphBuilder g(contract);
+  g.Add(methods::jobs::kDriftCheck, methods::jobs::kDriftCheck, contract.resources().verify(),
+        {});
+  TAILOR_ASSIGN_OR_RETURN(std::vector<PlannedJob> out, std::move(g).Finish());
+  for (PlannedJob& job : plan) {
+    if (job.depends_on.empty()) job.depends_on.push_back(methods::jobs::kDriftCheck);
+    out.push_back(std::move(job));
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<PlannedJob>> PlanCampaign(const DeploymentContract& contract) {

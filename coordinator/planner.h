@@ -24,6 +24,12 @@ absl::StatusOr<std::vector<PlannedJob>> PlanCampaign(const ValidatedContract& co
 // Validates and defaults `contract` first (for tools and tests that hold a raw contract).
 absl::StatusOr<std::vector<PlannedJob>> PlanCampaign(const v1::DeploymentContract& contract);
 
+// A recompression's graph (Coordinator::Recompress): `plan` behind a drift_check job that
+// every root job waits for, so nothing is profiled or trained before the drift check decided
+// what is still valid. A plan that verifies nothing is returned as is.
+absl::StatusOr<std::vector<PlannedJob>> WithDriftCheck(const v1::DeploymentContract& contract,
+                                                       std::vector<PlannedJob> plan);
+
 // Hex sha256 of (device kind, engine, engine version, precision, batch, input, output, cached
 // prefix lengths, layer-family version): the key of cost tables.
 std::string TargetFingerprint(const ValidatedContract& contract);

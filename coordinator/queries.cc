@@ -402,7 +402,10 @@ absl::StatusOr<v1::RecompressResponse> Coordinator::Recompress(
     // The key makes a pipeline's repeated calls harmless: the second one finds the first.
     const std::string request_id =
         absl::StrCat("recompress:", c.id(), ":", req.engine_version()).substr(0, 128);
-    TAILOR_ASSIGN_OR_RETURN(auto submitted, Submit(next, request_id));
+    v1::RecompressOrigin origin;
+    origin.set_source_campaign_id(c.id());
+    origin.set_old_engine_version(t.engine_version());
+    TAILOR_ASSIGN_OR_RETURN(auto submitted, Submit(next, request_id, &origin));
     e->set_new_campaign_id(submitted.first.id());
     e->set_submitted(submitted.second);
   }

@@ -110,6 +110,12 @@ v1::CampaignReport BuildReport(const v1::Campaign& campaign, const std::vector<v
     chooser = methods::OutputOfJob(jobs, std::string(method->chooser_job()));
   }
   const v1::JobOutput* verify = methods::OutputOfJob(jobs, methods::jobs::kVerify);
+  // A recompression that kept its source's student measured it in its drift check.
+  if (campaign.recompress().decided() && !campaign.recompress().recompressed()) {
+    verify = methods::OutputOfJob(jobs, methods::jobs::kDriftCheck);
+    chooser = nullptr;
+  }
+  if (campaign.has_recompress()) *report.mutable_recompress() = campaign.recompress();
   const v1::JobOutput* distill = methods::OutputOfJob(jobs, methods::jobs::kDistill);
   AddBudgets(campaign, method, chooser, verify, report);
   methods::AddVerifiedQuality(verify, distill, "student", /*with_parent=*/true, report);

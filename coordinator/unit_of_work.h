@@ -96,6 +96,7 @@ class Coordinator::UnitOfWork {
   }
   // A stored cost table rewritten (e.g. marked suspect).
   void UpdateCostTable(const v1::CostTable& table) { cost_tables_.push_back(table); }
+  void InsertCostTable(const v1::CostTable& table) { new_cost_tables_.push_back(table); }
   void SetAttemptExternal(const std::string& lease_id, const std::string& launcher,
                           const std::string& external_id) {
     externals_.push_back({lease_id, launcher, external_id});
@@ -126,6 +127,7 @@ class Coordinator::UnitOfWork {
   std::vector<std::pair<std::string, absl::Time>> extended_;
   std::vector<External> externals_;
   std::vector<v1::CostTable> cost_tables_;
+  std::vector<v1::CostTable> new_cost_tables_;
 };
 
 }  // namespace tailor::coordinator

@@ -47,6 +47,7 @@ const std::vector<JobKind>& SharedJobKinds() {
   static const auto* kinds = new std::vector<JobKind>{
       {jobs::kProfile, Placement::kAgent, v1::ProfileResult::descriptor()},
       {jobs::kVerify, Placement::kAgent, nullptr},
+      {jobs::kDriftCheck, Placement::kAgent, v1::DriftCheckResult::descriptor()},
       {jobs::kDistill, Placement::kLauncher, v1::DistillResult::descriptor()}};
   return *kinds;
 }

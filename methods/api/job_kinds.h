@@ -11,6 +11,9 @@ namespace tailor::methods::jobs {
 inline constexpr char kProfile[] = "profile";
 // Agent: measures a produced model against the contract's budgets on the target.
 inline constexpr char kVerify[] = "verify";
+// Agent: the first job of a recompression: re-measures the source campaign's cost table and
+// its student in the new engine version (v1::DriftCheckResult).
+inline constexpr char kDriftCheck[] = "drift_check";
 // Launcher: logit distillation of a chosen student from its teacher.
 inline constexpr char kDistill[] = "distill";
 

@@ -886,6 +886,8 @@ class CostTableCheckTest : public CoordinatorTest {
         done.mutable_output()->mutable_predicted()->set_latency_ms(predicted_ms);
       } else if (a.job().key() == "verify") {
         done.mutable_output()->mutable_measured()->set_latency_ms(measured_ms);
+      } else if (a.job().key() == "distill") {
+        done.mutable_output()->set_model_digest(std::string(64, 'd'));
       }
       EXPECT_THAT(core_->CompleteJob(done), IsOk());
     }
@@ -939,6 +941,124 @@ TEST_F(CostTableCheckTest, VerifyBeyondTheValidatedErrorMarksTheTableSuspect) {
   const v1::Campaign again = Submit(contract, "r2");
   EXPECT_EQ(again.jobs(0).kind(), "profile");
   EXPECT_EQ(again.jobs(0).state(), v1::JOB_RUNNABLE) << "a suspect table is never reused";
+}
+
+// Recompression after an engine upgrade: the drift check in the new version (played here by
+// the test: the agent's measurement is tested in drift_check_test) decides per source
+// campaign. Campaign "tight": its table drifted and its student misses the budget, so it is
+// profiled and compressed again. Campaign "loose": table and student still hold, so the
+// table is carried over and nothing runs.
+TEST_F(CostTableCheckTest, RecompressRedoesOnlyWhatTheDriftCheckFoundChanged) {
+  v1::DeploymentContract tight = AutocompressContract();
+  tight.set_name("tight");
+  tight.set_recurring(true);
+  tight.mutable_parent()->set_path(WriteParentConfig(dir_ / "parent-a", 64));
+  v1::DeploymentContract loose = tight;
+  loose.set_name("loose");
+  loose.mutable_parent()->set_path(WriteParentConfig(dir_ / "parent-b", 96));
+  loose.mutable_budget()->set_latency_ms_max(80);
+  const v1::Campaign a = RunCampaign(tight, "a", 38, 37);
+  const v1::Campaign b = RunCampaign(loose, "b", 38, 37);
+  ASSERT_EQ(a.state(), v1::CAMPAIGN_SUCCEEDED);
+  ASSERT_EQ(b.state(), v1::CAMPAIGN_SUCCEEDED);
+  const std::string table_b = b.cost_table_check().cost_table_id();
+
+  v1::AgentInfo info;
+  info.set_name("upgraded");
+  info.set_device_kind("cpu");
+  info.set_engine("tailor-builtin");
+  info.set_engine_version("2");
+  for (const char* kind : {"drift_check", "profile", "verify"}) info.add_job_kinds(kind);
+  auto upgraded = core_->Register(info);
+  ASSERT_THAT(upgraded, IsOk());
+  v1::RecompressRequest req;
+  req.set_engine_version("2");
+  auto recompress = core_->Recompress(req);
+  ASSERT_THAT(recompress, IsOk());
+  ASSERT_EQ(recompress->entries_size(), 2);
+  std::map<std::string, std::string> next;  // source campaign -> its recompression
+  for (const auto& e : recompress->entries()) next[e.source_campaign_id()] = e.new_campaign_id();
+  for (const auto& [source, id] : next) {
+    const v1::Campaign c = Get(id);
+    EXPECT_EQ(c.recompress().source_campaign_id(), source);
+    EXPECT_EQ(c.recompress().old_engine_version(), "1");
+    EXPECT_EQ(c.jobs(0).key(), "drift_check");
+    for (const v1::Job& job : c.jobs()) {
+      EXPECT_TRUE(job.key() == "drift_check" || job.state() == v1::JOB_PENDING) << job.key();
+    }
+  }
+
+  for (int i = 0; i < 2; ++i) {
+    v1::AcquireJobResponse check = TryAcquire(upgraded->agent_id());
+    ASSERT_TRUE(check.assigned());
+    ASSERT_EQ(check.job().kind(), "drift_check");
+    const bool is_tight = check.campaign_id() == next[a.id()];
+    EXPECT_EQ(check.source_cost_table().id(),
+              (is_tight ? a : b).cost_table_check().cost_table_id());
+    ASSERT_EQ(check.inputs().count("source_distill"), 1u);
+    EXPECT_EQ(check.inputs().at("source_distill").model_digest(), std::string(64, 'd'));
+    v1::CompleteJobRequest done;
+    done.set_lease_id(check.lease().id());
+    done.set_success(true);
+    v1::DriftCheckResult d;
+    d.set_cost_table_id(check.source_cost_table().id());
+    d.add_architectures()->set_description("L0 attention ...");
+    d.set_latency_mape(is_tight ? 0.21 : 0.012);
+    d.set_latency_max_error(is_tight ? 0.25 : 0.02);
+    d.set_bound(0.05);
+    d.set_table_holds(!is_tight);
+    d.set_budgets_hold(!is_tight);
+    SetDetail(*done.mutable_output(), d);
+    v1::BudgetCheck* budget = done.mutable_output()->add_budgets();
+    budget->set_resource("latency_ms");
+    budget->set_budget(is_tight ? 40 : 80);
+    budget->set_measured(is_tight ? 45 : 39);
+    budget->set_met(!is_tight);
+    done.mutable_output()->mutable_measured()->set_latency_ms(is_tight ? 45 : 39);
+    ASSERT_THAT(core_->CompleteJob(done), IsOk());
+  }
+
+  // "tight": profiled again in version 2, then compressed again.
+  const v1::Campaign redo = Get(next[a.id()]);
+  EXPECT_EQ(redo.state(), v1::CAMPAIGN_RUNNING);
+  EXPECT_TRUE(redo.recompress().table_reprofiled());
+  EXPECT_TRUE(redo.recompress().recompressed());
+  for (const v1::Job& job : redo.jobs()) {
+    if (job.key() == "profile") EXPECT_EQ(job.state(), v1::JOB_RUNNABLE);
+    if (job.key() == "search") EXPECT_EQ(job.state(), v1::JOB_PENDING);
+  }
+  EXPECT_THAT(redo.recompress().reason(),
+              HasSubstr("drifted in tailor-builtin 2: 1 architectures re-measured, latency MAPE "
+                        "21.0% (worst 25.0%) against its validated 5.0%"));
+  // "loose": nothing runs; the table is carried over and the next campaign reuses it.
+  const v1::Campaign kept = Get(next[b.id()]);
+  EXPECT_EQ(kept.state(), v1::CAMPAIGN_SUCCEEDED);
+  EXPECT_FALSE(kept.recompress().table_reprofiled());
+  EXPECT_FALSE(kept.recompress().recompressed());
+  EXPECT_EQ(kept.recompress().reason(),
+            absl::StrCat("cost table ", table_b, " still holds in tailor-builtin 2: 1 "
+                         "architectures re-measured, latency MAPE 1.2% (worst 2.0%) against "
+                         "its validated 5.0%; the student of ", b.id(),
+                         " still meets every budget: not recompressed"));
+  for (const v1::Job& job : kept.jobs()) {
+    EXPECT_TRUE(job.key() == "drift_check" || job.state() == v1::JOB_SKIPPED) << job.key();
+  }
+  v1::GetCostTableRequest get;
+  get.set_id(kept.recompress().carried_cost_table_id());
+  auto carried = core_->GetCostTable(get);
+  ASSERT_THAT(carried, IsOk());
+  EXPECT_EQ(carried->carried_from(), table_b);
+  EXPECT_EQ(carried->engine_version(), "2");
+  EXPECT_EQ(carried->fingerprint(), kept.fingerprint());
+  auto report = core_->GetReport(kept.id());
+  ASSERT_THAT(report, IsOk());
+  ASSERT_EQ(report->budgets_size(), 1);
+  EXPECT_EQ(report->budgets(0).measured(), 39);
+  EXPECT_TRUE(report->budgets(0).met());
+  EXPECT_EQ(report->recompress().reason(), kept.recompress().reason());
+  v1::DeploymentContract later = loose;
+  later.mutable_target()->set_engine_version("2");
+  EXPECT_EQ(Submit(later, "b2").jobs(0).state(), v1::JOB_SKIPPED);
 }
 
 TEST_F(CoordinatorTest, CostTableParentArchitectureMustBeAKey) {
