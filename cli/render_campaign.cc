@@ -190,6 +190,18 @@ std::string RenderMeasuredIn(const v1::CampaignReport& r) {
   return out + "\n";
 }
 
+// A recompression's drift check: what was redone and why.
+std::string RenderRecompress(const v1::CampaignReport& r) {
+  if (!r.has_recompress()) return "";
+  const v1::RecompressOrigin& o = r.recompress();
+  if (!o.decided()) {
+    return absl::StrCat("recompression of ", o.source_campaign_id(), " (engine ",
+                        o.old_engine_version(), "): drift check pending\n");
+  }
+  return absl::StrCat("recompression of ", o.source_campaign_id(), " (engine ",
+                      o.old_engine_version(), "): ", o.reason(), "\n");
+}
+
 // How the cost table's prediction held up against the verification; a suspect table is said
 // loudly, since the campaign's choice rests on it.
 std::string RenderTableCheck(const v1::CampaignReport& r) {
@@ -227,7 +239,7 @@ std::string RenderReport(const v1::CampaignReport& r, const RenderOptions& optio
   };
   render_budgets("budgets (student)",
                  std::vector<v1::BudgetResult>(r.budgets().begin(), r.budgets().end()));
-  absl::StrAppend(&out, RenderMeasuredIn(r), RenderTableCheck(r));
+  absl::StrAppend(&out, RenderMeasuredIn(r), RenderTableCheck(r), RenderRecompress(r));
   render_budgets("budgets (uniform baseline)",
                  std::vector<v1::BudgetResult>(r.baseline_budgets().begin(),
                                                r.baseline_budgets().end()));

@@ -171,6 +171,12 @@ class LlamaCppEngine : public ServingEngine {
                                        const ModelToServe& model, const std::string& work_dir,
                                        const MlProgressFn& progress) override;
 
+  absl::StatusOr<costmodel::RecheckResult> Recheck(const v1::DeploymentContract& contract,
+                                                   const std::string& parent_dir,
+                                                   const v1::CostTable& table,
+                                                   const std::string& work_dir,
+                                                   const MlProgressFn& progress) override;
+
  private:
   // The engine and precision checks every job starts with.
   absl::Status CheckContract(const v1::DeploymentContract& contract) const;
@@ -281,6 +287,40 @@ absl::StatusOr<ProfileJobOutput> LlamaCppEngine::Profile(const v1::DeploymentCon
   out.table = costmodel::ToProto(out.result.table);
   out.table.set_parent_architecture(p.architecture);
   return out;
+}
+
+absl::StatusOr<costmodel::RecheckResult> LlamaCppEngine::Recheck(
+    const v1::DeploymentContract& contract, const std::string& parent_dir,
+    const v1::CostTable& table, const std::string& work_dir, const MlProgressFn& progress) {
+  TAILOR_RETURN_IF_ERROR(CheckContract(contract));
+  TAILOR_ASSIGN_OR_RETURN(ParentForProfile p, ReadParentForProfile(contract, parent_dir));
+  TAILOR_ASSIGN_OR_RETURN(hf::HfCheckpoint parent, OpenHfParent(contract, parent_dir));
+  TAILOR_ASSIGN_OR_RETURN(costmodel::CostModel model, costmodel::CostModel::FromTable(table));
+  const engine::Workload w = costmodel::WorkloadFromProto(contract.workload());
+  TAILOR_RETURN_IF_ERROR(engine::ValidateWorkload(w));
+  const int repetitions = config_.profile_rounds > 0 ? config_.profile_rounds : 5;
+  const std::string scratch = absl::StrCat(work_dir, "/recheck-models");
+  std::filesystem::create_directories(scratch);
+  const costmodel::ServeModelFn serve = LlamaCppServeModelFn(
+      parent, scratch, ServeOptions(w, kProfileWarmup, repetitions, contract.seed(),
+                                    options_.sidecar));
+  // As the whole-model profiler measured its held-out architectures: the median request, and
+  // memory as llama.cpp allocated it.
+  auto recheck_serve = [&](const model::HybridConfig& arch,
+                           uint64_t seed) -> absl::StatusOr<costmodel::RecheckServed> {
+    TAILOR_ASSIGN_OR_RETURN(costmodel::ServedModel served, serve(arch, seed));
+    std::vector<double> request;
+    for (const costmodel::ServedRequest& r : served.requests) request.push_back(r.request_ms);
+    if (request.empty()) return absl::InternalError("llama.cpp served no request");
+    std::sort(request.begin(), request.end());
+    return costmodel::RecheckServed{request[request.size() / 2],
+                                    served.weights_mib + served.state_mib + served.compute_mib};
+  };
+  costmodel::RecheckOptions o;
+  o.space.keep_shared_experts = gguf::StudentShapeRulesOf(parent.config()).keep_shared_experts;
+  o.require_present_layer = true;
+  o.progress = progress;
+  return costmodel::RecheckCostTable(model, p.config, recheck_serve, o);
 }
 
 absl::StatusOr<v1::JobOutput> LlamaCppEngine::Verify(const v1::DeploymentContract& contract,

@@ -17,6 +17,7 @@
 #include "compression/hf/hf_import.h"
 #include "compression/hf/parent_architecture.h"
 #include "compression/model/config.h"
+#include "compression/model/hybrid_lm.h"
 #include "common/model_fetch.h"
 #include "compression/tasks/suites.h"
 #include "compression/tasks/tokenizer.h"
@@ -267,6 +268,32 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
   return result;
 }
 
+absl::StatusOr<costmodel::RecheckResult> RunRecheck(const v1::DeploymentContract& contract,
+                                                    const std::string& parent_dir,
+                                                    const v1::CostTable& table,
+                                                    const MlJobConfig& config,
+                                                    const MlProgressFn& progress) {
+  TAILOR_ASSIGN_OR_RETURN(engine::EngineOptions options, EngineOptionsFor(contract, config));
+  TAILOR_ASSIGN_OR_RETURN(ParentForProfile parent, ReadParentForProfile(contract, parent_dir));
+  TAILOR_ASSIGN_OR_RETURN(costmodel::CostModel model, costmodel::CostModel::FromTable(table));
+  const engine::Workload w = costmodel::WorkloadFromProto(contract.workload());
+  TAILOR_RETURN_IF_ERROR(engine::ValidateWorkload(w));
+  engine::MeasureOptions mo;
+  mo.repetitions = config.verify_repetitions;
+  mo.seed = contract.seed();
+  auto serve = [&](const model::HybridConfig& arch,
+                   uint64_t seed) -> absl::StatusOr<costmodel::RecheckServed> {
+    TAILOR_ASSIGN_OR_RETURN(model::HybridLM lm, model::CreateHybridLM(arch, seed));
+    TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> e,
+                            engine::Engine::Create(std::move(lm), options));
+    TAILOR_ASSIGN_OR_RETURN(engine::Measurement m, e->Measure(w, mo));
+    return costmodel::RecheckServed{m.latency_ms, static_cast<double>(m.peak_bytes) / (1 << 20)};
+  };
+  costmodel::RecheckOptions o;
+  o.progress = progress;
+  return costmodel::RecheckCostTable(model, parent.config, serve, o);
+}
+
 void JudgeBudgets(const v1::Budget& b, v1::JobOutput& out) {
   const v1::ModelCosts& m = out.measured();
   auto add = [&](const char* resource, double budget, double value, bool floor) {
@@ -304,6 +331,13 @@ class BuiltinEngine : public ServingEngine {
                                        const std::string& /*work_dir*/,
                                        const MlProgressFn& progress) override {
     return RunVerify(contract, model.dir, config_, progress);
+  }
+  absl::StatusOr<costmodel::RecheckResult> Recheck(const v1::DeploymentContract& contract,
+                                                   const std::string& parent_dir,
+                                                   const v1::CostTable& table,
+                                                   const std::string& /*work_dir*/,
+                                                   const MlProgressFn& progress) override {
+    return RunRecheck(contract, parent_dir, table, config_, progress);
   }
 
  private:
@@ -360,6 +394,72 @@ JobHandler MakeProfileHandler(std::shared_ptr<ServingEngine> engine) {
                  "{:.2f}% over {} held-out architectures",
                  stored.id(), out.table.entries_size(), 100 * v.latency_mape,
                  100 * v.latency_max_error, 100 * v.memory_mape, v.architectures);
+    return result;
+  };
+}
+
+namespace {
+
+void SetRecheck(const costmodel::RecheckResult& r, v1::DriftCheckResult& d) {
+  for (const costmodel::ArchitectureMeasurement& a : r.architectures) {
+    v1::DriftCheckResult::Architecture* row = d.add_architectures();
+    row->set_description(a.description);
+    row->set_predicted_latency_ms(a.predicted_latency_ms);
+    row->set_measured_latency_ms(a.measured_latency_ms);
+    row->set_predicted_memory_mib(a.predicted_memory_mib);
+    row->set_measured_memory_mib(a.measured_memory_mib);
+  }
+  d.set_latency_mape(r.summary.latency_mape);
+  d.set_latency_max_error(r.summary.latency_max_error);
+  d.set_memory_mape(r.summary.memory_mape);
+  d.set_bound(r.bound);
+  d.set_table_holds(r.holds);
+}
+
+bool HasSourceModel(JobContext& ctx) {
+  for (const auto& [key, input] : ctx.inputs()) {
+    if (!input.model_digest().empty()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+JobHandler MakeDriftCheckHandler(std::shared_ptr<ServingEngine> engine) {
+  return [engine](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
+    v1::JobOutput result;
+    v1::DriftCheckResult d;
+    const v1::CostTable& table = ctx.assignment().source_cost_table();
+    if (!table.id().empty()) {
+      d.set_cost_table_id(table.id());
+      TAILOR_ASSIGN_OR_RETURN(std::string parent_dir, ParentDir(ctx));
+      TAILOR_ASSIGN_OR_RETURN(costmodel::RecheckResult recheck,
+                              engine->Recheck(ctx.contract(), parent_dir, table,
+                                              ctx.work_dir() + "/recheck", ProgressOf(ctx)));
+      SetRecheck(recheck, d);
+    }
+    if (HasSourceModel(ctx)) {
+      TAILOR_ASSIGN_OR_RETURN(auto model, ModelDir(ctx));
+      TAILOR_ASSIGN_OR_RETURN(result, engine->Verify(ctx.contract(), {model.first, false},
+                                                     ctx.work_dir(), ProgressOf(ctx)));
+      bool hold = result.budgets_size() > 0 &&
+                  (!result.has_equivalence() || result.equivalence().passed());
+      for (const v1::BudgetCheck& b : result.budgets()) hold = hold && b.met();
+      d.set_budgets_hold(hold);
+      d.set_student_source(model.second);
+    }
+    SetDetail(result, d);
+    TAILOR_RETURN_IF_ERROR(
+        ctx.UploadArtifactBytes("drift_check", "drift_check.json", ProtoJson(result)).status());
+    TAILOR_RETURN_IF_ERROR(ctx.ReportProgress(
+        1.0, d.table_holds() ? "cost table still holds" : "cost table drifted", 0, 0,
+        {{"latency_mape", d.latency_mape()}}, /*final=*/true));
+    spdlog::info("drift check of cost table {}: latency MAPE {:.2f}% over {} architectures "
+                 "(bound {:.2f}%): {}; student {}",
+                 table.id().empty() ? "-" : table.id(), 100 * d.latency_mape(),
+                 d.architectures_size(), 100 * d.bound(),
+                 d.table_holds() ? "holds" : "drifted",
+                 d.budgets_hold() ? "meets every budget" : "misses a budget (or none)");
     return result;
   };
 }

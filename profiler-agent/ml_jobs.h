@@ -84,7 +84,16 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
                                         const std::string& model_dir, const MlJobConfig& config,
                                         const MlProgressFn& progress);
 
-// The built-in engine as a ServingEngine (RunProfile, RunVerify).
+// The drift check's re-measurement in the built-in engine: each architecture served as verify
+// serves (engine::Engine::Measure, dummy weights), latency the robust per-step figure its
+// tables predict, memory the peak.
+absl::StatusOr<costmodel::RecheckResult> RunRecheck(const v1::DeploymentContract& contract,
+                                                    const std::string& parent_dir,
+                                                    const v1::CostTable& table,
+                                                    const MlJobConfig& config,
+                                                    const MlProgressFn& progress);
+
+// The built-in engine as a ServingEngine (RunProfile, RunVerify, RunRecheck).
 std::shared_ptr<ServingEngine> MakeBuiltinEngine(const MlJobConfig& config);
 
 // Exact-match accuracy over the task suites (and the parameter count) of a model loaded in
@@ -99,6 +108,10 @@ bool IsBadModel(absl::StatusCode code);
 absl::Status BadModel(absl::string_view what, const absl::Status& st);
 
 JobHandler MakeProfileHandler(std::shared_ptr<ServingEngine> engine);
+// drift_check: the assignment's source_cost_table re-measured (ServingEngine::Recheck) and the
+// source's student (the input with a model_digest) verified in this engine; the verification
+// is the output's measured / budgets, the verdicts its v1::DriftCheckResult detail.
+JobHandler MakeDriftCheckHandler(std::shared_ptr<ServingEngine> engine);
 // `variants`: kinds of model a method verifies its own way (VerifyVariant); the first whose
 // `applies` holds takes the job. The parent's quality (the main verify) is scored in tailor's
 // engine under `config`, whatever engine verifies.

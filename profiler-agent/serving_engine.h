@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "compression/costmodel/drift_check.h"
 #include "compression/costmodel/profiler.h"
 #include "tailor/v1/campaign.pb.h"
 #include "tailor/v1/contract.pb.h"
@@ -71,6 +72,15 @@ class ServingEngine {
                                                const ModelToServe& model,
                                                const std::string& work_dir,
                                                const MlProgressFn& progress) = 0;
+
+  // The drift check's half of a recompression: `table` (the parent's, measured in an
+  // earlier engine version) against fresh architectures served in this engine as it is now
+  // (costmodel/drift_check.h), under the contract's workload.
+  virtual absl::StatusOr<costmodel::RecheckResult> Recheck(const v1::DeploymentContract& contract,
+                                                           const std::string& parent_dir,
+                                                           const v1::CostTable& table,
+                                                           const std::string& work_dir,
+                                                           const MlProgressFn& progress) = 0;
 };
 
 }  // namespace tailor::profiler

@@ -289,6 +289,22 @@ TEST(RenderReportTest, CostTableCheckHeldOrSuspect) {
                         "profiles again)\n"));
 }
 
+TEST(RenderReportTest, RecompressionSaysWhatWasRedoneAndWhy) {
+  v1::CampaignReport r;
+  r.set_campaign_id("cmp-7");
+  r.set_state(v1::CAMPAIGN_SUCCEEDED);
+  v1::RecompressOrigin& o = *r.mutable_recompress();
+  o.set_source_campaign_id("cmp-1");
+  o.set_old_engine_version("3.20.0");
+  EXPECT_THAT(RenderReport(r, Options()),
+              HasSubstr("recompression of cmp-1 (engine 3.20.0): drift check pending\n"));
+  o.set_decided(true);
+  o.set_reason("cost table ct-1 still holds in llama.cpp 3.21.1: ...; not recompressed");
+  EXPECT_THAT(RenderReport(r, Options()),
+              HasSubstr("recompression of cmp-1 (engine 3.20.0): cost table ct-1 still holds "
+                        "in llama.cpp 3.21.1: ...; not recompressed\n"));
+}
+
 TEST(RenderReportTest, StudentExportsOfAnHfParent) {
   v1::CampaignReport r;
   r.set_campaign_id("cmp-4");

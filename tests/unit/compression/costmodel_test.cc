@@ -10,6 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "compression/costmodel/cost_model.h"
+#include "common/status_macros.h"
+#include "compression/costmodel/drift_check.h"
 #include "compression/costmodel/interaction.h"
 #include "compression/costmodel/interpolation.h"
 #include "compression/costmodel/memory_model.h"
@@ -17,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/unit/compression/synthetic_cost_table.h"
 
 namespace tailor::costmodel {
 namespace {
@@ -338,6 +341,56 @@ TEST(CostModelTest, RejectsBrokenTables) {
   t.entries.erase(t.entries.begin());  // a hole in the attention grid
   EXPECT_THAT(CostModel::FromData(t).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("attention")));
+}
+
+// --- drift check -------------------------------------------------------------------------
+
+// An engine that serves every architecture at `factor` times what the table predicts: the
+// table validated at 2% MAPE (worst 4%) holds at 1.03 and has drifted at 1.10.
+TEST(DriftCheckTest, TableHoldsWithinItsOwnValidatedError) {
+  CostTableData data = autocompress::test_support::SyntheticTable(Parent());
+  data.validation.architectures = 8;
+  data.validation.latency_mape = 0.02;
+  data.validation.latency_max_error = 0.04;
+  absl::StatusOr<CostModel> model = CostModel::FromData(data);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto recheck = [&](double factor) {
+    int served = 0;
+    RecheckServeFn serve = [&](const model::HybridConfig& arch,
+                               uint64_t) -> absl::StatusOr<RecheckServed> {
+      ++served;
+      TAILOR_ASSIGN_OR_RETURN(Prediction p, model->Predict(arch));
+      return RecheckServed{p.latency_ms * factor, p.memory_mib};
+    };
+    absl::StatusOr<RecheckResult> r = RecheckCostTable(*model, Parent(), serve, {});
+    EXPECT_EQ(served, 4);
+    return r;
+  };
+  absl::StatusOr<RecheckResult> same = recheck(1.03);
+  ASSERT_TRUE(same.ok()) << same.status();
+  ASSERT_EQ(same->architectures.size(), 4u);
+  EXPECT_NEAR(same->summary.latency_mape, 0.03 / 1.03, 1e-9);
+  EXPECT_DOUBLE_EQ(same->bound, 0.04);
+  EXPECT_TRUE(same->holds);
+  absl::StatusOr<RecheckResult> slower = recheck(1.10);
+  ASSERT_TRUE(slower.ok()) << slower.status();
+  EXPECT_NEAR(slower->summary.latency_mape, 0.10 / 1.10, 1e-9);
+  EXPECT_FALSE(slower->holds);
+  // Fresh draws, the same ones every time: the check is reproducible.
+  EXPECT_EQ(same->architectures[0].description, slower->architectures[0].description);
+
+  // A table validated on nothing has no error range: it never holds.
+  data.validation = {};
+  absl::StatusOr<CostModel> unvalidated = CostModel::FromData(data);
+  ASSERT_TRUE(unvalidated.ok());
+  RecheckServeFn exact = [&](const model::HybridConfig& arch,
+                             uint64_t) -> absl::StatusOr<RecheckServed> {
+    TAILOR_ASSIGN_OR_RETURN(Prediction p, unvalidated->Predict(arch));
+    return RecheckServed{p.latency_ms, p.memory_mib};
+  };
+  absl::StatusOr<RecheckResult> r = RecheckCostTable(*unvalidated, Parent(), exact, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->holds);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // RunVerify): result shapes, budgets, engine/precision checks and bad models. No timing
 // assertions.
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -162,6 +163,26 @@ TEST(MlJobsTest, ProfileBuildsAValidatedTable) {
   EXPECT_GT(last, 0);
   EXPECT_THAT(RunProfile(c, dir + "/nowhere", Fast(), nullptr).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("parent model")));
+
+  // The drift check re-measures the table on fresh architectures in the same engine: the
+  // verdict follows the table's own validated error, whatever the figures on this host.
+  absl::StatusOr<costmodel::RecheckResult> recheck =
+      RunRecheck(c, dir, out->table, Fast(), nullptr);
+  ASSERT_TRUE(recheck.ok()) << recheck.status();
+  ASSERT_EQ(recheck->architectures.size(), 4u);
+  for (const costmodel::ArchitectureMeasurement& a : recheck->architectures) {
+    EXPECT_GT(a.measured_latency_ms, 0) << a.description;
+    EXPECT_GT(a.predicted_latency_ms, 0) << a.description;
+    EXPECT_GT(a.measured_memory_mib, 0) << a.description;
+  }
+  EXPECT_EQ(recheck->bound,
+            std::max(out->table.latency_max_error(), out->table.latency_mape()));
+  EXPECT_EQ(recheck->holds, recheck->summary.latency_mape <= recheck->bound);
+  // Another engine's contract is refused before anything is served.
+  v1::DeploymentContract other = c;
+  other.mutable_target()->set_engine_version("2");
+  EXPECT_THAT(RunRecheck(other, dir, out->table, Fast(), nullptr).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("target.engine")));
 }
 
 }  // namespace
