@@ -971,6 +971,9 @@ TEST_F(CostTableCheckTest, RecompressRedoesOnlyWhatTheDriftCheckFoundChanged) {
   for (const char* kind : {"drift_check", "profile", "verify"}) info.add_job_kinds(kind);
   auto upgraded = core_->Register(info);
   ASSERT_THAT(upgraded, IsOk());
+  info.set_name("upgraded-2");
+  auto upgraded2 = core_->Register(info);
+  ASSERT_THAT(upgraded2, IsOk());
   v1::RecompressRequest req;
   req.set_engine_version("2");
   auto recompress = core_->Recompress(req);
@@ -988,8 +991,11 @@ TEST_F(CostTableCheckTest, RecompressRedoesOnlyWhatTheDriftCheckFoundChanged) {
     }
   }
 
-  for (int i = 0; i < 2; ++i) {
-    v1::AcquireJobResponse check = TryAcquire(upgraded->agent_id());
+  // Both drift checks leased before either completes (a completed one makes its campaign's
+  // next jobs runnable beside the other check).
+  const v1::AcquireJobResponse checks[] = {TryAcquire(upgraded->agent_id()),
+                                           TryAcquire(upgraded2->agent_id())};
+  for (const v1::AcquireJobResponse& check : checks) {
     ASSERT_TRUE(check.assigned());
     ASSERT_EQ(check.job().kind(), "drift_check");
     const bool is_tight = check.campaign_id() == next[a.id()];
