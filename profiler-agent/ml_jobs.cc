@@ -281,17 +281,10 @@ absl::StatusOr<costmodel::RecheckResult> RunRecheck(const v1::DeploymentContract
   engine::MeasureOptions mo;
   mo.repetitions = config.verify_repetitions;
   mo.seed = contract.seed();
-  auto serve = [&](const model::HybridConfig& arch,
-                   uint64_t seed) -> absl::StatusOr<costmodel::RecheckServed> {
-    TAILOR_ASSIGN_OR_RETURN(model::HybridLM lm, model::CreateHybridLM(arch, seed));
-    TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> e,
-                            engine::Engine::Create(std::move(lm), options));
-    TAILOR_ASSIGN_OR_RETURN(engine::Measurement m, e->Measure(w, mo));
-    return costmodel::RecheckServed{m.latency_ms, static_cast<double>(m.peak_bytes) / (1 << 20)};
-  };
   costmodel::RecheckOptions o;
   o.progress = progress;
-  return costmodel::RecheckCostTable(model, parent.config, serve, o);
+  return costmodel::RecheckCostTable(model, parent.config,
+                                     costmodel::BuiltinRecheckServe(options, w, mo), o);
 }
 
 void JudgeBudgets(const v1::Budget& b, v1::JobOutput& out) {

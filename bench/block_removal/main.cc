@@ -30,6 +30,7 @@
 #include "compression/blockremoval/qubo.h"
 #include "compression/model/config.h"
 #include "compression/tasks/training.h"
+#include "bench/common/bench_report.h"
 #include "nlohmann/json.hpp"
 
 namespace br = tailor::blockremoval;
@@ -398,16 +399,7 @@ int main(int argc, char** argv) {
     out["models"].push_back(m);
   }
   if (!quick_dir.empty()) std::filesystem::remove_all(quick_dir);
-  std::error_code ec;
-  const std::filesystem::path dir = std::filesystem::path(json_path).parent_path();
-  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-  std::ofstream file(json_path);
-  file << out.dump(2) << "\n";
-  file.close();
-  if (!file) {
-    std::fprintf(stderr, "bench_block_removal: cannot write %s\n", json_path.c_str());
-    return 1;
-  }
+  if (!tailor::bench::WriteJson(out, json_path, "bench_block_removal")) return 1;
   std::printf("\nJSON: %s\n", json_path.c_str());
   return failed ? 1 : 0;
 }

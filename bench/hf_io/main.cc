@@ -15,7 +15,6 @@
 // Prints three tables and writes JSON (--json-out, default bench/out/hf_io.json).
 // docs/benchmarks.md, "Bring your own model (bench/hf_io)".
 #include <fcntl.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,6 +46,7 @@
 #include "compression/hf/hf_import.h"
 #include "compression/model/hybrid_lm.h"
 #include "compression/model/safetensors_format.h"
+#include "bench/common/bench_report.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/hf_test_checkpoint.h"
 
@@ -570,22 +570,9 @@ void PrintTables(const Json& sizes) {
               " pages; anon = sampled peak of anonymous RSS)\n");
 }
 
-std::string Machine() {
-  utsname u{};
-  ::uname(&u);
-  return absl::StrCat(::sysconf(_SC_NPROCESSORS_ONLN), " CPUs, ", u.sysname, " ", u.release);
-}
-
 double LoadAverage() {
   double load[1] = {0};
   return ::getloadavg(load, 1) == 1 ? load[0] : 0;
-}
-
-std::string UtcNow() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
 }
 
 constexpr char kMethod[] =
@@ -659,8 +646,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_hf_io: cannot make a scratch folder\n");
     return 1;
   }
-  Json out = {{"bench", "hf_io"}, {"date", UtcNow()},      {"machine", Machine()},
-              {"quick", quick},   {"command", command}, {"method", kMethod},
+  Json out = {{"bench", "hf_io"},
+              {"date", tailor::bench::UtcNow()},
+              {"machine", tailor::bench::Machine()},
+              {"quick", quick},
+              {"command", command},
+              {"method", kMethod},
               {"loadavg_start", LoadAverage()}};
   bool failed = false;
   for (const CheckpointSize& s : sizes) {

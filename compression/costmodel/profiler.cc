@@ -450,4 +450,17 @@ absl::StatusOr<ProfileResult> ProfileCostTable(const model::HybridConfig& parent
   return result;
 }
 
+RecheckServeFn BuiltinRecheckServe(const engine::EngineOptions& options,
+                                   const engine::Workload& workload,
+                                   const engine::MeasureOptions& measure) {
+  return [options, workload, measure](const model::HybridConfig& arch,
+                                      uint64_t seed) -> absl::StatusOr<RecheckServed> {
+    TAILOR_ASSIGN_OR_RETURN(model::HybridLM lm, model::CreateHybridLM(arch, seed));
+    TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> e,
+                            engine::Engine::Create(std::move(lm), options));
+    TAILOR_ASSIGN_OR_RETURN(engine::Measurement m, e->Measure(workload, measure));
+    return RecheckServed{m.latency_ms, static_cast<double>(m.peak_bytes) / (1 << 20)};
+  };
+}
+
 }  // namespace tailor::costmodel

@@ -35,6 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "compression/costmodel/cost_table.h"
+#include "compression/costmodel/drift_check.h"
 #include "compression/costmodel/profile_grid.h"
 #include "compression/costmodel/search_space.h"
 #include "compression/engine/engine.h"
@@ -69,6 +70,13 @@ struct ProfileOptions {
 
 absl::StatusOr<ProfileResult> ProfileCostTable(const model::HybridConfig& parent,
                                                const ProfileOptions& options);
+
+// The drift check's serve function in the built-in engine: each architecture with dummy
+// weights drawn from the seed, served as verify serves (engine::Engine::Measure under
+// `measure`), latency the robust per-step figure the builtin's tables predict, memory the peak.
+RecheckServeFn BuiltinRecheckServe(const engine::EngineOptions& options,
+                                   const engine::Workload& workload,
+                                   const engine::MeasureOptions& measure);
 
 // --- pieces, exposed for tests and benches ---------------------------------------------
 
