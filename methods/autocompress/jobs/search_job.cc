@@ -396,10 +396,11 @@ absl::StatusOr<autocompress::RepairResult> FitArgmax(WorkerContext& ctx, Inputs&
                                                      std::vector<std::string>& fill_changes) {
   const model::HybridConfig& config = in.teacher->config();
   // Importance of the ranked parent's units on a few training batches: what the repair
-  // gives up and the fill adds back per unit of cost.
+  // gives up and the fill adds back per unit of cost. Whole global batches (rank 0 alone runs
+  // this), so the same search on another number of ranks picks the same student.
   std::vector<at::Tensor> calib;
   for (int64_t b = 0; b < kImportanceBatches; ++b) {
-    calib.push_back(PackedBatch(plan.data_seed, kRepairSalt, b, plan.local_batch, plan.length,
+    calib.push_back(PackedBatch(plan.data_seed, kRepairSalt, b, plan.global_batch, plan.length,
                                 tasks::Split::kTrain));
   }
   TAILOR_ASSIGN_OR_RETURN(autocompress::Importance importance,
