@@ -400,8 +400,16 @@ absl::StatusOr<v1::RecompressResponse> Coordinator::Recompress(
     v1::DeploymentContract next = c.contract();
     next.mutable_target()->set_engine_version(req.engine_version());
     // The key makes a pipeline's repeated calls harmless: the second one finds the first.
+    // Versions may hold characters request ids may not ("1+threads2"): those become '_'.
+    std::string version = req.engine_version();
+    for (char& ch : version) {
+      if (!absl::ascii_isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' &&
+          ch != ':' && ch != '-') {
+        ch = '_';
+      }
+    }
     const std::string request_id =
-        absl::StrCat("recompress:", c.id(), ":", req.engine_version()).substr(0, 128);
+        absl::StrCat("recompress:", c.id(), ":", version).substr(0, 128);
     v1::RecompressOrigin origin;
     origin.set_source_campaign_id(c.id());
     origin.set_old_engine_version(t.engine_version());

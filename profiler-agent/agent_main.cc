@@ -58,10 +58,12 @@ void DeclareFlags(CLI::App& app, Flags& flags) {
                  "deploy/install-deps.sh)")
       ->capture_default_str();
   app.add_option("--engine-version", flags.engine_version,
-                 "serving engine version (default: 1 for tailor-builtin; llama.cpp: the "
-                 "installed node-llama-cpp's, which a given value must equal)");
+                 "serving engine version (default: tailor-builtin's for its threads, 1 or "
+                 "1+threadsN; llama.cpp: the installed node-llama-cpp's, which a given value "
+                 "must equal)");
   app.add_option("--engine-threads", flags.engine_threads,
-                 "llama.cpp: threads serving each request")
+                 "threads serving each request (tailor-builtin: LibTorch intra-op threads, "
+                 "part of its version)")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   app.add_option("--work-dir", flags.work_dir, "scratch directory for jobs")->capture_default_str();
@@ -205,7 +207,7 @@ int AgentMain(int argc, char** argv, const std::function<void(AgentRuntime&)>& r
     return 1;
   }
   if (flags.engine_version.empty() && flags.engine != "llama.cpp") {
-    flags.engine_version = engine::kEngineVersion;
+    flags.engine_version = engine::BuiltinEngineVersion(flags.engine_threads);
   }
   absl::StatusOr<ServingEngineChoice> engine = ResolveServingEngine(
       flags.engine, flags.engine_version, device->device, flags.engine_threads);

@@ -28,10 +28,10 @@ bool BuiltinEngineOffered(const AgentRuntime& runtime, const HandlerOptions& opt
 #ifdef TAILOR_AGENT_WITH_TORCH
   const v1::AgentInfo& info = runtime.options().info;
   if (info.engine() == "llama.cpp") return false;  // its own engine (ServingEngineOf)
-  if (info.engine() != engine::kEngineName || info.engine_version() != engine::kEngineVersion) {
+  const std::string version = engine::BuiltinEngineVersion(options.engine_threads);
+  if (info.engine() != engine::kEngineName || info.engine_version() != version) {
     spdlog::warn("engine {} {} is not the built-in {} {}: profile and verify are not offered",
-                 info.engine(), info.engine_version(), engine::kEngineName,
-                 engine::kEngineVersion);
+                 info.engine(), info.engine_version(), engine::kEngineName, version);
     return false;
   }
   return true;

@@ -122,11 +122,12 @@ MlJobConfig MlJobConfigOf(const DeviceDescription& device, const HandlerOptions&
   ml.profile_validation_architectures = options.profile_validation_architectures;
   if (options.verify_repetitions > 0) ml.verify_repetitions = options.verify_repetitions;
   if (options.verify_task_samples > 0) ml.verify_task_samples = options.verify_task_samples;
+  ml.builtin_threads = options.engine_threads;
   return ml;
 }
 
-EngineIdentity BuiltinIdentity() {
-  return EngineIdentity{engine::kEngineName, engine::kEngineVersion, "", 1};
+EngineIdentity BuiltinIdentity(int threads) {
+  return EngineIdentity{engine::kEngineName, engine::BuiltinEngineVersion(threads), "", threads};
 }
 
 absl::Status CheckContractEngine(const v1::DeploymentContract& contract,
@@ -145,8 +146,10 @@ absl::Status CheckContractEngine(const v1::DeploymentContract& contract,
 
 absl::StatusOr<engine::EngineOptions> EngineOptionsFor(const v1::DeploymentContract& contract,
                                                        const MlJobConfig& config) {
-  TAILOR_RETURN_IF_ERROR(CheckContractEngine(contract, BuiltinIdentity()));
-  return TailorEngineOptionsFor(contract, config);
+  TAILOR_RETURN_IF_ERROR(CheckContractEngine(contract, BuiltinIdentity(config.builtin_threads)));
+  TAILOR_ASSIGN_OR_RETURN(engine::EngineOptions options, TailorEngineOptionsFor(contract, config));
+  options.cpu_threads = config.builtin_threads;
+  return options;
 }
 
 absl::StatusOr<engine::EngineOptions> TailorEngineOptionsFor(
@@ -208,6 +211,7 @@ absl::StatusOr<ProfileJobOutput> RunProfile(const v1::DeploymentContract& contra
   ProfileJobOutput out;
   TAILOR_ASSIGN_OR_RETURN(out.result, costmodel::ProfileCostTable(parent.config, o));
   out.table = costmodel::ToProto(out.result.table);
+  out.table.set_engine_version(engine::BuiltinEngineVersion(config.builtin_threads));
   out.table.set_parent_architecture(parent.architecture);
   return out;
 }
@@ -262,7 +266,8 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
   JudgeBudgets(contract.budget(), result);
   v1::EngineInfo& eng_info = *result.mutable_engine();
   eng_info.set_name(engine::kEngineName);
-  eng_info.set_version(engine::kEngineVersion);
+  eng_info.set_version(engine::BuiltinEngineVersion(config.builtin_threads));
+  eng_info.set_threads(config.builtin_threads);
   eng_info.set_device(options.device);
   eng_info.set_precision(std::string(engine::PrecisionName(options.precision)));
   return result;
@@ -312,7 +317,7 @@ namespace {
 class BuiltinEngine : public ServingEngine {
  public:
   explicit BuiltinEngine(MlJobConfig config) : config_(std::move(config)) {}
-  EngineIdentity identity() const override { return BuiltinIdentity(); }
+  EngineIdentity identity() const override { return BuiltinIdentity(config_.builtin_threads); }
   absl::StatusOr<ProfileJobOutput> Profile(const v1::DeploymentContract& contract,
                                            const std::string& parent_dir,
                                            const std::string& /*work_dir*/,

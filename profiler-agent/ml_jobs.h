@@ -46,13 +46,16 @@ struct MlJobConfig {
   // Profile: overrides for tests (0 = the profiler's defaults).
   int profile_rounds = 0;
   int profile_validation_architectures = 0;
+  // tailor-builtin: LibTorch intra-op threads serving each request; part of the engine's
+  // version (engine::BuiltinEngineVersion).
+  int builtin_threads = 1;
 };
 
 // The agent's device and its --profile-*/--verify-* overrides.
 MlJobConfig MlJobConfigOf(const DeviceDescription& device, const HandlerOptions& options);
 
-// The built-in engine's identity (tailor-builtin at kEngineVersion).
-EngineIdentity BuiltinIdentity();
+// The built-in engine's identity on `threads` (tailor-builtin at BuiltinEngineVersion).
+EngineIdentity BuiltinIdentity(int threads = 1);
 
 // Engine, precision (default FP32 on cpu, BF16 on cuda) and workload from the contract,
 // after CheckContractEngine against the built-in engine.

@@ -5,6 +5,7 @@
 // the cost model's formulas and tables can use these without pulling in torch headers.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -17,6 +18,14 @@ inline constexpr char kEngineName[] = "tailor-builtin";
 // Version 1: eager LibTorch, one intra-op thread on CPU, KV cache preallocated to
 // prefix + input + output positions, last-position-only prefill logits.
 inline constexpr char kEngineVersion[] = "1";
+
+// The version an agent registers for the built-in engine on `cpu_threads` intra-op threads:
+// kEngineVersion on one, "1+threadsN" otherwise. The thread count moves every per-layer cost,
+// so it is part of the serving stack a contract names (and a changed one is engine drift).
+inline std::string BuiltinEngineVersion(int cpu_threads) {
+  return cpu_threads == 1 ? std::string(kEngineVersion)
+                          : std::string(kEngineVersion) + "+threads" + std::to_string(cpu_threads);
+}
 
 enum class Precision { kFp32, kBf16, kFp16 };
 

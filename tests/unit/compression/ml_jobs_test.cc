@@ -89,6 +89,18 @@ TEST(MlJobsTest, EngineOptionsFromTheContract) {
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("serves tailor-builtin 1, the contract asks for "
                                  "tailor-builtin 2")));
+  // The thread count is part of the built-in engine's version.
+  MlJobConfig two = Fast();
+  two.builtin_threads = 2;
+  EXPECT_THAT(EngineOptionsFor(Contract(), two).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("serves tailor-builtin 1+threads2, the contract asks for "
+                                 "tailor-builtin 1")));
+  c.mutable_target()->set_engine_version("1+threads2");
+  o = EngineOptionsFor(c, two);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->cpu_threads, 2);
+  EXPECT_EQ(BuiltinIdentity(2).version, "1+threads2");
 }
 
 TEST(MlJobsTest, VerifyMeasuresEvaluatesAndChecksBudgets) {
