@@ -388,23 +388,12 @@ void ReportSearchStep(WorkerContext& ctx, const Inputs& in, int64_t steps, int64
 }
 
 // The argmax architecture, priced by the cost model itself (not the soft predictor); one
-// that violates a budget is repaired greedily, giving up the units that matter least; then
-// what the budgets still leave is spent the same way, most importance per cost first.
-absl::StatusOr<autocompress::RepairResult> FitArgmax(WorkerContext& ctx, Inputs& in,
-                                                     const SearchPlan& plan,
-                                                     const std::vector<int>& indices,
-                                                     std::vector<std::string>& fill_changes) {
+// that violates a budget is repaired greedily, giving up the units that matter least.
+// (What the budgets leave is not filled: autocompress::FillToBudgets, docs/autocompress.md.)
+absl::StatusOr<autocompress::RepairResult> RepairArgmax(WorkerContext& ctx, Inputs& in,
+                                                        const SearchPlan& plan,
+                                                        const std::vector<int>& indices) {
   const model::HybridConfig& config = in.teacher->config();
-  // Importance of the ranked parent's units on a few training batches: what the repair
-  // gives up and the fill adds back per unit of cost. Whole global batches (rank 0 alone runs
-  // this), so the same search on another number of ranks picks the same student.
-  std::vector<at::Tensor> calib;
-  for (int64_t b = 0; b < kImportanceBatches; ++b) {
-    calib.push_back(PackedBatch(plan.data_seed, kRepairSalt, b, plan.global_batch, plan.length,
-                                tasks::Split::kTrain));
-  }
-  TAILOR_ASSIGN_OR_RETURN(autocompress::Importance importance,
-                          autocompress::RankImportance(in.teacher, calib));
   TAILOR_ASSIGN_OR_RETURN(model::HybridConfig argmax,
                           autocompress::ChildConfig(config, in.space, indices));
   TAILOR_ASSIGN_OR_RETURN(costmodel::Prediction predicted, in.cost_model->Predict(argmax));
@@ -412,20 +401,21 @@ absl::StatusOr<autocompress::RepairResult> FitArgmax(WorkerContext& ctx, Inputs&
   autocompress::RepairResult repair;
   repair.indices = indices;
   repair.predicted = predicted;
-  if (!violations.empty()) {
-    ctx.Progress(0.9, Clip(absl::StrCat("argmax architecture violates the budget (",
-                                        absl::StrJoin(violations, "; "), "); repairing")));
-    TAILOR_ASSIGN_OR_RETURN(repair, autocompress::RepairToBudgets(config, in.space,
-                                                                  *in.cost_model, in.budgets,
-                                                                  indices, &importance));
+  if (violations.empty()) return repair;
+  // Importance of the ranked parent's units on a few training batches: what the repair
+  // gives up per unit of cost it saves. Whole global batches (rank 0 alone runs this), so the
+  // same search on another number of ranks picks the same student.
+  std::vector<at::Tensor> calib;
+  for (int64_t b = 0; b < kImportanceBatches; ++b) {
+    calib.push_back(PackedBatch(plan.data_seed, kRepairSalt, b, plan.global_batch, plan.length,
+                                tasks::Split::kTrain));
   }
-  TAILOR_ASSIGN_OR_RETURN(autocompress::RepairResult filled,
-                          autocompress::FillToBudgets(config, in.space, *in.cost_model,
-                                                      in.budgets, repair.indices, &importance));
-  fill_changes = filled.changes;
-  repair.indices = filled.indices;
-  repair.predicted = filled.predicted;
-  return repair;
+  TAILOR_ASSIGN_OR_RETURN(autocompress::Importance importance,
+                          autocompress::RankImportance(in.teacher, calib));
+  ctx.Progress(0.9, Clip(absl::StrCat("argmax architecture violates the budget (",
+                                      absl::StrJoin(violations, "; "), "); repairing")));
+  return autocompress::RepairToBudgets(config, in.space, *in.cost_model, in.budgets, indices,
+                                       &importance);
 }
 
 // Slices the (repaired) architecture out of the ranked parent, uploads it as
@@ -508,19 +498,16 @@ absl::StatusOr<v1::JobOutput> RunSearchJob(WorkerContext& ctx) {
     return output;
   }
 
-  std::vector<std::string> fill_changes;
   TAILOR_ASSIGN_OR_RETURN(autocompress::RepairResult repair,
-                          FitArgmax(ctx, in, plan, sr.decision.indices, fill_changes));
+                          RepairArgmax(ctx, in, plan, sr.decision.indices));
   result.set_repaired(repair.repaired);
   if (repair.repaired) {
     for (const std::string& c : repair.changes) result.add_repair_changes(c);
   }
-  for (const std::string& c : fill_changes) result.add_fill_changes(c);
   TAILOR_ASSIGN_OR_RETURN(model::HybridConfig student, UploadStudent(ctx, in, repair, output));
   SetDetail(output, result);
   ctx.Progress(1.0, Clip(absl::StrCat("extracted after ", sr.steps_run, " steps",
-                                      repair.repaired ? " (repaired)" : "",
-                                      fill_changes.empty() ? "" : " (filled)", ": ",
+                                      repair.repaired ? " (repaired)" : "", ": ",
                                       autocompress::DescribeArchitecture(student))));
   return output;
 }
