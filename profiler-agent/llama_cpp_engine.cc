@@ -312,8 +312,7 @@ absl::StatusOr<costmodel::RecheckResult> LlamaCppEngine::Recheck(
     std::vector<double> request;
     for (const costmodel::ServedRequest& r : served.requests) request.push_back(r.request_ms);
     if (request.empty()) return absl::InternalError("llama.cpp served no request");
-    std::sort(request.begin(), request.end());
-    return costmodel::RecheckServed{request[request.size() / 2],
+    return costmodel::RecheckServed{engine::Median(std::move(request)),
                                     served.weights_mib + served.state_mib + served.compute_mib};
   };
   costmodel::RecheckOptions o;

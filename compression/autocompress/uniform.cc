@@ -195,8 +195,7 @@ double ImportanceLost(const HybridConfig& parent, const SearchSpace& space,
 void GrowBack(const HybridConfig& parent, const SearchSpace& space,
               const costmodel::CostModel& model, const Budgets& budgets,
               const std::vector<int>& original, const Importance* importance,
-              std::vector<int>& indices, RepairResult& out,
-              const char* label = "(grown back)") {
+              std::vector<int>& indices, RepairResult& out) {
   while (true) {
     const std::vector<Rho> now = Rhos(out.predicted, budgets);
     int best_axis = -1;
@@ -225,7 +224,7 @@ void GrowBack(const HybridConfig& parent, const SearchSpace& space,
     if (best_axis < 0) return;
     const ChoiceAxis& axis = space.axes[best_axis];
     out.changes.push_back(absl::StrCat(axis.name, " ", axis.widths[indices[best_axis]], " -> ",
-                                       axis.widths[indices[best_axis] + 1], " ", label));
+                                       axis.widths[indices[best_axis] + 1], " (grown back)"));
     ++indices[best_axis];
     out.predicted = best_pred;
   }
@@ -506,26 +505,6 @@ absl::StatusOr<RepairResult> RepairToBudgets(const HybridConfig& parent, const S
     out.repaired = true;
   }
   return absl::InternalError("budget repair did not terminate");
-}
-
-absl::StatusOr<RepairResult> FillToBudgets(const HybridConfig& parent, const SearchSpace& space,
-                                           const costmodel::CostModel& model,
-                                           const Budgets& budgets, std::vector<int> indices,
-                                           const Importance* importance) {
-  RepairResult out;
-  TAILOR_ASSIGN_OR_RETURN(out.predicted, PredictChild(parent, space, model, indices));
-  if (!BudgetViolations(out.predicted, budgets).empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("budget fill: the architecture already violates a budget (",
-                     absl::StrJoin(BudgetViolations(out.predicted, budgets), "; "), ")"));
-  }
-  std::vector<int> top(space.axes.size());
-  for (size_t a = 0; a < space.axes.size(); ++a) {
-    top[a] = static_cast<int>(space.axes[a].widths.size()) - 1;
-  }
-  GrowBack(parent, space, model, budgets, top, importance, indices, out, "(filled)");
-  out.indices = std::move(indices);
-  return out;
 }
 
 std::vector<std::string> DescribeLayers(const HybridConfig& config) {

@@ -110,18 +110,6 @@ absl::StatusOr<RepairResult> RepairToBudgets(const model::HybridConfig& parent,
                                              const Budgets& budgets, std::vector<int> indices,
                                              const Importance* importance = nullptr);
 
-// Spends what the budgets leave: grows the architecture one axis step at a time (up to the
-// parent's widths) while every budget stays met, the most importance regained per unit of rho
-// added first (GrowBack of RepairToBudgets without its ceiling). The differentiable search
-// lands below its budget (its penalty has a dead zone, its argmax is of soft samples): what
-// it leaves is capacity thrown away. Changes read "layers[5].mlp_ffn 192 -> 256 (filled)";
-// `repaired` stays false. FAILED_PRECONDITION when `indices` already violates a budget.
-absl::StatusOr<RepairResult> FillToBudgets(const model::HybridConfig& parent,
-                                           const SearchSpace& space,
-                                           const costmodel::CostModel& model,
-                                           const Budgets& budgets, std::vector<int> indices,
-                                           const Importance* importance = nullptr);
-
 // One line for reports: "hidden=96 | L0 attention heads=4,kv=2 | L1 removed | ...".
 std::string DescribeArchitecture(const model::HybridConfig& config);
 // One string per layer, "attention heads=4,kv=2,head_dim=32" or "<kind> removed".

@@ -389,7 +389,7 @@ void ReportSearchStep(WorkerContext& ctx, const Inputs& in, int64_t steps, int64
 
 // The argmax architecture, priced by the cost model itself (not the soft predictor); one
 // that violates a budget is repaired greedily, giving up the units that matter least.
-// (What the budgets leave is not filled: autocompress::FillToBudgets, docs/autocompress.md.)
+// (What the budgets leave is not filled: docs/autocompress.md, "Extraction".)
 absl::StatusOr<autocompress::RepairResult> RepairArgmax(WorkerContext& ctx, Inputs& in,
                                                         const SearchPlan& plan,
                                                         const std::vector<int>& indices) {

@@ -273,46 +273,6 @@ TEST(UniformTest, RepairShrinksUntilTheBudgetIsMetSparingImportantUnits) {
             absl::StatusCode::kFailedPrecondition);
 }
 
-// The search lands below its budget; the fill spends the rest. From the narrowest
-// architecture under a budget that the widest-but-one-step fits, it grows until no single step
-// fits any more, and never past a budget.
-TEST(UniformTest, FillSpendsWhatTheBudgetLeaves) {
-  Fixture f;
-  std::vector<int> widest, narrow;
-  for (const ChoiceAxis& a : f.space.axes) {
-    widest.push_back(static_cast<int>(a.widths.size()) - 1);
-    narrow.push_back(1);
-  }
-  narrow[0] = widest[0];
-  Budgets b;
-  b.memory_mib = 0.95 * f.model->Predict(*ChildConfig(f.parent, f.space, widest))->memory_mib;
-  const double start = f.model->Predict(*ChildConfig(f.parent, f.space, narrow))->memory_mib;
-  ASSERT_LT(start, *b.memory_mib);
-  absl::StatusOr<RepairResult> r = FillToBudgets(f.parent, f.space, *f.model, b, narrow);
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_FALSE(r->repaired);
-  ASSERT_FALSE(r->changes.empty());
-  for (const std::string& c : r->changes) {
-    EXPECT_EQ(c.substr(c.size() - 9), " (filled)") << c;
-  }
-  EXPECT_GT(r->predicted.memory_mib, start);
-  EXPECT_LE(r->predicted.memory_mib, *b.memory_mib);
-  EXPECT_NEAR(f.model->Predict(*ChildConfig(f.parent, f.space, r->indices))->memory_mib,
-              r->predicted.memory_mib, 1e-12);
-  // Maximal: any one more step on any axis breaks the budget.
-  for (size_t a = 0; a < widest.size(); ++a) {
-    if (r->indices[a] == widest[a]) continue;
-    std::vector<int> grown = r->indices;
-    ++grown[a];
-    absl::StatusOr<model::HybridConfig> child = ChildConfig(f.parent, f.space, grown);
-    if (!child.ok()) continue;
-    EXPECT_GT(f.model->Predict(*child)->memory_mib, *b.memory_mib) << f.space.axes[a].name;
-  }
-  // An architecture over the budget is the repair's business, not the fill's.
-  EXPECT_EQ(FillToBudgets(f.parent, f.space, *f.model, b, widest).status().code(),
-            absl::StatusCode::kFailedPrecondition);
-}
-
 TEST(UniformTest, DescriptionsNameEveryLayer) {
   HybridConfig c = Parent();
   c.layers[1].mlp.ffn = 0;
