@@ -10,6 +10,9 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libzstd-dev
   libtorch-dev libgloo-dev
+  # Parents' SentencePiece tokenizer.model files (compression/tokenizer), and spm_train,
+  # which the tokenizer tests train a model with.
+  libsentencepiece-dev sentencepiece
   # LibTorch from Debian calls whatever libblas.so.3 points to; the reference BLAS makes a
   # training step ~7x slower than OpenBLAS.
   libopenblas0-openmp

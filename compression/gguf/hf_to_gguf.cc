@@ -13,6 +13,8 @@
 #include "absl/strings/str_split.h"
 #include "compression/gguf/hf_to_gguf_moe.h"
 #include "compression/gguf/hf_to_gguf_nemotron_h.h"
+#include "compression/tokenizer/byte_level_bpe.h"
+#include "compression/tokenizer/sentencepiece_tokenizer.h"
 #include "nlohmann/json.hpp"
 
 namespace tailor::gguf {
@@ -116,110 +118,70 @@ absl::StatusOr<std::string> ReadText(const std::string& path) {
   return std::move(s).str();
 }
 
-// True when any object in `j` has "type": "ByteLevel" (pre_tokenizer or decoder): the mark
-// of GPT-2 style byte-level BPE, which is what tokenizer.ggml.model "gpt2" means.
-bool HasByteLevel(const Json& j) {
-  if (j.is_object()) {
-    auto t = j.find("type");
-    if (t != j.end() && t->is_string() && *t == "ByteLevel") return true;
-    for (const auto& [k, v] : j.items()) {
-      if (HasByteLevel(v)) return true;
-    }
-  } else if (j.is_array()) {
-    for (const Json& v : j) {
-      if (HasByteLevel(v)) return true;
-    }
-  }
-  return false;
-}
-
-// GPT-2's byte -> printable code point table: printable Latin-1 bytes stand for themselves,
-// the others are moved to 256 + n in byte order, so every byte has a visible symbol.
-std::string ByteSymbol(int byte) {
-  auto printable = [](int b) {
-    return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
-  };
-  int cp = byte;
-  if (!printable(byte)) {
-    cp = 256;
-    for (int b = 0; b < byte; ++b) cp += printable(b) ? 0 : 1;
-  }
-  std::string s;  // UTF-8 of a code point < 0x800
-  if (cp < 0x80) {
-    s.push_back(static_cast<char>(cp));
-  } else {
-    s.push_back(static_cast<char>(0xc0 | (cp >> 6)));
-    s.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-  }
-  return s;
-}
-
 GgufVocabulary SynthesizedVocabulary(int64_t vocab_size, std::string note) {
   GgufVocabulary v;
   v.note = std::move(note);
   for (int64_t i = 0; i < vocab_size; ++i) {
-    v.tokens.push_back(i < 256 ? ByteSymbol(static_cast<int>(i))
+    v.tokens.push_back(i < 256 ? tokenizer::ByteSymbol(static_cast<uint8_t>(i))
                                : absl::StrCat("<|tailor_token_", i, "|>"));
     v.types.push_back(i < 256 ? 1 : 4);
   }
   return v;
 }
 
-// The byte-level BPE vocabulary of tokenizer.json, or an error saying why it cannot be
-// carried (the caller then synthesizes one).
-absl::StatusOr<GgufVocabulary> CarriedVocabulary(const std::string& path, int64_t vocab_size) {
-  absl::StatusOr<std::string> text = ReadText(path);
-  if (!text.ok()) return text.status();
-  const Json j = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.contains("model") || !j["model"].is_object()) {
-    return absl::InvalidArgumentError("tokenizer.json is not JSON with a model object");
+// The checkpoint's own tokenizer: tokenizer.json when it is a byte-level BPE (its split
+// pattern may be one tailor does not implement: ids still evaluate exactly, llama.cpp then
+// splits text with its "default" pattern), else a tokenizer.model llama.cpp reproduces.
+absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> CheckpointTokenizer(
+    const hf::HfCheckpoint& checkpoint) {
+  const auto& files = checkpoint.tokenizer_files();
+  auto has = [&](const char* f) { return std::find(files.begin(), files.end(), f) != files.end(); };
+  absl::Status json_error = absl::NotFoundError("no tokenizer.json or tokenizer.model");
+  if (has("tokenizer.json")) {
+    auto bpe = tokenizer::ByteLevelBpe::Load(checkpoint.dir() + "/tokenizer.json",
+                                             {.require_pre_tokenizer = false});
+    if (bpe.ok()) return std::unique_ptr<tokenizer::Tokenizer>(*std::move(bpe));
+    json_error = bpe.status();
   }
-  const Json& m = j["model"];
-  if (m.value("type", "") != "BPE" || !HasByteLevel(j)) {
-    return absl::InvalidArgumentError("tokenizer.json is not a byte-level BPE tokenizer");
+  if (!has("tokenizer.model")) return json_error;
+  auto spm = tokenizer::SentencePieceTokenizer::Load(checkpoint.dir() + "/tokenizer.model");
+  if (spm.ok()) return std::unique_ptr<tokenizer::Tokenizer>(*std::move(spm));
+  return spm.status();
+}
+
+// The tokenizer's vocabulary padded to the embedding's `vocab_size` rows, or an error saying
+// why it cannot be carried (the caller then synthesizes one).
+absl::StatusOr<GgufVocabulary> CarriedVocabulary(const hf::HfCheckpoint& checkpoint,
+                                                 int64_t vocab_size) {
+  absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> t = CheckpointTokenizer(checkpoint);
+  if (!t.ok()) return t.status();
+  const tokenizer::Vocabulary& tv = (*t)->vocabulary();
+  if (static_cast<int64_t>(tv.tokens.size()) > vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("the tokenizer has ", tv.tokens.size(),
+                                                   " tokens, more than vocab_size ", vocab_size));
   }
   GgufVocabulary v;
-  v.tokens.assign(vocab_size, "");
-  v.types.assign(vocab_size, 1);
-  std::vector<bool> seen(vocab_size, false);
-  auto place = [&](const std::string& token, int64_t id, int32_t type) -> absl::Status {
-    if (id < 0 || id >= vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("tokenizer.json: token id ", id,
-                                                     " outside vocab_size ", vocab_size));
-    }
-    v.tokens[id] = token;
-    v.types[id] = type;
-    seen[id] = true;
-    return absl::OkStatus();
-  };
-  for (const auto& [token, id] : m.value("vocab", Json::object()).items()) {
-    if (!id.is_number_integer()) return absl::InvalidArgumentError("tokenizer.json: bad id");
-    absl::Status s = place(token, id.get<int64_t>(), 1);
-    if (!s.ok()) return s;
-  }
-  for (const Json& a : j.value("added_tokens", Json::array())) {
-    absl::Status s = place(a.value("content", ""), a.value("id", int64_t{-1}),
-                           a.value("special", false) ? 3 : 4);
-    if (!s.ok()) return s;
-  }
-  std::set<std::string> unique;
-  for (int64_t i = 0; i < vocab_size; ++i) {
+  v.model = tv.model;
+  v.pre = tv.pre;
+  v.tokens = tv.tokens;
+  for (tokenizer::TokenType type : tv.types) v.types.push_back(static_cast<int32_t>(type));
+  v.scores = tv.scores;
+  v.merges = tv.merges;
+  v.unk = tv.unk;
+  v.add_space_prefix = tv.add_space_prefix;
+  std::set<std::string> unique(v.tokens.begin(), v.tokens.end());
+  for (int64_t i = static_cast<int64_t>(v.tokens.size()); i < vocab_size; ++i) {
     // Rows of the embedding no token names (padding) get unused placeholders.
-    if (!seen[i]) v.tokens[i] = absl::StrCat("<|tailor_unused_", i, "|>"), v.types[i] = 5;
-    if (!unique.insert(v.tokens[i]).second) {
-      return absl::InvalidArgumentError(absl::StrCat("tokenizer.json: token \"", v.tokens[i],
-                                                     "\" appears twice"));
+    std::string name = absl::StrCat("<|tailor_unused_", i, "|>");
+    if (!unique.insert(name).second) {
+      return absl::InvalidArgumentError(absl::StrCat("token \"", name, "\" appears twice"));
     }
-  }
-  for (const Json& merge : m.value("merges", Json::array())) {
-    if (merge.is_string()) {
-      v.merges.push_back(merge.get<std::string>());
-    } else if (merge.is_array() && merge.size() == 2) {  // newer ["a", "b"] spelling
-      v.merges.push_back(absl::StrCat(merge[0].get<std::string>(), " ",
-                                      merge[1].get<std::string>()));
-    }
+    v.tokens.push_back(std::move(name));
+    v.types.push_back(static_cast<int32_t>(tokenizer::TokenType::kUnused));
+    if (!v.scores.empty()) v.scores.push_back(0.0f);
   }
   v.carried = true;
+  v.note = (*t)->Describe();
   return v;
 }
 
@@ -273,13 +235,21 @@ absl::Status AddModelMetadata(const hf::HfConfig& c, const std::string& arch,
 }  // namespace
 
 absl::Status AddVocabularyKeys(const GgufVocabulary& v, GgufWriter& w) {
-  absl::Status s = w.Add("tokenizer.ggml.model", std::string("gpt2"));
-  // "default": llama.cpp's generic byte-level pre-tokenizer. Token ids evaluate exactly;
-  // only text -> ids may split differently from the HF pre-tokenizer.
-  if (s.ok()) s = w.Add("tokenizer.ggml.pre", std::string("default"));
-  if (s.ok()) s = w.Add("tokenizer.ggml.tokens", v.tokens);
-  if (s.ok()) s = w.Add("tokenizer.ggml.token_type", v.types);
-  if (s.ok()) s = w.Add("tokenizer.ggml.merges", v.merges);  // llama.cpp requires the key
+  absl::Status s = w.Add("tokenizer.ggml.model", v.model);
+  if (v.model == "llama") {  // SentencePiece: pieces merge by score
+    if (s.ok()) s = w.Add("tokenizer.ggml.tokens", v.tokens);
+    if (s.ok()) s = w.Add("tokenizer.ggml.scores", v.scores);
+    if (s.ok()) s = w.Add("tokenizer.ggml.token_type", v.types);
+    if (s.ok()) s = w.Add("tokenizer.ggml.add_space_prefix", v.add_space_prefix);
+    if (s.ok() && v.unk >= 0) s = w.Add("tokenizer.ggml.unknown_token_id", U32(v.unk));
+  } else {
+    // The split pattern ("default", llama.cpp's generic one, when the tokenizer's is not one
+    // tailor implements: ids evaluate exactly, only text -> ids may split differently).
+    if (s.ok()) s = w.Add("tokenizer.ggml.pre", v.pre);
+    if (s.ok()) s = w.Add("tokenizer.ggml.tokens", v.tokens);
+    if (s.ok()) s = w.Add("tokenizer.ggml.token_type", v.types);
+    if (s.ok()) s = w.Add("tokenizer.ggml.merges", v.merges);  // llama.cpp requires the key
+  }
   if (s.ok() && v.bos >= 0) s = w.Add("tokenizer.ggml.bos_token_id", U32(v.bos));
   if (s.ok() && v.eos >= 0) s = w.Add("tokenizer.ggml.eos_token_id", U32(v.eos));
   return s;
@@ -445,16 +415,10 @@ std::vector<float> Llama3RopeFactors(const hf::HfConfig& config) {
 
 GgufVocabulary BuildVocabulary(const hf::HfCheckpoint& checkpoint) {
   const int64_t vocab_size = checkpoint.config().vocab_size;
-  const auto& files = checkpoint.tokenizer_files();
-  GgufVocabulary v;
-  if (std::find(files.begin(), files.end(), "tokenizer.json") == files.end()) {
-    v = SynthesizedVocabulary(vocab_size, "no tokenizer.json");
-  } else {
-    absl::StatusOr<GgufVocabulary> carried =
-        CarriedVocabulary(checkpoint.dir() + "/tokenizer.json", vocab_size);
-    v = carried.ok() ? *std::move(carried)
-                     : SynthesizedVocabulary(vocab_size, std::string(carried.status().message()));
-  }
+  absl::StatusOr<GgufVocabulary> carried = CarriedVocabulary(checkpoint, vocab_size);
+  GgufVocabulary v = carried.ok() ? *std::move(carried)
+                                  : SynthesizedVocabulary(vocab_size,
+                                                          std::string(carried.status().message()));
   SpecialIds(checkpoint.dir(), v);
   return v;
 }

@@ -38,13 +38,18 @@ struct GgufExportOptions {
 
 // The vocabulary written to the GGUF (tokenizer.ggml.*).
 struct GgufVocabulary {
+  std::string model = "gpt2";       // "gpt2" (byte-level BPE) or "llama" (SentencePiece)
+  std::string pre = "default";      // "gpt2": llama.cpp's split pattern ("llama-bpe", ...)
   std::vector<std::string> tokens;  // exactly vocab_size entries
-  std::vector<int32_t> types;       // 1 normal, 3 control, 4 user-defined, 5 unused
-  std::vector<std::string> merges;  // "a b" (may be empty)
+  std::vector<int32_t> types;       // tokenizer::TokenType values (1 normal, 3 control, ...)
+  std::vector<std::string> merges;  // "gpt2": "a b" (may be empty)
+  std::vector<float> scores;        // "llama": one per token
+  int64_t unk = -1;                 // "llama": the unknown piece
+  bool add_space_prefix = false;    // "llama": SentencePiece's add_dummy_prefix
   int64_t bos = -1;                 // -1: not written
   int64_t eos = -1;
-  bool carried = false;  // true: from tokenizer.json; false: synthesized
-  std::string note;      // why it was synthesized, for the export summary
+  bool carried = false;  // true: the checkpoint's tokenizer; false: synthesized
+  std::string note;      // the tokenizer carried, or why one was synthesized
 };
 
 struct GgufExportSummary {

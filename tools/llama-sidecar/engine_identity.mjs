@@ -11,38 +11,19 @@
 // every measurement). Loading the backend here also proves the prebuilt binaries run on this
 // CPU before the agent offers any job. Exits 1 with a message on stderr on any failure.
 
-import { readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { importLlama, makeFail, packageVersion } from "./sidecar_common.mjs";
 
-function fail(message) {
-  process.stderr.write(`engine_identity: ${message}\n`);
-  process.exit(1);
-}
-
-function packageVersion() {
-  const here = dirname(fileURLToPath(import.meta.url));
-  const path = join(here, "node_modules/node-llama-cpp/package.json");
-  try {
-    return JSON.parse(readFileSync(path, "utf8")).version;
-  } catch (e) {
-    fail(`cannot read ${path}: ${e.message}`);
-  }
-}
+const fail = makeFail("engine_identity");
 
 async function main() {
-  let llamaModule;
-  try {
-    llamaModule = await import("node-llama-cpp");
-  } catch (e) {
-    fail(`node-llama-cpp is not installed (run deploy/install-deps.sh): ${e.message}`);
-  }
-  const { getLlama, LlamaLogLevel } = llamaModule;
+  const { getLlama, LlamaLogLevel } = await importLlama(fail);
+  const version = packageVersion();
+  if (version === null) fail("cannot read node_modules/node-llama-cpp/package.json");
   const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
   const info = String(llama.systemInfo ?? "");
   const cpu = info.startsWith("CPU : ") ? info.slice(6) : info;
   const out = {
-    node_llama_cpp: packageVersion(),
+    node_llama_cpp: version,
     llama_cpp: llama.llamaCppRelease?.release ?? "unknown",
     build: llama.buildType ?? "unknown",
     cpu_features: cpu.trim(),

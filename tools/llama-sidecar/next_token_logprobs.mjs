@@ -28,13 +28,9 @@
 // in float32.
 
 import { readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { importLlama, makeFail, packageVersion } from "./sidecar_common.mjs";
 
-function fail(message) {
-  process.stderr.write(`next_token_logprobs: ${message}\n`);
-  process.exit(1);
-}
+const fail = makeFail("next_token_logprobs");
 
 function parseArgs(argv) {
   const args = { threads: 1, batch: false };
@@ -110,17 +106,6 @@ function readBatchRequest() {
   });
 }
 
-function packageVersion() {
-  const here = dirname(fileURLToPath(import.meta.url));
-  try {
-    const path = join(here, "node_modules/node-llama-cpp/package.json");
-    const pkg = JSON.parse(readFileSync(path, "utf8"));
-    return pkg.version;
-  } catch {
-    return "unknown";
-  }
-}
-
 // log P(next | prompt prefix) at each of the prompt's positions, in a context of its own.
 async function evaluatePrompt(model, prompt, threads) {
   const n = prompt.tokens.length;
@@ -164,13 +149,7 @@ async function evaluatePrompt(model, prompt, threads) {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  let llamaModule;
-  try {
-    llamaModule = await import("node-llama-cpp");
-  } catch (e) {
-    fail(`node-llama-cpp is not installed (run deploy/install-deps.sh): ${e.message}`);
-  }
-  const { getLlama, LlamaLogLevel } = llamaModule;
+  const { getLlama, LlamaLogLevel } = await importLlama(fail);
   // Prebuilt CPU binaries only: never build or download at run time.
   const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
   const model = await llama.loadModel({ modelPath: args.model, gpuLayers: 0 });
@@ -179,7 +158,7 @@ async function main() {
     results.push(await evaluatePrompt(model, prompt, args.threads));
   }
   const versions = {
-    node_llama_cpp: packageVersion(),
+    node_llama_cpp: packageVersion() ?? "unknown",
     llama_cpp: llama.llamaCppRelease?.release ?? "unknown",
   };
   const out = args.batch

@@ -38,13 +38,9 @@
 // llama.cpp aborts the process (GGML_ASSERT) on some models.
 
 import { readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { importLlama, makeFail, packageVersion } from "./sidecar_common.mjs";
 
-function fail(message) {
-  process.stderr.write(`serve_benchmark: ${message}\n`);
-  process.exit(1);
-}
+const fail = makeFail("serve_benchmark");
 
 const kIntFlags = {
   "--batch-size": ["batchSize", 1],
@@ -89,16 +85,6 @@ function parseArgs(argv) {
     if (args[kIntFlags[flag][0]] === undefined) fail(`${flag} is required`);
   }
   return args;
-}
-
-function packageVersion() {
-  const here = dirname(fileURLToPath(import.meta.url));
-  try {
-    const path = join(here, "node_modules/node-llama-cpp/package.json");
-    return JSON.parse(readFileSync(path, "utf8")).version;
-  } catch {
-    return "unknown";
-  }
 }
 
 // A field of /proc/self/status in bytes (it reports kB).
@@ -219,13 +205,7 @@ async function request(sequences, prompts, output) {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  let llamaModule;
-  try {
-    llamaModule = await import("node-llama-cpp");
-  } catch (e) {
-    fail(`node-llama-cpp is not installed (run deploy/install-deps.sh): ${e.message}`);
-  }
-  const { getLlama, LlamaLogLevel } = llamaModule;
+  const { getLlama, LlamaLogLevel } = await importLlama(fail);
   const log = logCollector();
   // Prebuilt CPU binaries only: never build or download at run time. Info level: the compute
   // buffer and KV cache sizes are info lines.
@@ -266,7 +246,7 @@ async function main() {
     rss_before_load_bytes: rssBeforeLoad,
     rss_peak_bytes: procStatusBytes("VmHWM"),
     threads: args.threads,
-    node_llama_cpp: packageVersion(),
+    node_llama_cpp: packageVersion() ?? "unknown",
     llama_cpp: llama.llamaCppRelease?.release ?? "unknown",
   };
   process.stdout.write(JSON.stringify(out) + "\n");
