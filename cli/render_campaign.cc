@@ -218,6 +218,43 @@ std::string RenderTableCheck(const v1::CampaignReport& r) {
                                                          c.validated_mape()));
 }
 
+// The quality rows (perplexity and exact match columns when data.eval measured them), the
+// quality floors' verdict and the datasets read.
+std::string RenderQuality(const v1::CampaignReport& r, const RenderOptions& options) {
+  bool eval = false;
+  bool exact = false;
+  for (const v1::QualityResult& q : r.quality()) {
+    eval = eval || q.has_perplexity();
+    exact = exact || q.has_exact_match();
+  }
+  std::vector<Column> columns = {{"MODEL"},
+                                 {"KD LOSS", Align::kRight},
+                                 {"TASK ACCURACY", Align::kRight},
+                                 {"PARAMETERS", Align::kRight}};
+  if (eval) columns.push_back({"PERPLEXITY", Align::kRight});
+  if (exact) columns.push_back({"EXACT MATCH", Align::kRight});
+  Table quality(columns);
+  for (const v1::QualityResult& q : r.quality()) {
+    std::vector<std::string> row = {q.model(), FormatNumber(q.kd_loss(), 4),
+                                    FormatNumber(q.task_accuracy(), 4),
+                                    FormatCount(q.parameters())};
+    if (eval) row.push_back(q.has_perplexity() ? FormatNumber(q.perplexity(), 4) : "-");
+    if (exact) row.push_back(q.has_exact_match() ? FormatNumber(q.exact_match(), 3) : "-");
+    quality.AddRow(row);
+  }
+  std::string out = quality.Render(options.width);
+  if (r.has_quality_check()) {
+    const v1::QualityCheck& c = r.quality_check();
+    absl::StrAppend(&out, c.met() ? "" : "QUALITY FLOOR MISSED: ", c.reason(), " (",
+                    FormatCount(c.eval_tokens()), " eval tokens)\n");
+  }
+  for (const v1::DatasetUse& d : r.datasets()) {
+    absl::StrAppend(&out, "data.", d.role(), ": ", d.path().empty() ? "(stored)" : d.path(),
+                    " sha256:", d.artifact_digest().substr(0, 12), "\n");
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string RenderReport(const v1::CampaignReport& r, const RenderOptions& options) {
@@ -246,17 +283,7 @@ std::string RenderReport(const v1::CampaignReport& r, const RenderOptions& optio
   if (!r.baseline_unavailable().empty()) {
     absl::StrAppend(&out, "\nuniform baseline: none (", r.baseline_unavailable(), ")\n");
   }
-  if (r.quality_size() > 0) {
-    Table quality({{"MODEL"},
-                   {"KD LOSS", Align::kRight},
-                   {"TASK ACCURACY", Align::kRight},
-                   {"PARAMETERS", Align::kRight}});
-    for (const v1::QualityResult& q : r.quality()) {
-      quality.AddRow({q.model(), FormatNumber(q.kd_loss(), 4), FormatNumber(q.task_accuracy(), 4),
-                      FormatCount(q.parameters())});
-    }
-    absl::StrAppend(&out, "\n", quality.Render(options.width));
-  }
+  if (r.quality_size() > 0) absl::StrAppend(&out, "\n", RenderQuality(r, options));
   // Each method renders its own details section, if the report has one.
   for (const auto& method : methods::BuiltinMethods().all()) {
     absl::StrAppend(&out, method->RenderReport(r, options));

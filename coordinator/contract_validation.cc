@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -134,6 +135,18 @@ void CheckParentFormat(const v1::ModelRef& p, Checker& k) {
   if (!a.ok()) k.Add("parent.format", std::string(a.status().message()));
 }
 
+// A path the coordinator and the jobs read (parent.path, data.*.path).
+void CheckPath(const std::string& field, const std::string& path, Checker& k) {
+  if (path.size() > kMaxParentPathBytes) {
+    k.Add(field, absl::StrCat("must be at most ", kMaxParentPathBytes, " bytes, got ",
+                              path.size()));
+  } else if (HasControlChar(path)) {
+    k.Add(field, absl::StrCat("must not contain control characters, got ", Quote(path)));
+  } else if (!IsValidUtf8(path)) {
+    k.Add(field, absl::StrCat("must be valid UTF-8, got ", Quote(path)));
+  }
+}
+
 void CheckParent(const DeploymentContract& c, const Method* m, Checker& k) {
   const v1::ModelRef& p = c.parent();
   bool has_path = !p.path().empty();
@@ -150,17 +163,7 @@ void CheckParent(const DeploymentContract& c, const Method* m, Checker& k) {
   if (has_path && has_digest) {
     k.Add("parent", "set exactly one of path, artifact_digest, got both");
   }
-  if (has_path) {
-    if (p.path().size() > kMaxParentPathBytes) {
-      k.Add("parent.path", absl::StrCat("must be at most ", kMaxParentPathBytes, " bytes, got ",
-                                        p.path().size()));
-    } else if (HasControlChar(p.path())) {
-      k.Add("parent.path", absl::StrCat("must not contain control characters, got ",
-                                        Quote(p.path())));
-    } else if (!IsValidUtf8(p.path())) {
-      k.Add("parent.path", absl::StrCat("must be valid UTF-8, got ", Quote(p.path())));
-    }
-  }
+  if (has_path) CheckPath("parent.path", p.path(), k);
   if (has_digest && !IsSha256Hex(p.artifact_digest())) {
     k.Add("parent.artifact_digest",
           absl::StrCat("must be 64 lowercase hex characters (sha256), got ",
@@ -307,6 +310,92 @@ void CheckRecovery(const DeploymentContract& c, Checker& k) {
   }
 }
 
+// One dataset of `data`; `stage_length` names the stage's own sequence length field that a
+// set sequence_tokens must agree with ("" when none), `used` why the method reads it ("" when
+// it does not).
+void CheckDataset(const std::string& role, const v1::DatasetRef& d, const std::string& unused,
+                  const std::vector<std::pair<std::string, std::optional<int32_t>>>& stage_lengths,
+                  Checker& k) {
+  const std::string p = absl::StrCat("data.", role);
+  if (d.path().empty() && d.artifact_digest().empty()) {
+    k.Add(p, "set path (a .jsonl file or a folder of *.jsonl shards) or artifact_digest");
+    return;
+  }
+  if (!unused.empty()) k.Add(p, unused);
+  if (!d.path().empty()) CheckPath(p + ".path", d.path(), k);
+  if (!d.artifact_digest().empty() && !IsSha256Hex(d.artifact_digest())) {
+    k.Add(p + ".artifact_digest", absl::StrCat("must be 64 lowercase hex characters (sha256), "
+                                               "got ", Quote(d.artifact_digest())));
+  }
+  if (d.has_sequence_tokens() && k.Int(p + ".sequence_tokens", d.sequence_tokens(), 2, 65536)) {
+    for (const auto& [field, length] : stage_lengths) {
+      if (length.has_value() && *length != d.sequence_tokens()) {
+        k.Add(p + ".sequence_tokens",
+              absl::StrCat(d.sequence_tokens(), " disagrees with ", field, " ", *length,
+                           "; set one of them"));
+      }
+    }
+  }
+  if (d.has_packing() && !d.packing() && role != "eval") {
+    k.Add(p + ".packing", "false is for data.eval only: training and calibration read whole "
+                          "packed sequences");
+  }
+  if (d.has_max_sequences()) k.Int(p + ".max_sequences", d.max_sequences(), 1, int64_t{1} << 40);
+}
+
+std::optional<int32_t> Length(bool has, int32_t v) {
+  return has ? std::optional<int32_t>(v) : std::nullopt;
+}
+
+// data { calibration, train, eval }: each read by a stage the contract's method plans.
+void CheckData(const DeploymentContract& c, const Method* m, Checker& k) {
+  if (!c.has_data()) return;
+  const v1::DataParams& d = c.data();
+  const std::string method = v1::Method_Name(c.method());
+  const bool calibrates = m != nullptr && m->traits().reads_calibration;
+  const bool distills = m != nullptr && m->Distills(c);
+  const std::string no_distill =
+      distills ? ""
+               : absl::StrCat(method, " plans no distill job here",
+                              c.method() == v1::BLOCK_REMOVAL ? " (set block_removal.distill)"
+                                                              : "");
+  if (d.has_calibration()) {
+    const v1::RankingParams& r = c.ranking();
+    const v1::SearchParams& s = c.search();
+    CheckDataset("calibration", d.calibration(),
+                 calibrates ? "" : absl::StrCat(method, " reads no calibration data"),
+                 {{"ranking.sequence_length", Length(r.has_sequence_length(), r.sequence_length())},
+                  {"search.sequence_length", Length(s.has_sequence_length(), s.sequence_length())}},
+                 k);
+  }
+  if (d.has_train()) {
+    const v1::RecoveryParams& r = c.recovery();
+    CheckDataset("train", d.train(), no_distill,
+                 {{"recovery.sequence_length",
+                   Length(r.has_sequence_length(), r.sequence_length())}},
+                 k);
+  }
+  if (d.has_eval()) CheckDataset("eval", d.eval(), no_distill, {}, k);
+}
+
+// quality { ... }: floors judged on data.eval.
+void CheckQuality(const DeploymentContract& c, Checker& k) {
+  if (!c.has_quality()) return;
+  const v1::QualityParams& q = c.quality();
+  const bool eval = c.data().has_eval();
+  if (q.has_max_relative_perplexity_increase() &&
+      k.Double("quality.max_relative_perplexity_increase", q.max_relative_perplexity_increase(),
+               0, true, 1000, true) &&
+      !eval) {
+    k.Add("quality.max_relative_perplexity_increase", "needs data.eval to measure it on");
+  }
+  if (q.has_min_exact_match() &&
+      k.Double("quality.min_exact_match", q.min_exact_match(), 0, true, 1, true) && !eval) {
+    k.Add("quality.min_exact_match",
+          "needs data.eval with {\"prompt\", \"answer\"} lines to measure it on");
+  }
+}
+
 void CheckPackage(const DeploymentContract& c, const methods::MethodRegistry& registry,
                   const Method* m, Checker& k) {
   if (c.package().entropy_code() && (m == nullptr || !m->traits().packageable)) {
@@ -422,6 +511,8 @@ std::vector<FieldError> CheckContract(const DeploymentContract& contract,
       {F::kPackageFieldNumber, [&](Checker& k) { CheckPackage(c, registry, m, k); }},
       {F::kResourcesFieldNumber, [&](Checker& k) { CheckResources(c, k); }},
       {F::kPriorityFieldNumber, [&](Checker& k) { CheckOwnership(c, k); }},
+      {F::kDataFieldNumber, [&](Checker& k) { CheckData(c, m, k); }},
+      {F::kQualityFieldNumber, [&](Checker& k) { CheckQuality(c, k); }},
   };
   for (const auto& method : registry.all()) {
     for (const methods::ParamsSection& own : method->ParamsSections()) {
@@ -473,6 +564,33 @@ DeploymentContract WithDefaults(const DeploymentContract& contract) {
   // A missing workload stays missing (PROBE needs none); a given one gets its cached prefix.
   if (c.has_workload() && !c.workload().has_cached_prefix_tokens()) {
     c.mutable_workload()->set_cached_prefix_tokens(0);
+  }
+
+  // A dataset's sequence_tokens is the sequence length of the stages that read it (validation
+  // refused a disagreeing pair); the eval set's own default is 128 (cut to the parent's
+  // context when shorter).
+  if (c.has_data()) {
+    v1::DataParams* data = c.mutable_data();
+    if (data->has_train() && data->train().has_sequence_tokens() &&
+        !c.recovery().has_sequence_length()) {
+      c.mutable_recovery()->set_sequence_length(data->train().sequence_tokens());
+    }
+    if (data->has_calibration() && data->calibration().has_sequence_tokens()) {
+      const int32_t n = data->calibration().sequence_tokens();
+      if (!c.ranking().has_sequence_length()) c.mutable_ranking()->set_sequence_length(n);
+      if (!c.search().has_sequence_length()) c.mutable_search()->set_sequence_length(n);
+    }
+    if (data->has_calibration() && !data->calibration().has_packing()) {
+      data->mutable_calibration()->set_packing(true);
+    }
+    if (data->has_train() && !data->train().has_packing()) {
+      data->mutable_train()->set_packing(true);
+    }
+    if (data->has_eval()) {
+      v1::DatasetRef* eval = data->mutable_eval();
+      if (!eval->has_packing()) eval->set_packing(true);
+      if (!eval->has_sequence_tokens()) eval->set_sequence_tokens(128);
+    }
   }
 
   v1::RecoveryParams* d = c.mutable_recovery();

@@ -52,6 +52,17 @@ class ValidatedContract {
 
   const v1::DeploymentContract& contract() const { return defaulted_; }
 
+  // The stored datasets' digests (IngestDatasets' result): the one change a validated
+  // contract takes, since the digests exist only once the data is stored.
+  void SetDatasetDigests(const v1::DataParams& stored) {
+    v1::DataParams* d = defaulted_.mutable_data();
+    if (d->has_calibration()) {
+      d->mutable_calibration()->set_artifact_digest(stored.calibration().artifact_digest());
+    }
+    if (d->has_train()) d->mutable_train()->set_artifact_digest(stored.train().artifact_digest());
+    if (d->has_eval()) d->mutable_eval()->set_artifact_digest(stored.eval().artifact_digest());
+  }
+
  private:
   explicit ValidatedContract(v1::DeploymentContract defaulted)
       : defaulted_(std::move(defaulted)) {}

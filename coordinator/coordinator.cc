@@ -14,6 +14,7 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "coordinator/contract_validation.h"
+#include "coordinator/dataset_ingest.h"
 #include "coordinator/parent_architecture.h"
 #include "coordinator/planner.h"
 #include "coordinator/unit_of_work.h"
@@ -391,6 +392,26 @@ void Coordinator::Unsubscribe(uint64_t token) {
   subscribers_.erase(token);
 }
 
+void Coordinator::FailCampaignLocked(UnitOfWork& uow, const std::string& campaign_id,
+                                     const std::string& error, const std::string& cause) {
+  v1::Campaign& campaign = uow.Campaign(campaign_id);
+  campaign.set_state(v1::CAMPAIGN_FAILED);
+  campaign.set_error(error);
+  *campaign.mutable_updated_at() = ToProto(uow.now());
+  for (const std::string& id : uow.JobIds(campaign_id)) {
+    if (IsFinal(uow.JobView(id).state())) continue;
+    v1::Job& job = uow.Job(id);
+    if (job.state() == v1::JOB_LEASED) {
+      uow.EndAttempt(job.lease_id(), "cancelled", "campaign failed");
+    }
+    job.set_state(v1::JOB_CANCELLED);
+    job.set_error(absl::StrCat("not run: ", cause));
+    *job.mutable_updated_at() = ToProto(uow.now());
+    uow.Emit(campaign_id, id, "job_cancelled", job.error());
+  }
+  uow.Emit(campaign_id, "", "campaign_failed", error);
+}
+
 void Coordinator::AdvanceCampaignLocked(UnitOfWork& uow, const std::string& campaign_id) {
   if (IsFinal(uow.CampaignView(campaign_id).state())) return;
   const std::vector<std::string>& ids = uow.JobIds(campaign_id);
@@ -405,22 +426,9 @@ void Coordinator::AdvanceCampaignLocked(UnitOfWork& uow, const std::string& camp
     }
   }
   if (!failed_key.empty()) {
-    v1::Campaign& campaign = uow.Campaign(campaign_id);
-    campaign.set_state(v1::CAMPAIGN_FAILED);
-    campaign.set_error(absl::StrCat("job ", failed_key, " failed: ", failed_error));
-    *campaign.mutable_updated_at() = ToProto(uow.now());
-    for (const std::string& id : ids) {
-      if (IsFinal(uow.JobView(id).state())) continue;
-      v1::Job& job = uow.Job(id);
-      if (job.state() == v1::JOB_LEASED) {
-        uow.EndAttempt(job.lease_id(), "cancelled", "campaign failed");
-      }
-      job.set_state(v1::JOB_CANCELLED);
-      job.set_error(absl::StrCat("not run: job ", failed_key, " failed"));
-      *job.mutable_updated_at() = ToProto(uow.now());
-      uow.Emit(campaign_id, id, "job_cancelled", job.error());
-    }
-    uow.Emit(campaign_id, "", "campaign_failed", campaign.error());
+    FailCampaignLocked(uow, campaign_id,
+                       absl::StrCat("job ", failed_key, " failed: ", failed_error),
+                       absl::StrCat("job ", failed_key, " failed"));
     return;
   }
   bool all_done = true;
@@ -504,6 +512,13 @@ void Coordinator::SubmitAsync(const v1::DeploymentContract& contract,
         "parent.artifact_digest: no artifact sha256:", parent_digest,
         " in this coordinator's blob store; upload the parent first (admin upload), or set "
         "parent.path")));
+  }
+  // The datasets are read through and stored (outside mu_: a large corpus takes a while);
+  // bad data is refused here, before anything about the campaign is written.
+  if (defaulted.has_data()) {
+    v1::DeploymentContract with_data = defaulted;
+    if (absl::Status s = IngestDatasets(with_data, *blobs_); !s.ok()) return done(s);
+    validated->SetDatasetDigests(with_data.data());
   }
   const std::string hash = ContractHash(defaulted);
   absl::StatusOr<std::vector<PlannedJob>> plan = PlanCampaign(*validated);

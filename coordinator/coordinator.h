@@ -318,6 +318,15 @@ class Coordinator {
   // the table is suspect, marks it so it is never reused.
   void CheckCostTableLocked(UnitOfWork& uow, const v1::Job& verify)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After the student's distill job succeeded with data.eval: judges the contract's quality
+  // floors (quality_check.h), records the check on the campaign and fails the campaign when a
+  // floor is missed (the student's artifacts are already stored).
+  void CheckQualityLocked(UnitOfWork& uow, const v1::Job& distill)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails the campaign with `error`: every job not yet final is cancelled ("not run: ...").
+  void FailCampaignLocked(UnitOfWork& uow, const std::string& campaign_id,
+                          const std::string& error, const std::string& cause)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a recompression's drift check succeeded: carries the source's cost table over (its
   // profile job skipped) when it still holds, and skips the compression when the source's
   // student still meets every budget (coordinator/drift.cc).

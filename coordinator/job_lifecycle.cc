@@ -13,6 +13,7 @@
 #include "common/job_output.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/cost_table_check.h"
+#include "coordinator/quality_check.h"
 #include "coordinator/unit_of_work.h"
 #include "methods/api/job_kinds.h"
 #include "methods/registry.h"
@@ -586,6 +587,7 @@ absl::StatusOr<v1::CompleteJobResponse> Coordinator::CompleteJob(
         uow.Emit(job.campaign_id(), job.id(), "job_succeeded",
                  absl::StrCat("attempt ", job.attempt(), " succeeded"));
         if (job.key() == methods::jobs::kVerify) CheckCostTableLocked(uow, job);
+        if (job.key() == methods::jobs::kDistill) CheckQualityLocked(uow, job);
         if (job.key() == methods::jobs::kDriftCheck) ApplyDriftCheckLocked(uow, job);
         AdvanceCampaignLocked(uow, job.campaign_id());
       } else {
@@ -633,6 +635,20 @@ void Coordinator::CheckCostTableLocked(UnitOfWork& uow, const v1::Job& verify) {
   if (!table->suspect_reason().empty()) return;  // the first disagreement is the one named
   table->set_suspect_reason(check->reason());
   uow.UpdateCostTable(*table);
+}
+
+void Coordinator::CheckQualityLocked(UnitOfWork& uow, const v1::Job& distill) {
+  const v1::Campaign& campaign = uow.CampaignView(distill.campaign_id());
+  if (!campaign.contract().data().has_eval()) return;
+  const auto result = DetailOf<v1::DistillResult>(distill.output());
+  if (!result.has_value() || !result->has_eval()) return;  // skipped: no student to judge
+  const v1::QualityCheck check = JudgeQuality(campaign.contract().quality(), result->eval());
+  *uow.Campaign(campaign.id()).mutable_quality_check() = check;
+  uow.Emit(campaign.id(), distill.id(), check.met() ? "quality_met" : "quality_missed",
+           check.reason());
+  if (!check.met()) {
+    FailCampaignLocked(uow, campaign.id(), check.reason(), "the student missed a quality floor");
+  }
 }
 
 void Coordinator::ExpireLeasesLocked(Effects& fx) {

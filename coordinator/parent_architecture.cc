@@ -26,6 +26,8 @@ absl::StatusOr<std::string> ReadDirectoryConfig(const std::string& dir) {
   return model::ReadFileToString(path);
 }
 
+}  // namespace
+
 absl::StatusOr<std::string> ParentConfigText(const v1::ModelRef& parent,
                                              const storage::BlobStore& blobs) {
   if (!parent.path().empty()) return ReadDirectoryConfig(parent.path());
@@ -33,8 +35,6 @@ absl::StatusOr<std::string> ParentConfigText(const v1::ModelRef& parent,
   if (!archive.ok()) return archive.status();
   return model::ReadModelArchiveConfig(*archive, model::kMaxConfigJsonBytes);
 }
-
-}  // namespace
 
 std::string ResolveParentArchitecture(const v1::ModelRef& parent,
                                       const storage::BlobStore& blobs) {

@@ -7,8 +7,9 @@
 
 #include <string>
 
-#include "tailor/v1/contract.pb.h"
+#include "absl/status/statusor.h"
 #include "storage/blob_store.h"
+#include "tailor/v1/contract.pb.h"
 
 namespace tailor::coordinator {
 
@@ -18,6 +19,11 @@ namespace tailor::coordinator {
 // profiles rather than risk another parent's table, and the profile job, which reads the
 // parent itself, reports what is wrong with it. Reads at most one config (16 MiB), never
 // weights; call it outside the coordinator's lock.
+// The parent's config.json text: parent.path's file (refusing one over the config limit) or
+// the first entry of the stored parent archive.
+absl::StatusOr<std::string> ParentConfigText(const v1::ModelRef& parent,
+                                             const storage::BlobStore& blobs);
+
 std::string ResolveParentArchitecture(const v1::ModelRef& parent,
                                       const storage::BlobStore& blobs);
 

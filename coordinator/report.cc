@@ -93,6 +93,30 @@ void AddChoice(const v1::JobOutput& chooser, int64_t search_tokens,
   report.set_search_tokens(search_tokens);
 }
 
+// The datasets the campaign read (as stored) and its quality check, with the uniform
+// baseline's perplexity when its distillation measured one (after the student's check).
+void AddDataUse(const v1::Campaign& campaign, v1::CampaignReport& report) {
+  const v1::DataParams& data = campaign.contract().data();
+  auto add = [&](const char* role, bool has, const v1::DatasetRef& ref) {
+    if (!has) return;
+    v1::DatasetUse* use = report.add_datasets();
+    use->set_role(role);
+    use->set_path(ref.path());
+    use->set_artifact_digest(ref.artifact_digest());
+  };
+  add("calibration", data.has_calibration(), data.calibration());
+  add("train", data.has_train(), data.train());
+  add("eval", data.has_eval(), data.eval());
+  if (!campaign.has_quality_check()) return;
+  v1::QualityCheck check = campaign.quality_check();
+  for (const v1::QualityResult& q : report.quality()) {
+    if (q.model() == "baseline" && q.has_perplexity()) {
+      check.set_baseline_perplexity(q.perplexity());
+    }
+  }
+  *report.mutable_quality_check() = std::move(check);
+}
+
 }  // namespace
 
 v1::CampaignReport BuildReport(const v1::Campaign& campaign, const std::vector<v1::Job>& jobs,
@@ -119,6 +143,7 @@ v1::CampaignReport BuildReport(const v1::Campaign& campaign, const std::vector<v
   const v1::JobOutput* distill = methods::OutputOfJob(jobs, methods::jobs::kDistill);
   AddBudgets(campaign, method, chooser, verify, report);
   methods::AddVerifiedQuality(verify, distill, "student", /*with_parent=*/true, report);
+  methods::AddEvalQuality(distill, "student", /*with_parent=*/true, report);
   if (chooser != nullptr) {
     AddChoice(*chooser, method->SearchTokens(*chooser), report);
   }
@@ -132,6 +157,7 @@ v1::CampaignReport BuildReport(const v1::Campaign& campaign, const std::vector<v
   }
   for (const v1::Artifact& a : artifacts) *report.add_artifacts() = a;
   if (method != nullptr) method->AddReport(campaign, jobs, report);
+  AddDataUse(campaign, report);
   return report;
 }
 

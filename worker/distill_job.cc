@@ -14,10 +14,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "common/job_output.h"
+#include "common/sha256.h"
 #include "common/status_macros.h"
+#include "compression/autocompress/dataset_rows.h"
 #include "compression/autocompress/distill.h"
+#include "compression/autocompress/text_quality.h"
 #include "compression/model/hybrid_lm.h"
 #include "spdlog/spdlog.h"
+#include "worker/job_data.h"
 #include "worker/job_io.h"
 #include "worker/student_export.h"
 #include "worker/worker_context.h"
@@ -28,6 +32,10 @@ namespace {
 
 // Held-out evaluation batches (rank 0 only, before and after training).
 constexpr int64_t kEvalBatches = 8;
+// Rows of each held-out batch read from data.eval.
+constexpr int64_t kEvalRows = 8;
+// Training sequences pass through a seeded window of this many (per rank) before use.
+constexpr int64_t kShuffleWindow = 64;
 // Progress fractions: fetching the models, training, evaluation and upload.
 constexpr double kTrainBegin = 0.05;
 constexpr double kTrainEnd = 0.95;
@@ -96,6 +104,121 @@ autocompress::DistillOptions DistillOptionsOf(WorkerContext& ctx, const model::H
   return o;
 }
 
+// The contract's data for this job, when it gives any: data.train's rows (this rank's
+// documents) and data.eval for the held-out KD loss and the quality report. Lives as long as
+// the training that points into it.
+struct JobData {
+  std::optional<data::ParentVocabulary> vocab;
+  std::optional<JobDataset> train;
+  std::optional<JobDataset> eval;
+  std::unique_ptr<autocompress::DatasetRows> rows;
+};
+
+// Collective. Fetches data.train / data.eval and points `o` at them.
+absl::Status SetUpData(WorkerContext& ctx, const model::HybridLM& teacher,
+                       autocompress::DistillOptions& o, JobData& d) {
+  const v1::DataParams& data = ctx.contract().data();
+  if (!data.has_train() && !data.has_eval()) return absl::OkStatus();
+  TAILOR_ASSIGN_OR_RETURN(d.vocab, JobParentVocabulary(ctx, teacher->config()));
+  if (data.has_train()) {
+    TAILOR_ASSIGN_OR_RETURN(d.train, FetchJobDataset(ctx, "train"));
+    const ReaderOptions base{.sequence_tokens = o.sequence_length,
+                             .rank = ctx.env.rank,
+                             .world_size = ctx.env.world_size,
+                             .seed = o.seed,
+                             .shuffle_window = kShuffleWindow};
+    d.rows = std::make_unique<autocompress::DatasetRows>([&d, base](int64_t epoch) {
+      ReaderOptions r = base;
+      r.seed = base.seed + static_cast<uint64_t>(epoch) * 0x9E3779B97F4A7C15ULL;
+      return OpenJobReader(*d.train, *d.vocab, r);
+    });
+    o.data = d.rows.get();
+    absl::StrAppend(&o.identity, ";train=", d.train->digest);
+  }
+  if (data.has_eval()) {
+    TAILOR_ASSIGN_OR_RETURN(d.eval, FetchJobDataset(ctx, "eval"));
+    if (ctx.is_rank0()) {
+      absl::StatusOr<std::vector<at::Tensor>> held =
+          ReadBatches(*d.eval, *d.vocab, o.sequence_length, kEvalRows, kEvalBatches);
+      if (held.ok()) {
+        o.held_out = *std::move(held);
+      } else if (absl::IsInvalidArgument(held.status())) {
+        o.eval_batches = 0;  // no full row in the eval set: no held-out KD loss
+      } else {
+        return held.status();
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Rank 0: teacher and student on data.eval. Perplexity as the contract reads the set
+// (packed or not); exact match always from an unpacked read (packing joins answers away).
+absl::StatusOr<v1::EvalQuality> EvalQualityOf(const JobData& d, model::HybridLM& teacher,
+                                              model::HybridLM& student) {
+  const int64_t context = std::min(teacher->config().max_seq, student->config().max_seq);
+  ReaderOptions r{.sequence_tokens = std::min(d.eval->sequence_tokens, context),
+                  .packing = d.eval->packing};
+  TAILOR_ASSIGN_OR_RETURN(auto reader, OpenJobReader(*d.eval, *d.vocab, r));
+  TAILOR_ASSIGN_OR_RETURN(autocompress::TextQuality q,
+                          autocompress::EvaluateText(teacher, student, *reader));
+  if (d.eval->packing) {
+    r.packing = false;
+    TAILOR_ASSIGN_OR_RETURN(auto unpacked, OpenJobReader(*d.eval, *d.vocab, r));
+    TAILOR_ASSIGN_OR_RETURN(autocompress::TextQuality exact,
+                            autocompress::EvaluateText(teacher, student, *unpacked));
+    q.exact_items = exact.exact_items;
+    q.teacher.exact_hits = exact.teacher.exact_hits;
+    q.student.exact_hits = exact.student.exact_hits;
+  }
+  v1::EvalQuality e;
+  e.set_dataset_digest(d.eval->digest);
+  e.set_sequences(q.sequences);
+  e.set_tokens(q.tokens);
+  e.set_teacher_perplexity(autocompress::TextQuality::Perplexity(q.teacher, q.tokens));
+  e.set_student_perplexity(autocompress::TextQuality::Perplexity(q.student, q.tokens));
+  e.set_exact_match_items(q.exact_items);
+  if (q.exact_items > 0) {
+    e.set_teacher_exact_match(q.ExactMatch(q.teacher));
+    e.set_student_exact_match(q.ExactMatch(q.student));
+  }
+  return e;
+}
+
+// Collective. Every rank's DataShard, gathered on rank 0 (others get only their own).
+absl::StatusOr<std::vector<v1::DataShard>> GatherShards(WorkerContext& ctx,
+                                                        const autocompress::DatasetRows& rows) {
+  v1::DataShard mine;
+  mine.set_rank(ctx.env.rank);
+  mine.set_sequences(rows.rows_read());
+  const std::vector<int64_t>& docs = rows.documents();
+  Sha256 hash;
+  std::vector<int64_t> distinct;
+  for (const int64_t d : docs) {
+    char le[8];  // little-endian
+    for (int b = 0; b < 8; ++b) le[b] = static_cast<char>(static_cast<uint64_t>(d) >> (8 * b));
+    hash.Update(absl::string_view(le, 8));
+    distinct.push_back(d);
+  }
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  mine.set_documents(static_cast<int64_t>(distinct.size()));
+  if (!distinct.empty()) {
+    mine.set_first_document(distinct.front());
+    mine.set_last_document(distinct.back());
+  }
+  mine.set_documents_sha256(hash.HexDigest());
+  std::vector<v1::DataShard> shards;
+  for (int r = 0; r < ctx.env.world_size; ++r) {
+    std::string bytes = r == ctx.env.rank ? mine.SerializeAsString() : std::string();
+    if (ctx.env.world_size > 1) TAILOR_RETURN_IF_ERROR(ctx.dist->BroadcastBytes(bytes, r));
+    v1::DataShard s;
+    if (!s.ParseFromString(bytes)) return absl::InternalError("a rank's data shard is garbled");
+    shards.push_back(std::move(s));
+  }
+  return shards;
+}
+
 // Where the training stands, shared by the library's log lines and the step callback.
 struct TrainingState {
   double fraction = kTrainBegin;  // of the job's progress bar
@@ -148,6 +271,8 @@ absl::StatusOr<v1::JobOutput> RunDistill(WorkerContext& ctx) {
   const int world = ctx.env.world_size;
   autocompress::DistillOptions o = DistillOptionsOf(ctx, teacher, student);
   o.identity = absl::StrCat("teacher=", teacher_digest, ";student=", student_digest);
+  JobData data;
+  TAILOR_RETURN_IF_ERROR(SetUpData(ctx, teacher, o, data));
   TrainingState state;
   o.log = [&](const std::string& line) {
     spdlog::info("distill: {}", line);
@@ -158,6 +283,7 @@ absl::StatusOr<v1::JobOutput> RunDistill(WorkerContext& ctx) {
   ctx.Progress(state.fraction,
                absl::StrCat("distilling ", steps, " steps of ", o.batch_sequences, "x",
                             o.sequence_length, " tokens over ", world, " ranks",
+                            data.train ? " from data.train" : "",
                             o.sequence_length < asked_length
                                 ? absl::StrCat(" (sequence_length capped to max_seq ",
                                                o.sequence_length, ")")
@@ -177,6 +303,11 @@ absl::StatusOr<v1::JobOutput> RunDistill(WorkerContext& ctx) {
   result.set_steps(r.steps);
   output.set_world_size(world);
   result.set_resumed_from_step(r.resumed_from_step);
+  if (data.rows != nullptr) {
+    result.set_train_dataset_digest(data.train->digest);
+    TAILOR_ASSIGN_OR_RETURN(std::vector<v1::DataShard> shards, GatherShards(ctx, *data.rows));
+    for (v1::DataShard& shard : shards) *result.add_shards() = std::move(shard);
+  }
   if (!ctx.is_rank0()) {
     SetDetail(output, result);
     return output;
@@ -194,6 +325,10 @@ absl::StatusOr<v1::JobOutput> RunDistill(WorkerContext& ctx) {
   output.set_teacher_digest(teacher_digest);
   output.set_student_digest(student_digest);
   output.set_architecture(input->architecture());
+  if (data.eval) {
+    ctx.Progress(kTrainEnd, "evaluating teacher and student on data.eval");
+    TAILOR_ASSIGN_OR_RETURN(*result.mutable_eval(), EvalQualityOf(data, teacher, student));
+  }
   ctx.Progress(kTrainEnd, "exporting the student for serving engines");
   TAILOR_ASSIGN_OR_RETURN(std::vector<v1::StudentExport> exports,
                           ExportStudent(ctx, UploadedModelDir(ctx, "student")));

@@ -1,5 +1,6 @@
 #include "worker/job_io.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -95,6 +96,53 @@ absl::StatusOr<model::HybridLM> FetchModel(WorkerContext& ctx, const std::string
   absl::StatusOr<model::HybridLM> m = model::LoadHybridLM(dir);
   if (!m.ok()) return bad(m.status());
   return m;
+}
+
+absl::StatusOr<std::string> FetchDataset(WorkerContext& ctx, const std::string& digest,
+                                         const std::string& name) {
+  constexpr int64_t kChunk = int64_t{64} << 20;
+  const std::string dir = absl::StrCat(ctx.work_dir, "/", name, ".rank", ctx.env.rank);
+  const std::string tar = dir + ".tar";
+  std::string size_text;
+  absl::Status fetched = absl::OkStatus();
+  if (ctx.is_rank0()) {
+    fetched = ctx.job->DownloadArtifact(digest, tar);
+    std::error_code ec;
+    if (fetched.ok()) size_text = std::to_string(std::filesystem::file_size(tar, ec));
+    if (fetched.ok() && ec) fetched = absl::InternalError(absl::StrCat(tar, ": ", ec.message()));
+  }
+  TAILOR_RETURN_IF_ERROR(AgreeOnStatus(ctx, fetched));
+  if (ctx.env.world_size > 1) {
+    TAILOR_RETURN_IF_ERROR(ctx.dist->BroadcastBytes(size_text, 0));
+    const int64_t size = std::atoll(size_text.c_str());
+    std::ifstream in;
+    std::ofstream out;
+    if (ctx.is_rank0()) {
+      in.open(tar, std::ios::binary);
+    } else {
+      out.open(tar, std::ios::binary | std::ios::trunc);
+    }
+    for (int64_t done = 0; done < size; done += kChunk) {
+      std::string chunk;
+      if (ctx.is_rank0()) {
+        chunk.resize(static_cast<size_t>(std::min(kChunk, size - done)));
+        in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+      }
+      TAILOR_RETURN_IF_ERROR(ctx.dist->BroadcastBytes(chunk, 0));
+      if (!ctx.is_rank0()) out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    }
+    if (!ctx.is_rank0()) {
+      out.close();
+      if (!out) return absl::InternalError(absl::StrCat("cannot write ", tar));
+    }
+  }
+  absl::StatusOr<std::vector<std::string>> names = model::UnpackDatasetArchive(tar, dir);
+  if (!names.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("dataset artifact ", digest, " (", name,
+                                                   ") failed validation: ",
+                                                   names.status().message()));
+  }
+  return dir;
 }
 
 absl::StatusOr<v1::CostTable> FetchCostTable(WorkerContext& ctx, const std::string& id) {

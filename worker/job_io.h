@@ -32,6 +32,12 @@ absl::StatusOr<std::string> NonEmpty(const std::string& dep, absl::string_view f
 absl::StatusOr<model::HybridLM> FetchModel(WorkerContext& ctx, const std::string& digest,
                                            const std::string& name);
 
+// Collective. Rank 0 downloads the dataset archive `digest` (a contract dataset the
+// coordinator stored) and streams it to every rank in 64 MiB broadcasts (never the whole
+// corpus in memory); every rank unpacks its *.jsonl shards below its work dir as `name` and
+// gets that directory. A bad archive is INVALID_ARGUMENT naming the digest.
+absl::StatusOr<std::string> FetchDataset(WorkerContext& ctx, const std::string& digest,
+                                         const std::string& name);
 // Collective. Rank 0 reads the cost table `id` from the coordinator; every rank gets it.
 absl::StatusOr<v1::CostTable> FetchCostTable(WorkerContext& ctx, const std::string& id);
 

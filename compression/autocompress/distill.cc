@@ -210,7 +210,7 @@ absl::Status Validate(model::HybridLM& teacher, model::HybridLM& student, const 
     return absl::InvalidArgumentError(
         absl::StrCat("distill: teacher vocab ", t.vocab, " != student vocab ", s.vocab));
   }
-  if (s.vocab < tasks::kVocabSize) {
+  if (o.data == nullptr && s.vocab < tasks::kVocabSize) {
     return absl::InvalidArgumentError(absl::StrCat(
         "distill: vocab ", s.vocab, " is smaller than the task tokenizer's ", tasks::kVocabSize));
   }
@@ -328,8 +328,14 @@ absl::StatusOr<at::Tensor> TrainStep(model::HybridLM& teacher, model::HybridLM& 
   for (auto& group : optimizer.param_groups()) {
     static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
   }
-  const at::Tensor batch = DistillBatch(o.seed, step, o.batch_sequences, o.sequence_length)
-                               .slice(0, rows.begin, rows.end);
+  at::Tensor batch;
+  if (o.data != nullptr) {
+    TAILOR_ASSIGN_OR_RETURN(batch,
+                            o.data->TrainRows(step, rows.end - rows.begin, o.sequence_length));
+  } else {
+    batch = DistillBatch(o.seed, step, o.batch_sequences, o.sequence_length)
+                .slice(0, rows.begin, rows.end);
+  }
   TAILOR_ASSIGN_OR_RETURN(at::Tensor kd, KdLoss(teacher, student, batch));
   at::Tensor loss = kd * rows.share;
   optimizer.zero_grad();
@@ -414,6 +420,29 @@ absl::StatusOr<double> HeldOutKdLoss(model::HybridLM& teacher, model::HybridLM& 
   }
 }
 
+namespace {
+
+// The held-out KD loss: over the given batches, else over the task suites' evaluation split.
+absl::StatusOr<double> HeldOut(model::HybridLM& teacher, model::HybridLM& student,
+                               const DistillOptions& o) {
+  if (o.held_out.empty()) {
+    return HeldOutKdLoss(teacher, student, o.seed, o.eval_batches, o.batch_sequences,
+                         o.sequence_length);
+  }
+  torch::NoGradGuard no_grad;
+  const bool was_training = student->is_training();
+  student->eval();
+  double sum = 0;
+  for (const at::Tensor& batch : o.held_out) {
+    TAILOR_ASSIGN_OR_RETURN(at::Tensor kd, KdLoss(teacher, student, batch));
+    sum += kd.item<double>();
+  }
+  student->train(was_training);
+  return sum / static_cast<double>(o.held_out.size());
+}
+
+}  // namespace
+
 absl::StatusOr<DistillResult> Distill(model::HybridLM& teacher, model::HybridLM& student,
                                       const DistillOptions& o, const DistillProgress& progress) {
   TAILOR_RETURN_IF_ERROR(Validate(teacher, student, o));
@@ -431,18 +460,14 @@ absl::StatusOr<DistillResult> Distill(model::HybridLM& teacher, model::HybridLM&
     TAILOR_ASSIGN_OR_RETURN(const int64_t start,
                             Resume(o, ids, student, optimizer, log, result));
     if (start == 0 && o.eval_batches > 0) {
-      TAILOR_ASSIGN_OR_RETURN(result.kd_loss_before,
-                              HeldOutKdLoss(teacher, student, o.seed, o.eval_batches,
-                                            o.batch_sequences, o.sequence_length));
+      TAILOR_ASSIGN_OR_RETURN(result.kd_loss_before, HeldOut(teacher, student, o));
     }
     TAILOR_RETURN_IF_ERROR(
         TrainSteps(teacher, student, optimizer, o, ids, start, progress, result));
     student->eval();
     result.tokens_trained = result.steps_done * o.batch_sequences * o.sequence_length;
     if (!result.stopped && o.eval_batches > 0) {
-      TAILOR_ASSIGN_OR_RETURN(result.kd_loss_after,
-                              HeldOutKdLoss(teacher, student, o.seed, o.eval_batches,
-                                            o.batch_sequences, o.sequence_length));
+      TAILOR_ASSIGN_OR_RETURN(result.kd_loss_after, HeldOut(teacher, student, o));
     }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("distill: ", e.what_without_backtrace()));

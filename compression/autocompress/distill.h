@@ -10,7 +10,8 @@
 // schedule -- depends only on the options, never on the student, so the AutoCompress student
 // and the uniform baseline get the same recovery ("matched recovery").
 //
-// Data: the train split of the eight task suites, mixed uniformly and packed into rows of
+// Data: the contract's own (DistillOptions::data, e.g. DatasetRows over data.train), or
+// without it the train split of the eight task suites, mixed uniformly and packed into rows of
 // exactly `sequence_length` tokens (samples run on from one row into the next, so every
 // position is a real token and the token count is exact). The global batch of step s is a
 // pure function of (seed, s): a resumed run regenerates exactly the batches it would have
@@ -43,6 +44,17 @@
 
 namespace tailor::autocompress {
 
+// Where training rows come from when not from the task suites: this rank's rows of each step,
+// asked for in increasing step order from the first step a run trains (a resumed run starts
+// past 0, and the source skips what the steps before would have read).
+class DistillData {
+ public:
+  virtual ~DistillData() = default;
+  // [rows, sequence_length] int64 token ids.
+  virtual absl::StatusOr<at::Tensor> TrainRows(int64_t step, int64_t rows,
+                                               int64_t sequence_length) = 0;
+};
+
 struct DistillOptions {
   int64_t tokens = 2'000'000;  // global training tokens; steps = DistillSteps(...)
   double learning_rate = 3e-4;
@@ -51,6 +63,12 @@ struct DistillOptions {
   double min_lr_ratio = 0.1;     // cosine floor: lr * min_lr_ratio at the last step
   double grad_clip = 1.0;        // global-norm clipping after the hook; 0 = off
   uint64_t seed = 1;             // data stream (the contract seed; never the job)
+  // The contract's training data (not owned); null: the task suites. Fold what identifies it
+  // (the dataset digest) into `identity`, so a checkpoint of other data is not resumed.
+  DistillData* data = nullptr;
+  // Held-out batches for the KD loss before and after training ([rows, length] each); empty:
+  // `eval_batches` batches of the task suites' evaluation split.
+  std::vector<at::Tensor> held_out;
 
   // Held-out KD loss on this many batches of the evaluation split, before and after
   // training. 0 skips both (ranks other than 0 need not spend the time).

@@ -71,14 +71,34 @@ absl::StatusOr<std::unique_ptr<TextDatasetReader>> TextDatasetReader::Open(
   return r;
 }
 
+absl::StatusOr<std::vector<int32_t>> TextDatasetReader::Tokenize(const std::string& text,
+                                                                 const std::string& where) const {
+  if (tokenizer_ == nullptr) {
+    return Bad(where, "a text line, but the parent has no tokenizer (tokenizer.json or "
+                      "tokenizer.model); give \"input_ids\" instead");
+  }
+  absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->Encode(text, /*parse_special=*/false);
+  if (!ids.ok()) return Bad(where, ids.status().message());
+  for (const int32_t id : *ids) {
+    if (id >= options_.vocab_size) {
+      return Bad(where, absl::StrCat("the tokenizer gives id ", id,
+                                     ", outside the parent's vocabulary of ",
+                                     options_.vocab_size, " tokens"));
+    }
+  }
+  return ids;
+}
+
 absl::StatusOr<std::vector<int32_t>> TextDatasetReader::ParseLine(const std::string& line,
-                                                                  const std::string& where) const {
+                                                                  const std::string& where,
+                                                                  int64_t& answer_begin) const {
+  answer_begin = -1;
   const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Bad(where, "not JSON");
   if (!j.is_object()) return Bad(where, "not a JSON object");
-  std::vector<int32_t> ids;
   if (auto it = j.find("input_ids"); it != j.end()) {
     if (!it->is_array()) return Bad(where, "\"input_ids\" is not a list of token ids");
+    std::vector<int32_t> ids;
     for (size_t i = 0; i < it->size(); ++i) {
       const Json& id = (*it)[i];
       if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
@@ -89,26 +109,25 @@ absl::StatusOr<std::vector<int32_t>> TextDatasetReader::ParseLine(const std::str
       }
       ids.push_back(id.get<int32_t>());
     }
-  } else if (auto t = j.find("text"); t != j.end() && t->is_string()) {
-    if (tokenizer_ == nullptr) {
-      return Bad(where, "a \"text\" line, but the parent has no tokenizer (tokenizer.json or "
-                        "tokenizer.model); give \"input_ids\" instead");
-    }
-    absl::StatusOr<std::vector<int32_t>> encoded =
-        tokenizer_->Encode(t->get<std::string>(), /*parse_special=*/false);
-    if (!encoded.ok()) return Bad(where, encoded.status().message());
-    for (const int32_t id : *encoded) {
-      if (id >= options_.vocab_size) {
-        return Bad(where, absl::StrCat("the tokenizer gives id ", id,
-                                       ", outside the parent's vocabulary of ",
-                                       options_.vocab_size, " tokens"));
-      }
-    }
-    ids = *std::move(encoded);
-  } else {
-    return Bad(where, "neither \"text\" (a string) nor \"input_ids\" (a list of token ids)");
+    return ids;
   }
-  return ids;
+  if (auto t = j.find("text"); t != j.end() && t->is_string()) {
+    return Tokenize(t->get<std::string>(), where);
+  }
+  auto p = j.find("prompt");
+  auto a = j.find("answer");
+  if (p != j.end() && a != j.end() && p->is_string() && a->is_string()) {
+    absl::StatusOr<std::vector<int32_t>> ids = Tokenize(p->get<std::string>(), where);
+    if (!ids.ok()) return ids.status();
+    absl::StatusOr<std::vector<int32_t>> answer = Tokenize(a->get<std::string>(), where);
+    if (!answer.ok()) return answer.status();
+    if (answer->empty()) return Bad(where, "an empty \"answer\"");
+    answer_begin = static_cast<int64_t>(ids->size());
+    ids->insert(ids->end(), answer->begin(), answer->end());
+    return ids;
+  }
+  return Bad(where, "none of \"text\" (a string), \"input_ids\" (a list of token ids) or "
+                    "\"prompt\" with \"answer\" (strings)");
 }
 
 absl::StatusOr<std::optional<std::vector<int32_t>>> TextDatasetReader::NextDocument() {
@@ -131,10 +150,13 @@ absl::StatusOr<std::optional<std::vector<int32_t>>> TextDatasetReader::NextDocum
     const int64_t document = next_document_++;
     if (document % world_size_ != rank_) continue;  // another rank's
     const std::string where = absl::StrCat(files_[file_index_ - 1], ":", line_number_);
-    absl::StatusOr<std::vector<int32_t>> ids = ParseLine(line, where);
+    int64_t answer_begin = -1;
+    absl::StatusOr<std::vector<int32_t>> ids = ParseLine(line, where, answer_begin);
     if (!ids.ok()) return ids.status();
     std::vector<int32_t> doc;
     if (options_.bos >= 0) doc.push_back(options_.bos);
+    current_answer_begin_ =
+        answer_begin < 0 ? -1 : answer_begin + static_cast<int64_t>(doc.size());
     doc.insert(doc.end(), ids->begin(), ids->end());
     if (options_.eos >= 0) doc.push_back(options_.eos);
     if (!options_.packing && options_.context_tokens > 0 &&
@@ -156,9 +178,13 @@ absl::StatusOr<std::optional<TokenSequence>> TextDatasetReader::NextInFileOrder(
       if (!doc.ok()) return doc.status();
       if (!doc->has_value()) return std::nullopt;
       std::vector<int32_t>& tokens = **doc;
-      if (tokens.size() > length) tokens.resize(length);
+      int64_t answer_begin = current_answer_begin_;
+      if (tokens.size() > length) {
+        tokens.resize(length);
+        answer_begin = -1;  // the cut answer cannot be matched exactly
+      }
       if (tokens.size() < 2) continue;  // nothing to predict
-      return TokenSequence{std::move(tokens), {current_document_}};
+      return TokenSequence{std::move(tokens), answer_begin, {current_document_}};
     }
   }
   while (pending_.size() < length && !exhausted_) {
@@ -173,7 +199,7 @@ absl::StatusOr<std::optional<TokenSequence>> TextDatasetReader::NextInFileOrder(
   }
   const size_t take = std::min(pending_.size(), length);
   if (take < 2) return std::nullopt;
-  TokenSequence s;
+  TokenSequence s;  // packed: no answer boundaries
   s.tokens.assign(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(take));
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(take));
   for (int64_t left = static_cast<int64_t>(take); left > 0;) {

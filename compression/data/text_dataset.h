@@ -2,8 +2,11 @@
 #define TAILOR_COMPRESSION_DATA_TEXT_DATASET_H_
 
 // A platform team's own data: JSONL files, one document per line, either
-//   {"text": "..."}           tokenized with the parent's own tokenizer, or
-//   {"input_ids": [1, 2, 3]}  already tokenized (ids checked against the vocabulary),
+//   {"text": "..."}           tokenized with the parent's own tokenizer,
+//   {"input_ids": [1, 2, 3]}  already tokenized (ids checked against the vocabulary), or
+//   {"prompt": "...", "answer": "..."}  a question with its expected answer (tokenized apart,
+//                             answer after prompt): text for perplexity, and an exact-match
+//                             item when read unpacked,
 // in a file or a directory of *.jsonl shards (read in name order). Read as a stream of
 // token sequences: a reader holds one document and one shuffle window, never the corpus.
 //
@@ -47,6 +50,9 @@ struct TextDatasetOptions {
 
 struct TokenSequence {
   std::vector<int32_t> tokens;
+  // Unpacked prompt/answer lines: the index of the answer's first token (the answer runs to
+  // the end, EOS included); -1 otherwise (and when the cut left the answer incomplete).
+  int64_t answer_begin = -1;
   // Numbers of the documents with tokens in this sequence (a packed sequence can span
   // several), for tests and records of what a rank saw.
   std::vector<int64_t> documents;
@@ -76,8 +82,11 @@ class TextDatasetReader {
   TextDatasetReader() = default;
   // The next of this rank's documents as [bos] ids [eos]; nullopt at the end.
   absl::StatusOr<std::optional<std::vector<int32_t>>> NextDocument();
-  absl::StatusOr<std::vector<int32_t>> ParseLine(const std::string& line,
-                                                 const std::string& where) const;
+  // A line's ids; `answer_begin` set for a prompt/answer line (index into the ids).
+  absl::StatusOr<std::vector<int32_t>> ParseLine(const std::string& line, const std::string& where,
+                                                 int64_t& answer_begin) const;
+  absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text,
+                                                const std::string& where) const;
   absl::StatusOr<std::optional<TokenSequence>> NextInFileOrder();
   uint64_t NextRandom();
 
@@ -91,6 +100,7 @@ class TextDatasetReader {
   int64_t line_number_ = 0;
   int64_t next_document_ = 0;  // the number the next non-blank line gets
   int64_t current_document_ = -1;
+  int64_t current_answer_begin_ = -1;  // of the document NextDocument returned last
   int64_t documents_read_ = 0;
   // Packing: tokens not yet cut into a sequence, and the documents they come from as
   // (document, tokens of it still pending) in order.

@@ -6,7 +6,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -149,14 +151,20 @@ struct EntryHeader {
   uint64_t size = 0;
 };
 
+// Which entries an archive may hold, and how an error says so.
+struct EntryRule {
+  std::function<bool(const std::string& name)> allowed;
+  std::string holds;  // " (a model archive holds only ...)"
+};
+
 // Reads the next ustar header; nullopt at the end-of-archive marker (or a clean EOF once
-// `may_end`). Refuses anything but the regular files a model archive holds.
+// `may_end`). Refuses anything but the regular files `rule` allows.
 absl::StatusOr<std::optional<EntryHeader>> NextEntry(std::FILE* in, const std::string& path,
-                                                     bool may_end) {
+                                                     bool may_end, const EntryRule& rule) {
   char h[kBlock];
   const size_t got = std::fread(h, 1, kBlock, in);
   if (got == 0 && may_end) return std::nullopt;  // tolerate a missing end-of-archive marker
-  if (got != kBlock) return absl::DataLossError(absl::StrCat(path, ": truncated model archive"));
+  if (got != kBlock) return absl::DataLossError(absl::StrCat(path, ": truncated archive"));
   bool zero = true;
   for (char c : h) zero &= c == '\0';
   if (zero) return std::nullopt;
@@ -175,38 +183,47 @@ absl::StatusOr<std::optional<EntryHeader>> NextEntry(std::FILE* in, const std::s
   const std::string prefix(h + 345, strnlen(h + 345, 155));
   if (!prefix.empty()) entry.name = absl::StrCat(prefix, "/", entry.name);
   if (entry.name.rfind("./", 0) == 0) entry.name = entry.name.substr(2);
-  const std::string holds =
-      absl::StrCat(" (a model archive holds only ", kModelConfigFile, " and ", kModelWeightsFile,
-                   ")");
   const char type = h[156];
   if (type != '0' && type != '\0') {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": entry '", entry.name, "' is not a regular file", holds));
+        absl::StrCat(path, ": entry '", entry.name, "' is not a regular file", rule.holds));
   }
-  if (entry.name != kModelConfigFile && entry.name != kModelWeightsFile) {
+  if (!rule.allowed(entry.name)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": unexpected entry '", entry.name, "'", holds));
+        absl::StrCat(path, ": unexpected entry '", entry.name, "'", rule.holds));
   }
   return entry;
 }
 
-}  // namespace
+EntryRule ModelRule() {
+  return {[](const std::string& name) {
+            return name == kModelConfigFile || name == kModelWeightsFile;
+          },
+          absl::StrCat(" (a model archive holds only ", kModelConfigFile, " and ",
+                       kModelWeightsFile, ")")};
+}
 
-absl::Status UnpackModelArchive(const std::string& path, const std::string& dir) {
+// Unpacks every entry of `path` into `dir` (created), each allowed by `rule` and at most once;
+// the names seen, in order. `at_least` entries must come before an EOF ends it.
+absl::StatusOr<std::vector<std::string>> UnpackArchive(const std::string& path,
+                                                       const std::string& dir,
+                                                       const EntryRule& rule, size_t at_least) {
   File in(std::fopen(path.c_str(), "rb"));
   if (in == nullptr) return ErrnoError("open", path);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("create ", dir, ": ", ec.message()));
   std::set<std::string> seen;
+  std::vector<std::string> names;
   while (true) {
     TAILOR_ASSIGN_OR_RETURN(std::optional<EntryHeader> entry,
-                            NextEntry(in.get(), path, seen.size() == 2));
+                            NextEntry(in.get(), path, seen.size() >= at_least, rule));
     if (!entry.has_value()) break;
     if (!seen.insert(entry->name).second) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": entry '", entry->name, "' twice"));
     }
+    names.push_back(entry->name);
     const std::string dst = absl::StrCat(dir, "/", entry->name);
     {
       File out(std::fopen(dst.c_str(), "wb"));
@@ -215,11 +232,19 @@ absl::Status UnpackModelArchive(const std::string& path, const std::string& dir)
     }
     const size_t pad = (kBlock - entry->size % kBlock) % kBlock;
     if (pad > 0 && std::fseek(in.get(), static_cast<long>(pad), SEEK_CUR) != 0) {
-      return absl::DataLossError(absl::StrCat(path, ": truncated model archive"));
+      return absl::DataLossError(absl::StrCat(path, ": truncated archive"));
     }
   }
+  return names;
+}
+
+}  // namespace
+
+absl::Status UnpackModelArchive(const std::string& path, const std::string& dir) {
+  TAILOR_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                          UnpackArchive(path, dir, ModelRule(), 2));
   for (const char* name : {kModelConfigFile, kModelWeightsFile}) {
-    if (!seen.count(name)) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": model archive has no ", name));
     }
@@ -227,11 +252,27 @@ absl::Status UnpackModelArchive(const std::string& path, const std::string& dir)
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<std::string>> UnpackDatasetArchive(const std::string& path,
+                                                              const std::string& dir) {
+  const EntryRule rule{
+      [](const std::string& name) {
+        return name.size() > 6 && name.find('/') == std::string::npos && name[0] != '.' &&
+               name.compare(name.size() - 6, 6, ".jsonl") == 0;
+      },
+      " (a dataset archive holds only *.jsonl files)"};
+  TAILOR_ASSIGN_OR_RETURN(std::vector<std::string> names, UnpackArchive(path, dir, rule, 1));
+  if (names.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": a dataset archive with no files"));
+  }
+  return names;
+}
+
 absl::StatusOr<std::string> ReadModelArchiveConfig(const std::string& path,
                                                    uint64_t max_bytes) {
   File in(std::fopen(path.c_str(), "rb"));
   if (in == nullptr) return ErrnoError("open", path);
-  TAILOR_ASSIGN_OR_RETURN(std::optional<EntryHeader> entry, NextEntry(in.get(), path, false));
+  TAILOR_ASSIGN_OR_RETURN(std::optional<EntryHeader> entry,
+                          NextEntry(in.get(), path, false, ModelRule()));
   // Packing writes config.json first, so a reader needs only the first entry.
   if (!entry.has_value() || entry->name != kModelConfigFile) {
     return absl::InvalidArgumentError(
@@ -243,7 +284,7 @@ absl::StatusOr<std::string> ReadModelArchiveConfig(const std::string& path,
   }
   std::string text(entry->size, '\0');
   if (std::fread(text.data(), 1, text.size(), in.get()) != text.size()) {
-    return absl::DataLossError(absl::StrCat(path, ": truncated model archive"));
+    return absl::DataLossError(absl::StrCat(path, ": truncated archive"));
   }
   return text;
 }

@@ -41,6 +41,12 @@ absl::Status PackFilesArchive(const std::string& dir, const std::vector<std::str
 // for that.
 absl::Status UnpackModelArchive(const std::string& path, const std::string& dir);
 
+// A dataset artifact (compression/data): PackFilesArchive of its *.jsonl shards, unpacked
+// into `dir` (created); the shard names in archive order. INVALID_ARGUMENT for any other
+// entry (a path, a link, another name) or an empty archive, DATA_LOSS for a corrupt one.
+absl::StatusOr<std::vector<std::string>> UnpackDatasetArchive(const std::string& path,
+                                                              const std::string& dir);
+
 // The text of `path`'s config.json (its first entry) without reading the weights: what the
 // coordinator needs to key cost tables by the parent's architecture. INVALID_ARGUMENT when
 // the archive does not start with config.json or it exceeds `max_bytes`.

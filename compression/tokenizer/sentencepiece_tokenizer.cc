@@ -1,6 +1,9 @@
 #include "compression/tokenizer/sentencepiece_tokenizer.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <queue>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -188,19 +191,32 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::
         "keeps whitespace (Llama-2's) gives the ids it serves"));
   }
   std::unique_ptr<SentencePieceTokenizer> t(new SentencePieceTokenizer());
-  std::string error;
-  if (!t->bridge_.Load(path, error)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", error));
-  }
   t->source_ = path;
   t->info_ = *std::move(info);
+  std::fill(std::begin(t->byte_ids_), std::end(t->byte_ids_), -1);
   const Vocabulary& v = t->info_.vocabulary;
-  for (size_t id = 0; id < v.tokens.size(); ++id) {
-    const WholeToken w{v.tokens[id], static_cast<int32_t>(id)};
-    if (v.types[id] == TokenType::kControl || v.types[id] == TokenType::kUnknown) {
-      t->control_.push_back(w);
-    } else if (v.types[id] == TokenType::kUserDefined) {
-      t->user_defined_.push_back(w);
+  for (size_t i = 0; i < v.tokens.size(); ++i) {
+    const auto id = static_cast<int32_t>(i);
+    const std::string& piece = v.tokens[i];
+    switch (v.types[i]) {
+      case TokenType::kControl:
+      case TokenType::kUnknown:
+        t->control_.push_back({piece, id});
+        break;
+      case TokenType::kUserDefined:
+        t->user_defined_.push_back({piece, id});
+        t->pieces_.emplace(piece, id);
+        break;
+      case TokenType::kNormal:
+        t->pieces_.emplace(piece, id);
+        break;
+      case TokenType::kByte:
+        if (piece.size() == 6 && piece.rfind("<0x", 0) == 0 && piece[5] == '>') {
+          t->byte_ids_[std::stoi(piece.substr(3, 2), nullptr, 16)] = id;
+        }
+        break;
+      case TokenType::kUnused:
+        break;
     }
   }
   return t;
@@ -219,22 +235,117 @@ absl::StatusOr<std::vector<int32_t>> SentencePieceTokenizer::Encode(absl::string
       out.push_back(f.id);
       continue;
     }
-    std::vector<int> ids;
-    std::string error;
-    if (!bridge_.Encode(std::string(f.text), ids, error)) {
-      return absl::InternalError(absl::StrCat(source_, ": sentencepiece: ", error));
-    }
-    out.insert(out.end(), ids.begin(), ids.end());
+    EncodeFragment(f.text, out);
   }
   return out;
 }
 
-std::string SentencePieceTokenizer::Decode(const std::vector<int32_t>& ids) const {
-  std::vector<int> kept;
-  for (const int32_t id : ids) {
-    if (id >= 0 && id < vocab_size()) kept.push_back(id);
+namespace {
+
+struct Symbol {
+  int prev = -1;
+  int next = -1;
+  size_t begin = 0;  // bytes of the escaped text
+  size_t size = 0;   // 0 once merged into its left neighbour
+};
+
+struct Bigram {
+  float score;
+  int left;
+  int right;
+  size_t size;  // joined size when queued: a stale entry no longer matches
+  bool operator<(const Bigram& o) const {  // std::priority_queue pops the largest
+    return score != o.score ? score < o.score : left > o.left;
   }
-  return bridge_.Decode(kept);
+};
+
+}  // namespace
+
+void SentencePieceTokenizer::EncodeFragment(absl::string_view fragment,
+                                            std::vector<int32_t>& out) const {
+  static constexpr char kSpace[] = "\xe2\x96\x81";  // U+2581
+  std::string text;
+  if (info_.vocabulary.add_space_prefix) text = std::string(kSpace);
+  for (const char c : fragment) {
+    if (c == ' ') {
+      text += kSpace;
+    } else {
+      text.push_back(c);
+    }
+  }
+  std::vector<Symbol> symbols;
+  for (size_t i = 0; i < text.size();) {  // UTF-8 characters (the text was checked)
+    const auto b = static_cast<uint8_t>(text[i]);
+    const size_t len = b < 0x80 ? 1 : (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : 4;
+    const int index = static_cast<int>(symbols.size());
+    symbols.push_back({index - 1, -1, i, std::min(len, text.size() - i)});
+    if (index > 0) symbols[index - 1].next = index;
+    i += len;
+  }
+  std::priority_queue<Bigram> queue;
+  auto enqueue = [&](int left) {
+    if (left < 0 || symbols[left].next < 0) return;
+    const Symbol& l = symbols[left];
+    const Symbol& r = symbols[l.next];
+    auto it = pieces_.find(text.substr(l.begin, l.size + r.size));
+    if (it == pieces_.end()) return;
+    queue.push({info_.vocabulary.scores[it->second], left, l.next, l.size + r.size});
+  };
+  for (int i = 0; i + 1 < static_cast<int>(symbols.size()); ++i) enqueue(i);
+  while (!queue.empty()) {
+    const Bigram b = queue.top();
+    queue.pop();
+    Symbol& l = symbols[b.left];
+    if (l.size == 0 || l.next != b.right || symbols[b.right].size == 0 ||
+        l.size + symbols[b.right].size != b.size) {
+      continue;  // stale: one side has merged since
+    }
+    Symbol& r = symbols[b.right];
+    l.size += r.size;
+    r.size = 0;
+    l.next = r.next;
+    if (r.next >= 0) symbols[r.next].prev = b.left;
+    enqueue(l.prev);
+    enqueue(b.left);
+  }
+  for (int i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[i].next) {
+    const std::string piece = text.substr(symbols[i].begin, symbols[i].size);
+    if (auto it = pieces_.find(piece); it != pieces_.end()) {
+      out.push_back(it->second);
+      continue;
+    }
+    bool bytes = info_.byte_fallback;
+    for (const char c : piece) bytes = bytes && byte_ids_[static_cast<uint8_t>(c)] >= 0;
+    if (bytes) {
+      for (const char c : piece) out.push_back(byte_ids_[static_cast<uint8_t>(c)]);
+    } else if (info_.vocabulary.unk >= 0) {
+      out.push_back(static_cast<int32_t>(info_.vocabulary.unk));
+    }
+  }
+}
+
+std::string SentencePieceTokenizer::Decode(const std::vector<int32_t>& ids) const {
+  std::string text;
+  for (const int32_t id : ids) {
+    if (id < 0 || id >= vocab_size()) continue;
+    const std::string& piece = info_.vocabulary.tokens[id];
+    const TokenType type = info_.vocabulary.types[id];
+    if (type == TokenType::kByte && piece.size() == 6) {
+      text.push_back(static_cast<char>(std::stoi(piece.substr(3, 2), nullptr, 16)));
+    } else if (type != TokenType::kUnused) {
+      text += piece;
+    }
+  }
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text.compare(i, 3, "\xe2\x96\x81") == 0) {
+      if (i > 0 || !info_.vocabulary.add_space_prefix) out.push_back(' ');  // not the dummy
+      i += 2;
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  return out;
 }
 
 std::string SentencePieceTokenizer::Describe() const {

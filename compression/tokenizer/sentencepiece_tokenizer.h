@@ -1,9 +1,14 @@
 #ifndef TAILOR_COMPRESSION_TOKENIZER_SENTENCEPIECE_TOKENIZER_H_
 #define TAILOR_COMPRESSION_TOKENIZER_SENTENCEPIECE_TOKENIZER_H_
 
-// A SentencePiece tokenizer.model (Llama-2, Mistral/Mixtral): ids from Debian's
-// libsentencepiece, the vocabulary (pieces, scores, types, add_dummy_prefix) read from the
-// model's protobuf by tailor, since Debian ships no sentencepiece_model.pb.h.
+// A SentencePiece tokenizer.model (Llama-2, Mistral/Mixtral), read and encoded by tailor:
+// the model's protobuf parsed here (Debian ships no sentencepiece_model.pb.h), and BPE
+// encoding written here: spaces become U+2581 (with one in front when add_dummy_prefix),
+// the text splits into characters, and the adjacent pair whose joined piece scores highest
+// (leftmost on ties) merges until none is a piece; a character no piece holds becomes its
+// UTF-8 bytes' <0xXX> pieces (byte fallback), or <unk>. Tests hold it to Debian's
+// libsentencepiece and to llama.cpp on the same model; the library itself cannot be linked
+// here (it carries protobuf-lite symbols that crash processes linking libprotobuf).
 //
 // Only what llama.cpp's "llama" tokenizer reproduces loads: a BPE model with the identity
 // normalizer that keeps whitespace runs (Llama-2's settings). Control and user-defined pieces
@@ -13,11 +18,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "compression/tokenizer/sentencepiece_bridge.h"
 #include "compression/tokenizer/token_partition.h"
 #include "compression/tokenizer/tokenizer.h"
 
@@ -52,11 +57,14 @@ class SentencePieceTokenizer : public Tokenizer {
 
  private:
   SentencePieceTokenizer() = default;
+  // The BPE merge of one fragment (text between whole tokens).
+  void EncodeFragment(absl::string_view text, std::vector<int32_t>& out) const;
 
   std::string source_;
   SentencePieceModelInfo info_;
-  SentencePieceBridge bridge_;
-  std::vector<WholeToken> control_;       // control and unknown pieces
+  std::unordered_map<std::string, int32_t> pieces_;  // normal and user-defined pieces
+  int32_t byte_ids_[256];                            // <0xXX> pieces; -1 where none
+  std::vector<WholeToken> control_;                  // control and unknown pieces
   std::vector<WholeToken> user_defined_;
 };
 

@@ -24,6 +24,8 @@ struct MethodTraits {
   bool low_precision_targets = false;
   // package.entropy_code may append the entropy-coding tail after the method's verify.
   bool packageable = false;
+  // Reads data.calibration (ranking, search, block scoring) when the contract gives it.
+  bool reads_calibration = false;
 };
 
 // A section of the contract a method owns (e.g. `search` for AUTOCOMPRESS), checked in
@@ -66,6 +68,10 @@ class Method {
   // Fills the documented defaults of the method's own sections. Applied for every method on
   // every submission, so the stored contract is the one source of defaults.
   virtual void ApplyDefaults(v1::DeploymentContract& contract) const {}
+
+  // Whether the contract's plan has a distill job: it reads data.train and evaluates the
+  // student on data.eval (and so the quality floors can be judged).
+  virtual bool Distills(const v1::DeploymentContract& contract) const { return false; }
 
   // Appends the method's jobs for a validated, defaulted contract.
   virtual void Plan(const v1::DeploymentContract& contract, GraphBuilder& graph) const = 0;

@@ -19,6 +19,13 @@ const v1::JobOutput* OutputOfJob(const std::vector<v1::Job>& jobs, const std::st
 void AddVerifiedQuality(const v1::JobOutput* verify, const v1::JobOutput* distill,
                         const std::string& model, bool with_parent, v1::CampaignReport& report);
 
+// Adds what the distill job that produced `model` measured on the contract's data.eval
+// (DistillResult.eval): the model's perplexity and exact match on its quality row, and with
+// `with_parent` the teacher's on row "parent"; rows are added when verify left none (a
+// student that missed a quality floor is never verified). No-op without an eval.
+void AddEvalQuality(const v1::JobOutput* distill, const std::string& model, bool with_parent,
+                    v1::CampaignReport& report);
+
 }  // namespace tailor::methods
 
 #endif  // TAILOR_METHODS_API_REPORT_PARTS_H_

@@ -113,8 +113,11 @@ class AutocompressMethod : public Method {
   MethodTraits traits() const override {
     MethodTraits t;
     t.packageable = true;
+    t.reads_calibration = true;
     return t;
   }
+
+  bool Distills(const v1::DeploymentContract& c) const override { return true; }
 
   void CheckChosen(const v1::DeploymentContract& c, ContractChecker& k) const override {
     if (!IsSearchBudgetSet(c.budget())) {

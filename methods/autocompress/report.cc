@@ -48,6 +48,8 @@ void AddUniformBaselineReport(const v1::Campaign& campaign, const std::vector<v1
   // Rows in the order of the shared ones: after the student's (and the parent's).
   AddVerifiedQuality(verify, OutputOfJob(jobs, jobs::kDistillBaseline), "baseline",
                      /*with_parent=*/false, report);
+  AddEvalQuality(OutputOfJob(jobs, jobs::kDistillBaseline), "baseline", /*with_parent=*/false,
+                 report);
   if (verify != nullptr) {
     for (const v1::BudgetCheck& judged : verify->budgets()) {
       *report.add_baseline_budgets() = BaselineBudget(judged, selection);

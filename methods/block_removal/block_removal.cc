@@ -52,7 +52,12 @@ class BlockRemovalMethod : public Method {
   MethodTraits traits() const override {
     MethodTraits t;
     t.packageable = true;
+    t.reads_calibration = true;
     return t;
+  }
+
+  bool Distills(const v1::DeploymentContract& c) const override {
+    return c.block_removal().distill();
   }
 
   void CheckChosen(const v1::DeploymentContract& c, ContractChecker& k) const override {

@@ -6,12 +6,15 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compression/autocompress/dataset_rows.h"
 #include "compression/autocompress/ranking.h"
 #include "compression/hf/hf_import.h"
 #include "compression/model/hybrid_lm.h"
 #include "compression/tasks/suites.h"
 #include "common/job_output.h"
 #include "compression/tasks/training.h"
+#include "worker/job_data.h"
 #include "worker/job_io.h"
 #include "worker/worker_context.h"
 #include "methods/autocompress/autocompress_results.pb.h"
@@ -61,6 +64,52 @@ absl::Status Combine(Dist* dist, autocompress::Importance& imp) {
   return st;
 }
 
+// The task suites' calibration samples: every rank draws the same seeded stream and keeps
+// its own slice, so the union over ranks is the same calibration set for any world size.
+std::vector<at::Tensor> TaskBatches(WorkerContext& ctx, int per_rank, int batch_size) {
+  auto suites = tasks::AllSuites();
+  std::vector<const tasks::TaskSuite*> ptrs;
+  for (auto& s : suites) ptrs.push_back(s.get());
+  tasks::TaskMixture mixture(ptrs, ctx.contract().seed() ^ 0x72616e6bULL, tasks::Split::kTrain);
+  std::vector<tasks::Sample> mine;
+  for (int i = 0; i < per_rank * ctx.env.world_size; ++i) {
+    tasks::Sample s = mixture.Next();
+    if (i / per_rank == ctx.env.rank) mine.push_back(std::move(s));
+  }
+  std::vector<at::Tensor> batches;
+  for (size_t i = 0; i < mine.size(); i += batch_size) {
+    std::vector<tasks::Sample> chunk(mine.begin() + i,
+                                     mine.begin() + std::min(mine.size(), i + batch_size));
+    batches.push_back(tasks::MakeBatch(chunk).inputs);
+  }
+  return batches;
+}
+
+// Collective. `per_rank` full sequences of ranking.sequence_length tokens from this rank's
+// documents of data.calibration, in batches of `batch_size`.
+absl::StatusOr<std::vector<at::Tensor>> CalibrationBatches(WorkerContext& ctx,
+                                                           const model::HybridConfig& parent,
+                                                           int per_rank, int batch_size) {
+  TAILOR_ASSIGN_OR_RETURN(data::ParentVocabulary vocab, JobParentVocabulary(ctx, parent));
+  TAILOR_ASSIGN_OR_RETURN(JobDataset d, FetchJobDataset(ctx, "calibration"));
+  const int64_t length =
+      std::min<int64_t>(ctx.contract().ranking().sequence_length(), parent.max_seq);
+  autocompress::DatasetRows rows([&](int64_t epoch) {
+    return OpenJobReader(d, vocab, {.sequence_tokens = length,
+                                    .rank = ctx.env.rank,
+                                    .world_size = ctx.env.world_size,
+                                    .seed = ctx.contract().seed() + static_cast<uint64_t>(epoch)});
+  });
+  std::vector<at::Tensor> batches;
+  for (int done = 0; done < per_rank; done += batch_size) {
+    TAILOR_ASSIGN_OR_RETURN(at::Tensor b,
+                            rows.TrainRows(done / batch_size,
+                                           std::min(batch_size, per_rank - done), length));
+    batches.push_back(std::move(b));
+  }
+  return batches;
+}
+
 absl::StatusOr<v1::JobOutput> RunRank(WorkerContext& ctx) {
   const v1::DeploymentContract& c = ctx.contract();
   if (c.parent().path().empty()) {
@@ -74,25 +123,19 @@ absl::StatusOr<v1::JobOutput> RunRank(WorkerContext& ctx) {
   const int total = c.ranking().calibration_samples();
   const int per_rank = std::max(1, total / ctx.env.world_size);
   const int batch_size = 16;
-  // Every rank draws the same seeded stream and keeps its own slice, so the union over ranks
-  // is the same calibration set for any world size.
-  auto suites = tasks::AllSuites();
+  std::vector<at::Tensor> batches;
+  if (c.data().has_calibration()) {
+    // The contract's own data: this rank's share of data.calibration's documents.
+    TAILOR_ASSIGN_OR_RETURN(batches, CalibrationBatches(ctx, (*model)->config(), per_rank,
+                                                        batch_size));
+  } else {
+    batches = TaskBatches(ctx, per_rank, batch_size);
+  }
+  ctx.Progress(0.1, absl::StrCat("ranking on ", total, " calibration samples",
+                                 c.data().has_calibration() ? " of data.calibration" : "",
+                                 " over ", ctx.env.world_size, " ranks"));
   std::vector<const tasks::TaskSuite*> ptrs;
   for (auto& s : suites) ptrs.push_back(s.get());
-  tasks::TaskMixture mixture(ptrs, c.seed() ^ 0x72616e6bULL, tasks::Split::kTrain);
-  std::vector<tasks::Sample> mine;
-  for (int i = 0; i < per_rank * ctx.env.world_size; ++i) {
-    tasks::Sample s = mixture.Next();
-    if (i / per_rank == ctx.env.rank) mine.push_back(std::move(s));
-  }
-  std::vector<at::Tensor> batches;
-  for (size_t i = 0; i < mine.size(); i += batch_size) {
-    std::vector<tasks::Sample> chunk(mine.begin() + i,
-                                     mine.begin() + std::min(mine.size(), i + batch_size));
-    batches.push_back(tasks::MakeBatch(chunk).inputs);
-  }
-  ctx.Progress(0.1, absl::StrCat("ranking on ", total, " calibration samples over ",
-                                 ctx.env.world_size, " ranks"));
   auto importance = autocompress::RankImportance(*model, batches);
   if (!importance.ok()) return importance.status();
   absl::Status st = Combine(ctx.dist, *importance);

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "common/job_output.h"
 #include "common/status_macros.h"
 #include "compression/autocompress/cost_predictor.h"
+#include "compression/autocompress/dataset_rows.h"
 #include "compression/autocompress/extract.h"
 #include "compression/autocompress/ranking.h"
 #include "compression/autocompress/search.h"
@@ -38,6 +40,7 @@
 #include "compression/model/hybrid_lm.h"
 #include "compression/tasks/suites.h"
 #include "spdlog/spdlog.h"
+#include "worker/job_data.h"
 #include "worker/job_io.h"
 #include "worker/worker_context.h"
 #include "methods/api/job_kinds.h"
@@ -98,6 +101,11 @@ struct Inputs {
   autocompress::Budgets budgets;  // the planning budgets (PlanBudgets), not the contract's
   ac::Planning planning;          // how they were derived, for the result
   std::optional<costmodel::CostModel> cost_model;
+  // The contract's data.calibration (the search's training rows, the repair's importance)
+  // and data.eval (the baseline's scoring), fetched when the contract gives them.
+  std::optional<data::ParentVocabulary> vocab;
+  std::optional<JobDataset> calibration;
+  std::optional<JobDataset> eval;
 };
 
 // Largest planning margin: a table that validated worse than this is a poor table, and
@@ -209,7 +217,29 @@ absl::StatusOr<Inputs> LoadInputs(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(costmodel::CostModel cost_model, ModelOf(in.table));
   in.cost_model.emplace(std::move(cost_model));
   TAILOR_RETURN_IF_ERROR(PlanBudgets(in, *in.cost_model, ctx.contract().search().dead_zone()));
+  const v1::DataParams& data = ctx.contract().data();
+  if (data.has_calibration() || data.has_eval()) {
+    TAILOR_ASSIGN_OR_RETURN(in.vocab, JobParentVocabulary(ctx, in.teacher->config()));
+  }
+  if (data.has_calibration()) {
+    TAILOR_ASSIGN_OR_RETURN(in.calibration, FetchJobDataset(ctx, "calibration"));
+  }
   return in;
+}
+
+// The batches a step run by rank 0 alone scores on: `rows` x `length` from `d` when the
+// contract gives it, else the task suites' stream of (seed, salt, split).
+absl::StatusOr<std::vector<at::Tensor>> WholeBatches(const Inputs& in,
+                                                     const std::optional<JobDataset>& d,
+                                                     uint64_t seed, uint64_t salt, int64_t count,
+                                                     int64_t rows, int64_t length,
+                                                     tasks::Split split) {
+  if (d.has_value()) return ReadBatches(*d, *in.vocab, length, rows, count);
+  std::vector<at::Tensor> batches;
+  for (int64_t b = 0; b < count; ++b) {
+    batches.push_back(PackedBatch(seed, salt, b, rows, length, split));
+  }
+  return batches;
 }
 
 
@@ -325,8 +355,28 @@ autocompress::SearchHooks CollectiveHooks(WorkerContext& ctx) {
   return hooks;
 }
 
-// This rank's rows of each step's global batch (every rank builds the same global batch).
-autocompress::BatchSource RankBatches(const SearchPlan& plan) {
+// This rank's rows of each step's global batch: from the task suites every rank builds the
+// same global batch and keeps its rows; from data.calibration each rank reads its own
+// documents (so the batch depends on the number of ranks, as any sharded corpus does).
+autocompress::BatchSource RankBatches(WorkerContext& ctx, const Inputs& in,
+                                      const SearchPlan& plan) {
+  if (in.calibration.has_value()) {
+    const JobDataset& d = *in.calibration;
+    const data::ParentVocabulary& vocab = *in.vocab;
+    const ReaderOptions base{.sequence_tokens = plan.length,
+                             .rank = ctx.env.rank,
+                             .world_size = ctx.env.world_size,
+                             .seed = plan.data_seed,
+                             .shuffle_window = 64};
+    auto rows = std::make_shared<autocompress::DatasetRows>([&d, &vocab, base](int64_t epoch) {
+      ReaderOptions r = base;
+      r.seed = base.seed + static_cast<uint64_t>(epoch) * 0x9E3779B97F4A7C15ULL;
+      return OpenJobReader(d, vocab, r);
+    });
+    return [rows, &plan](int64_t step) {
+      return rows->TrainRows(step, plan.local_batch, plan.length);
+    };
+  }
   return [&plan](int64_t step) -> absl::StatusOr<at::Tensor> {
     return PackedBatch(plan.data_seed, kSearchSalt, step, plan.global_batch, plan.length,
                        tasks::Split::kTrain)
@@ -405,11 +455,10 @@ absl::StatusOr<autocompress::RepairResult> RepairArgmax(WorkerContext& ctx, Inpu
   // Importance of the ranked parent's units on a few training batches: what the repair
   // gives up per unit of cost it saves. Whole global batches (rank 0 alone runs this), so the
   // same search on another number of ranks picks the same student.
-  std::vector<at::Tensor> calib;
-  for (int64_t b = 0; b < kImportanceBatches; ++b) {
-    calib.push_back(PackedBatch(plan.data_seed, kRepairSalt, b, plan.global_batch, plan.length,
-                                tasks::Split::kTrain));
-  }
+  TAILOR_ASSIGN_OR_RETURN(
+      std::vector<at::Tensor> calib,
+      WholeBatches(in, in.calibration, plan.data_seed, kRepairSalt, kImportanceBatches,
+                   plan.global_batch, plan.length, tasks::Split::kTrain));
   TAILOR_ASSIGN_OR_RETURN(autocompress::Importance importance,
                           autocompress::RankImportance(in.teacher, calib));
   ctx.Progress(0.9, Clip(absl::StrCat("argmax architecture violates the budget (",
@@ -456,7 +505,7 @@ absl::StatusOr<v1::JobOutput> RunSearchJob(WorkerContext& ctx) {
   const int64_t resume_step = autocompress::CheckpointStep(
       o.checkpoint_dir, autocompress::SearchDigest(config, in.space, in.budgets, o));
   autocompress::SearchHooks hooks = CollectiveHooks(ctx);
-  autocompress::BatchSource batches = RankBatches(plan);
+  autocompress::BatchSource batches = RankBatches(ctx, in, plan);
 
   ctx.Progress(0.02,
                absl::StrCat("searching ", in.space.axes.size(), " axes (", in.space.total_choices(),
@@ -516,6 +565,9 @@ absl::StatusOr<v1::JobOutput> RunSearchJob(WorkerContext& ctx) {
 
 absl::StatusOr<v1::JobOutput> RunBaselineUniform(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(Inputs in, LoadInputs(ctx));
+  if (ctx.contract().data().has_eval()) {  // collective, before rank 0 goes on alone
+    TAILOR_ASSIGN_OR_RETURN(in.eval, FetchJobDataset(ctx, "eval"));
+  }
   const costmodel::CostModel& cost_model = *in.cost_model;
   const model::HybridConfig& config = in.teacher->config();
 
@@ -533,11 +585,11 @@ absl::StatusOr<v1::JobOutput> RunBaselineUniform(WorkerContext& ctx) {
   const v1::SearchParams& sp = ctx.contract().search();
   const int64_t rows = sp.batch_sequences();
   const int64_t length = std::min<int64_t>(sp.sequence_length(), config.max_seq);
-  std::vector<at::Tensor> eval;
-  for (int64_t b = 0; b < kUniformEvalBatches; ++b) {
-    eval.push_back(
-        PackedBatch(ctx.contract().seed(), kUniformSalt, b, rows, length, tasks::Split::kEval));
-  }
+  // Scored on the contract's held-out data when it gives any (data.eval, else calibration).
+  TAILOR_ASSIGN_OR_RETURN(
+      std::vector<at::Tensor> eval,
+      WholeBatches(in, in.eval.has_value() ? in.eval : in.calibration, ctx.contract().seed(),
+                   kUniformSalt, kUniformEvalBatches, rows, length, tasks::Split::kEval));
   ctx.Progress(0.2, "pricing the uniform grid and scoring the largest fitting candidates");
   absl::Status reachable =
       autocompress::CheckBudgetsReachable(config, in.space, cost_model, in.budgets);

@@ -34,6 +34,7 @@
 #include "methods/block_removal/block_removal_results.pb.h"
 #include "methods/block_removal/job_kinds.h"
 #include "tailor/v1/job_output.pb.h"
+#include "worker/job_data.h"
 #include "worker/job_io.h"
 #include "worker/worker_context.h"
 
@@ -85,16 +86,60 @@ struct Calibration {
   int64_t total = 0, lo = 0;
 };
 
-Calibration CalibrationShare(const WorkerContext& ctx) {
+// `count` full sequences of a contract dataset as samples whose "answer" is every token after
+// the first (so the answer loss is the language-modelling loss), from `reader`; with
+// `at_most`, fewer when the data holds fewer (but one at least).
+absl::StatusOr<std::vector<tasks::Sample>> DataSamples(data::TextDatasetReader& reader,
+                                                       int64_t count, int64_t length,
+                                                       const std::string& role,
+                                                       bool at_most = false) {
+  std::vector<tasks::Sample> samples;
+  while (static_cast<int64_t>(samples.size()) < count) {
+    TAILOR_ASSIGN_OR_RETURN(std::optional<data::TokenSequence> s, reader.Next());
+    if (!s.has_value() && at_most && !samples.empty()) break;
+    if (!s.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "data.", role, ": ", samples.size(), " sequences of ", length, " tokens where ",
+          count, " are needed (more data, or fewer block_removal.calibration_samples)"));
+    }
+    if (static_cast<int64_t>(s->tokens.size()) != length) continue;
+    tasks::Sample sample;
+    sample.tokens.assign(s->tokens.begin(), s->tokens.end());
+    sample.answer_begin = 1;
+    samples.push_back(std::move(sample));
+  }
+  return samples;
+}
+
+// Sequence length of block removal's samples from a contract dataset.
+int64_t DataSampleLength(const WorkerContext& ctx, const model::HybridConfig& parent) {
+  const v1::DatasetRef& ref = ctx.contract().data().calibration();
+  return std::min<int64_t>(ref.has_sequence_tokens() ? ref.sequence_tokens() : 64,
+                           parent.max_seq);
+}
+
+// Collective. With data.calibration each rank reads its own documents for its rows.
+absl::StatusOr<Calibration> CalibrationShare(WorkerContext& ctx,
+                                             const model::HybridConfig& parent) {
   const v1::DeploymentContract& c = ctx.contract();
   Calibration cal;
   cal.total = c.block_removal().calibration_samples();
   const int world = ctx.env.world_size, rank = ctx.env.rank;
+  cal.lo = rank * cal.total / world;
+  const int64_t hi = (rank + 1) * cal.total / world;
+  if (c.data().has_calibration()) {
+    TAILOR_ASSIGN_OR_RETURN(data::ParentVocabulary vocab, JobParentVocabulary(ctx, parent));
+    TAILOR_ASSIGN_OR_RETURN(JobDataset d, FetchJobDataset(ctx, "calibration"));
+    const int64_t length = DataSampleLength(ctx, parent);
+    TAILOR_ASSIGN_OR_RETURN(
+        std::unique_ptr<data::TextDatasetReader> reader,
+        OpenJobReader(d, vocab, {.sequence_tokens = length, .rank = rank, .world_size = world}));
+    TAILOR_ASSIGN_OR_RETURN(cal.mine, DataSamples(*reader, hi - cal.lo, length, "calibration"));
+    return cal;
+  }
   // Every rank draws the same stream and keeps rows [rank*m/W, (rank+1)*m/W).
   const auto all = blockremoval::CalibrationSamples(c.seed() ^ kCalibrationSalt, cal.total,
                                                     tasks::Split::kTrain);
-  cal.lo = rank * cal.total / world;
-  const int64_t hi = (rank + 1) * cal.total / world;
   cal.mine.assign(all.begin() + cal.lo, all.begin() + hi);
   return cal;
 }
@@ -132,7 +177,7 @@ absl::StatusOr<v1::JobOutput> RunGateGradients(WorkerContext& ctx) {
   const std::vector<int> layers = blockremoval::PresentLayers(parent->config());
   if (layers.empty()) return absl::InvalidArgumentError("parent has no present blocks");
   const int world = ctx.env.world_size;
-  const Calibration cal = CalibrationShare(ctx);
+  TAILOR_ASSIGN_OR_RETURN(const Calibration cal, CalibrationShare(ctx, parent->config()));
   const int64_t total = cal.total;
   ctx.Progress(0.05, absl::StrCat("gate gradients of ", layers.size(), " blocks on ", total,
                                   " samples over ", world, " ranks"));
@@ -452,7 +497,7 @@ absl::Status RunLaterStages(WorkerContext& ctx, const model::HybridLM& parent,
                             std::vector<int>* removed, double* loss,
                             google::protobuf::RepeatedPtrField<results::StageRow>* rows) {
   const v1::BlockRemovalParams& br = ctx.contract().block_removal();
-  const Calibration cal = CalibrationShare(ctx);
+  TAILOR_ASSIGN_OR_RETURN(const Calibration cal, CalibrationShare(ctx, parent->config()));
   const int world = ctx.env.world_size;
   for (int stage = 1; stage < stages; ++stage) {
     const int step = StageBlocks(m, stages, stage, static_cast<int>(removed->size()));
@@ -638,6 +683,25 @@ absl::Status UploadStudent(WorkerContext& ctx, const model::HybridLM& parent,
   return absl::OkStatus();
 }
 
+// Collective. The held-out samples every rank scores candidates on: kHeldOutSamples of
+// data.eval (else data.calibration) read whole by each rank, or of the task suites' eval split.
+absl::StatusOr<std::vector<tasks::Sample>> HeldOut(WorkerContext& ctx,
+                                                   const model::HybridLM& parent) {
+  const v1::DataParams& data = ctx.contract().data();
+  if (!data.has_eval() && !data.has_calibration()) {
+    return blockremoval::CalibrationSamples(ctx.contract().seed() ^ kHeldOutSalt,
+                                            kHeldOutSamples, tasks::Split::kEval);
+  }
+  const std::string role = data.has_eval() ? "eval" : "calibration";
+  TAILOR_ASSIGN_OR_RETURN(data::ParentVocabulary vocab,
+                          JobParentVocabulary(ctx, parent->config()));
+  TAILOR_ASSIGN_OR_RETURN(JobDataset d, FetchJobDataset(ctx, role));
+  const int64_t length = DataSampleLength(ctx, parent->config());
+  TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<data::TextDatasetReader> reader,
+                          OpenJobReader(d, vocab, {.sequence_tokens = length}));
+  return DataSamples(*reader, kHeldOutSamples, length, role, /*at_most=*/true);
+}
+
 absl::StatusOr<v1::JobOutput> RunEvaluateCandidates(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(const v1::JobOutput* solve_output, Input(ctx, methods::jobs::kSolve));
   TAILOR_ASSIGN_OR_RETURN(const std::string teacher_digest,
@@ -647,8 +711,7 @@ absl::StatusOr<v1::JobOutput> RunEvaluateCandidates(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(const Candidates cands,
                           CandidatesOf(DetailOf<results::SolveResult>(*solve_output)));
 
-  const auto held_out = blockremoval::CalibrationSamples(
-      ctx.contract().seed() ^ kHeldOutSalt, kHeldOutSamples, tasks::Split::kEval);
+  TAILOR_ASSIGN_OR_RETURN(const std::vector<tasks::Sample> held_out, HeldOut(ctx, parent));
   TAILOR_ASSIGN_OR_RETURN(const at::Tensor losses,
                           HeldOutLosses(ctx, parent, cands.removed, held_out));
   const int64_t count = static_cast<int64_t>(cands.removed.size());

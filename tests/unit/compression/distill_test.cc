@@ -10,11 +10,16 @@
 #include <cmath>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
+#include <set>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "compression/autocompress/dataset_rows.h"
+#include "compression/autocompress/text_quality.h"
+#include "compression/data/text_dataset.h"
 #include "compression/model/hybrid_lm.h"
 #include "compression/tasks/tokenizer.h"
 #include "gtest/gtest.h"
@@ -285,6 +290,109 @@ TEST(DistillTest, RejectsBadSetups) {
   HybridLM other = Make(small_vocab, 2);
   EXPECT_EQ(Distill(teacher, other, SmallOptions(1)).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A JSONL of `n` documents of 3..12 token ids (below the task vocabulary), in `dir`.
+std::string WriteDocuments(const std::string& dir, int n) {
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/docs.jsonl";
+  std::ofstream out(path);
+  for (int d = 0; d < n; ++d) {
+    out << "{\"input_ids\": [";
+    for (int t = 0; t < 3 + d % 10; ++t) out << (t ? ", " : "") << 4 + (d * 7 + t * 3) % 60;
+    out << "]}\n";
+  }
+  return path;
+}
+
+DatasetRows::OpenReader Opener(const std::string& path, int rank, int world) {
+  return [=](int64_t epoch) {
+    data::TextDatasetOptions o;
+    o.sequence_tokens = 16;
+    o.vocab_size = tasks::kVocabSize;
+    o.eos = tasks::kEos;
+    o.shuffle_window = 4;
+    o.seed = 7 + static_cast<uint64_t>(epoch);
+    return data::TextDatasetReader::Open(path, o, nullptr, rank, world);
+  };
+}
+
+TEST(DatasetRowsTest, RanksReadDisjointDocumentsAndAResumeReadsTheSameRows) {
+  const std::string dir = TempDir("rows");
+  const std::string path = WriteDocuments(dir, 40);
+  std::vector<std::set<int64_t>> seen(2);
+  std::vector<at::Tensor> rank0_batches;
+  for (int rank = 0; rank < 2; ++rank) {
+    DatasetRows rows(Opener(path, rank, 2));
+    for (int64_t step = 0; step < 12; ++step) {  // past one epoch: the data cycles
+      absl::StatusOr<at::Tensor> b = rows.TrainRows(step, 2, 16);
+      ASSERT_TRUE(b.ok()) << b.status();
+      ASSERT_EQ(b->sizes(), (std::vector<int64_t>{2, 16}));
+      if (rank == 0) rank0_batches.push_back(*b);
+    }
+    for (const int64_t d : rows.documents()) {
+      EXPECT_EQ(d % 2, rank) << "document " << d << " read by rank " << rank;
+      seen[rank].insert(d);
+    }
+    EXPECT_EQ(rows.rows_read(), 24);
+  }
+  EXPECT_EQ(seen[0].size() + seen[1].size(), 40u);  // every document, each by one rank
+  // A retried attempt resuming at step 7 reads what the first attempt read from there.
+  DatasetRows resumed(Opener(path, 0, 2));
+  for (int64_t step = 7; step < 12; ++step) {
+    absl::StatusOr<at::Tensor> b = resumed.TrainRows(step, 2, 16);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_TRUE(torch::equal(*b, rank0_batches[step])) << "step " << step;
+  }
+  EXPECT_EQ(resumed.TrainRows(3, 2, 16).status().code(), absl::StatusCode::kInternal);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DatasetRowsTest, DistillTrainsOnTheDataAndReportsTextQuality) {
+  const std::string dir = TempDir("data_distill");
+  const std::string path = WriteDocuments(dir, 60);
+  HybridLM teacher = Make(TeacherConfig(), 1);
+  HybridLM student = Make(StudentConfig(), 2);
+  DatasetRows held(Opener(path, 0, 1));
+  DistillOptions o = SmallOptions(8);
+  o.held_out = {held.TrainRows(0, 4, 16).value()};  // any [rows, 16] batch will do here
+  DatasetRows training(Opener(path, 0, 1));
+  o.data = &training;
+  absl::StatusOr<DistillResult> r = Distill(teacher, student, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps_done, 8);
+  EXPECT_LT(r->kd_loss_after, r->kd_loss_before);
+  EXPECT_EQ(training.rows_read(), 8 * 4);
+
+  data::TextDatasetOptions eval;
+  eval.sequence_tokens = 16;
+  eval.vocab_size = tasks::kVocabSize;
+  eval.packing = false;
+  auto reader = data::TextDatasetReader::Open(path, eval, nullptr);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  absl::StatusOr<TextQuality> q = EvaluateText(teacher, student, **reader);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->sequences, 60);
+  int64_t tokens = 0;
+  for (int d = 0; d < 60; ++d) tokens += 3 + d % 10 - 1;
+  EXPECT_EQ(q->tokens, tokens);
+  const double teacher_ppl = TextQuality::Perplexity(q->teacher, q->tokens);
+  EXPECT_GT(teacher_ppl, 1.0);
+  EXPECT_LT(teacher_ppl, 2.0 * tasks::kVocabSize);  // a random model is near uniform
+
+  // One document by hand: the perplexity is exp of the mean next-token NLL.
+  const std::string one = WriteDocuments(dir + "/one", 1);  // ids 4, 7, 10
+  auto single = data::TextDatasetReader::Open(one, eval, nullptr);
+  ASSERT_TRUE(single.ok()) << single.status();
+  absl::StatusOr<TextQuality> q1 = EvaluateText(teacher, student, **single);
+  ASSERT_TRUE(q1.ok()) << q1.status();
+  ASSERT_EQ(q1->tokens, 2);
+  torch::NoGradGuard no_grad;
+  const at::Tensor ids = torch::tensor({4, 7, 10}, torch::kLong).reshape({1, 3});
+  const at::Tensor logp = torch::log_softmax(teacher->Forward(ids).value().logits[0], -1);
+  const double nll = -(logp[0][7].item<double>() + logp[1][10].item<double>());
+  EXPECT_NEAR(q1->teacher.nll_sum, nll, 1e-5);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

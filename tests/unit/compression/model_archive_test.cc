@@ -150,7 +150,7 @@ TEST(ModelArchiveTest, ReadsConfigWithoutTheWeights) {
                        HasSubstr("does not start with config.json")));
   Write(d + "/cut.tar", Member("config.json", std::string(600, 'c')).substr(0, 700));
   EXPECT_THAT(ReadModelArchiveConfig(d + "/cut.tar", 1 << 20),
-              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("truncated model archive")));
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("truncated archive")));
 }
 
 }  // namespace

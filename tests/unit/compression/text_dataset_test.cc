@@ -151,6 +151,30 @@ TEST_F(TextDatasetTest, DirectoriesReadTheirShardsInNameOrderAndTextIsTokenized)
   EXPECT_EQ((*tok)->Decode({(*seqs)[1].tokens.begin(), (*seqs)[1].tokens.end() - 1}), "the mat");
 }
 
+TEST_F(TextDatasetTest, PromptAnswerLinesMarkWhereTheAnswerStartsWhenUnpacked) {
+  absl::StatusOr<std::string> json =
+      tokenizer::TrainByteLevelBpe({"what is two? two"}, {.vocab_size = 270});
+  ASSERT_THAT(json.status(), IsOk());
+  auto tok = tokenizer::ByteLevelBpe::FromJson(*json, "t");
+  ASSERT_THAT(tok.status(), IsOk());
+  const std::string path = WriteFile(
+      dir_, "qa.jsonl", "{\"prompt\": \"what is two?\", \"answer\": \" two\"}\n");
+  TextDatasetOptions o = Options(16);
+  o.vocab_size = (*tok)->vocab_size();
+  o.bos = 5;
+  o.packing = false;
+  absl::StatusOr<std::vector<TokenSequence>> seqs = ReadAll(path, o, tok->get());
+  ASSERT_THAT(seqs.status(), IsOk());
+  ASSERT_EQ(seqs->size(), 1u);
+  const std::vector<int32_t> prompt = *(*tok)->Encode("what is two?", false);
+  EXPECT_EQ((*seqs)[0].answer_begin, 1 + static_cast<int64_t>(prompt.size()));  // after <bos>
+  EXPECT_EQ((*tok)->Decode({(*seqs)[0].tokens.begin() + (*seqs)[0].answer_begin,
+                            (*seqs)[0].tokens.end() - 1}),
+            " two");
+  o.packing = true;
+  EXPECT_EQ(ReadAll(path, o, tok->get())->at(0).answer_begin, -1);
+}
+
 TEST_F(TextDatasetTest, BadDataNamesTheFileAndLine) {
   auto error = [&](const std::string& text, const TextDatasetOptions& o) {
     return ReadAll(WriteFile(dir_, "bad.jsonl", text), o).status();
@@ -166,7 +190,7 @@ TEST_F(TextDatasetTest, BadDataNamesTheFileAndLine) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("has no tokenizer")));
   EXPECT_THAT(error("{\"txt\": \"hi\"}\n", Options(4)),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr(":1: neither \"text\" (a string) nor \"input_ids\"")));
+                       HasSubstr(":1: none of \"text\" (a string), \"input_ids\"")));
   TextDatasetOptions unpacked = Options(4);
   unpacked.packing = false;
   EXPECT_THAT(error("{\"input_ids\": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]}\n", unpacked),

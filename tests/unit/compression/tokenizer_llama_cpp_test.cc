@@ -1,8 +1,9 @@
 // tailor's tokenizers against llama.cpp's (node-llama-cpp 3.21.1) on the vocabulary tailor's
 // GGUF exporter writes: a byte-level BPE trained here on Debian text (Llama-3 and Qwen2 split
-// patterns) and a SentencePiece BPE trained by Debian's spm_train, over that text plus lines
-// with non-ASCII, digits, whitespace runs and special tokens. The ids must be identical: the
-// student is served by llama.cpp, so its data must be cut exactly as llama.cpp cuts it.
+// patterns) and a SentencePiece BPE trained by Debian's spm_train (tailor's encoder also
+// against Debian's libsentencepiece), over that text plus lines with non-ASCII, digits,
+// whitespace runs and special tokens. The ids must be identical: the student is served by
+// llama.cpp, so its data must be cut exactly as llama.cpp cuts it.
 
 #include <cstdlib>
 #include <filesystem>
@@ -12,7 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "compression/data/debian_corpus.h"
 #include "compression/gguf/gguf_reader.h"
 #include "compression/gguf/hf_to_gguf.h"
 #include "compression/gguf/llama_cpp_sidecar.h"
@@ -23,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/hf_test_checkpoint.h"
+#include "tests/testing/sentencepiece_reference.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tailor::tokenizer {
@@ -53,17 +55,10 @@ const std::vector<std::string> kSpecialLines = {
 
 // The Debian license texts, every machine has them (/usr/share/common-licenses).
 std::vector<std::string> DebianLicenseParagraphs() {
-  std::vector<std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator("/usr/share/common-licenses")) {
-    if (!e.is_regular_file()) continue;
-    std::ifstream in(e.path());
-    std::stringstream s;
-    s << in.rdbuf();
-    for (absl::string_view p : absl::StrSplit(s.str(), "\n\n")) {
-      if (!p.empty()) out.emplace_back(p);
-    }
-  }
-  std::sort(out.begin(), out.end());
+  absl::StatusOr<data::DebianCorpus> corpus = data::ReadDebianCorpus();
+  if (!corpus.ok()) return {};
+  std::vector<std::string> out = corpus->train;
+  out.insert(out.end(), corpus->eval.begin(), corpus->eval.end());
   return out;
 }
 
@@ -188,6 +183,23 @@ TEST_F(TokenizerLlamaCppTest, SentencePieceBpeFromSpmTrainMatchesLlamaCpp) {
   ASSERT_EQ((*t)->vocab_size(), 700);
   const std::string gguf = ExportWithTokenizer(dir, "LlamaForCausalLM", 700);
   ExpectSameIds(**t, gguf);
+
+  // The library itself, on text without control pieces (it never parses those).
+  tailor::testing::SentencePieceReference reference;
+  std::string error;
+  ASSERT_TRUE(reference.Load(dir + "/tokenizer.model", error)) << error;
+  int64_t compared = 0;
+  for (const std::string& text : texts_) {
+    if (text.find('<') != std::string::npos) continue;
+    std::vector<int> ids;
+    ASSERT_TRUE(reference.Encode(text, ids, error)) << error;
+    absl::StatusOr<std::vector<int32_t>> ours = (*t)->Encode(text, false);
+    ASSERT_THAT(ours.status(), IsOk());
+    EXPECT_EQ(*ours, std::vector<int32_t>(ids.begin(), ids.end())) << "\"" << text << "\"";
+    compared += static_cast<int64_t>(ids.size());
+    EXPECT_EQ((*t)->Decode(*ours), text);
+  }
+  EXPECT_GT(compared, 3000);
 }
 
 }  // namespace

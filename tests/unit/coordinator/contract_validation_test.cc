@@ -75,6 +75,25 @@ std::vector<std::string> ErrorStrings(const DeploymentContract& c) {
   return out;
 }
 
+TEST(WithDefaultsTest, DatasetsTakeTheirStagesLengthsAndPack) {
+  DeploymentContract c = Parse(absl::StrCat(kAutocompress, R"pb(
+    data {
+      calibration { path: "c.jsonl" sequence_tokens: 48 }
+      train { path: "t.jsonl" sequence_tokens: 96 }
+      eval { path: "e.jsonl" }
+    }
+  )pb"));
+  EXPECT_THAT(ErrorStrings(c), IsEmpty());
+  const DeploymentContract d = WithDefaults(c);
+  EXPECT_EQ(d.recovery().sequence_length(), 96);
+  EXPECT_EQ(d.ranking().sequence_length(), 48);
+  EXPECT_EQ(d.search().sequence_length(), 48);
+  EXPECT_EQ(d.data().eval().sequence_tokens(), 128);
+  EXPECT_TRUE(d.data().eval().packing());
+  EXPECT_TRUE(d.data().train().packing());
+  EXPECT_FALSE(WithDefaults(Parse(kAutocompress)).has_data());
+}
+
 TEST(CheckContractTest, BaseContractsAreValid) {
   for (const char* text : {kAutocompress, kBlockRemoval, kEntropyCode, kProbe}) {
     EXPECT_THAT(ErrorStrings(Parse(text)), IsEmpty()) << text;
@@ -634,6 +653,33 @@ const RuleCase kRuleCases[] = {
      "probe.duration_ms: must be >= 0, got -1"},
     {"ProbeDurationMax", kProbe, R"pb(probe { duration_ms: 600001 })pb", nullptr,
      "probe.duration_ms: must be <= 600000, got 600001"},
+    // data, quality
+    {"DataNeedsAPath", kAutocompress, R"pb(data { train { packing: true } })pb", nullptr,
+     "data.train: set path (a .jsonl file or a folder of *.jsonl shards) or artifact_digest"},
+    {"DataDigestHex", kAutocompress, R"pb(data { eval { artifact_digest: "abc" } })pb", nullptr,
+     "data.eval.artifact_digest: must be 64 lowercase hex characters (sha256), got \"abc\""},
+    {"DataSequenceTokensMin", kAutocompress,
+     R"pb(data { eval { path: "e.jsonl" sequence_tokens: 1 } })pb", nullptr,
+     "data.eval.sequence_tokens: must be >= 2, got 1"},
+    {"DataSequenceTokensAgree", kAutocompress,
+     R"pb(recovery { sequence_length: 64 }
+          data { train { path: "t.jsonl" sequence_tokens: 32 } })pb",
+     nullptr, "data.train.sequence_tokens: 32 disagrees with recovery.sequence_length 64"},
+    {"DataPackingOnlyEval", kAutocompress,
+     R"pb(data { calibration { path: "c.jsonl" packing: false } })pb", nullptr,
+     "data.calibration.packing: false is for data.eval only"},
+    {"DataMaxSequences", kAutocompress, R"pb(data { train { path: "t" max_sequences: 0 } })pb",
+     nullptr, "data.train.max_sequences: must be >= 1, got 0"},
+    {"DataTrainNeedsDistill", kBlockRemoval, R"pb(data { train { path: "t.jsonl" } })pb", nullptr,
+     "data.train: BLOCK_REMOVAL plans no distill job here (set block_removal.distill)"},
+    {"DataNotForEntropy", kEntropyCode, R"pb(data { calibration { path: "c.jsonl" } })pb",
+     nullptr, "data.calibration: ENTROPY_CODE reads no calibration data"},
+    {"QualityNeedsEval", kAutocompress,
+     R"pb(quality { max_relative_perplexity_increase: 0.2 })pb", nullptr,
+     "quality.max_relative_perplexity_increase: needs data.eval to measure it on"},
+    {"QualityExactMatchRange", kAutocompress,
+     R"pb(data { eval { path: "e.jsonl" } } quality { min_exact_match: 1.5 })pb", nullptr,
+     "quality.min_exact_match: must be <= 1, got 1.5"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Rules, RuleTest, ::testing::ValuesIn(kRuleCases),

@@ -1,0 +1,111 @@
+#include "compression/data/debian_corpus.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "nlohmann/json.hpp"
+
+namespace tailor::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+// FNV-1a: a stable split of paragraphs, whatever the file order.
+uint64_t Hash(absl::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+// A sentence of a paragraph as (all words but the last, " " + the last word), when it has at
+// least 6 words of letters.
+std::optional<std::pair<std::string, std::string>> PromptOf(absl::string_view paragraph) {
+  std::vector<std::string> words = absl::StrSplit(paragraph, absl::ByAnyChar(" \n\t"),
+                                                  absl::SkipEmpty());
+  if (words.size() < 6) return std::nullopt;
+  words.resize(std::min<size_t>(words.size(), 12));
+  std::string& last = words.back();
+  while (!last.empty() && !absl::ascii_isalpha(static_cast<unsigned char>(last.back()))) {
+    last.pop_back();
+  }
+  if (last.size() < 2) return std::nullopt;
+  std::string answer = " " + last;
+  words.pop_back();
+  return std::make_pair(absl::StrJoin(words, " "), answer);
+}
+
+}  // namespace
+
+absl::StatusOr<DebianCorpus> ReadDebianCorpus(const DebianCorpusOptions& options) {
+  std::error_code ec;
+  if (!fs::is_directory(options.source_dir, ec)) {
+    return absl::NotFoundError(absl::StrCat(options.source_dir, ": no such directory"));
+  }
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(options.source_dir, ec)) {
+    if (e.is_regular_file()) files.push_back(e.path().string());  // symlinks are duplicates
+  }
+  std::sort(files.begin(), files.end());
+  DebianCorpus corpus;
+  for (const std::string& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    for (absl::string_view p : absl::StrSplit(text.str(), "\n\n", absl::SkipWhitespace())) {
+      std::string paragraph(absl::StripTrailingAsciiWhitespace(p));
+      if (static_cast<int64_t>(paragraph.size()) > options.max_paragraph_bytes) {
+        const size_t cut = paragraph.rfind('\n', options.max_paragraph_bytes);
+        paragraph.resize(cut == std::string::npos ? options.max_paragraph_bytes : cut);
+      }
+      corpus.bytes += static_cast<int64_t>(paragraph.size());
+      const bool eval = Hash(paragraph) % options.eval_one_in == 0;
+      if (eval && static_cast<int64_t>(corpus.prompts.size()) < options.prompts) {
+        if (auto prompt = PromptOf(paragraph)) corpus.prompts.push_back(*std::move(prompt));
+      }
+      (eval ? corpus.eval : corpus.train).push_back(std::move(paragraph));
+    }
+  }
+  if (corpus.train.empty() || corpus.eval.empty()) {
+    return absl::NotFoundError(absl::StrCat(options.source_dir, ": too little text"));
+  }
+  return corpus;
+}
+
+absl::Status WriteDebianCorpus(const DebianCorpus& corpus, const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat(dir, ": ", ec.message()));
+  auto write = [&](const std::string& name, auto&& lines) -> absl::Status {
+    std::ofstream out(dir + "/" + name, std::ios::binary | std::ios::trunc);
+    lines(out);
+    out.close();
+    if (!out) return absl::InternalError(absl::StrCat(dir, "/", name, ": cannot write"));
+    return absl::OkStatus();
+  };
+  auto text_lines = [](const std::vector<std::string>& texts) {
+    return [&texts](std::ofstream& out) {
+      for (const std::string& t : texts) out << nlohmann::json{{"text", t}}.dump() << "\n";
+    };
+  };
+  if (absl::Status s = write("train.jsonl", text_lines(corpus.train)); !s.ok()) return s;
+  return write("eval.jsonl", [&](std::ofstream& out) {
+    text_lines(corpus.eval)(out);
+    for (const auto& [prompt, answer] : corpus.prompts) {
+      out << nlohmann::json{{"prompt", prompt}, {"answer", answer}}.dump() << "\n";
+    }
+  });
+}
+
+}  // namespace tailor::data
