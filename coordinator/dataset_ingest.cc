@@ -153,6 +153,13 @@ absl::Status IngestDatasets(v1::DeploymentContract& contract, storage::BlobStore
       return absl::InvalidArgumentError(absl::StrCat(
           path_field, ": ", role.ref->path(), " holds no sequence of at least 2 tokens"));
     }
+    if (std::string(role.name) == "eval" && o.packing) {
+      // The exact-match pass reads the prompt/answer lines unpacked: each must fit the context.
+      o.packing = false;
+      o.only_prompts = true;
+      absl::StatusOr<int64_t> prompts = ReadThrough(role.ref->path(), o, vocab->tokenizer.get());
+      if (!prompts.ok()) return Prefixed(path_field, prompts.status());
+    }
     to_store.emplace_back(role, *std::move(files));
   }
   // Every dataset read cleanly: only now is anything stored.

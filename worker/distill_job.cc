@@ -164,12 +164,17 @@ absl::StatusOr<v1::EvalQuality> EvalQualityOf(const JobData& d, model::HybridLM&
                           autocompress::EvaluateText(teacher, student, *reader));
   if (d.eval->packing) {
     r.packing = false;
+    r.only_prompts = true;
     TAILOR_ASSIGN_OR_RETURN(auto unpacked, OpenJobReader(*d.eval, *d.vocab, r));
-    TAILOR_ASSIGN_OR_RETURN(autocompress::TextQuality exact,
-                            autocompress::EvaluateText(teacher, student, *unpacked));
-    q.exact_items = exact.exact_items;
-    q.teacher.exact_hits = exact.teacher.exact_hits;
-    q.student.exact_hits = exact.student.exact_hits;
+    absl::StatusOr<autocompress::TextQuality> exact =
+        autocompress::EvaluateText(teacher, student, *unpacked);
+    // An eval set without prompt/answer lines has no exact-match items (not an error).
+    if (!exact.ok() && !absl::IsInvalidArgument(exact.status())) return exact.status();
+    if (exact.ok()) {
+      q.exact_items = exact->exact_items;
+      q.teacher.exact_hits = exact->teacher.exact_hits;
+      q.student.exact_hits = exact->student.exact_hits;
+    }
   }
   v1::EvalQuality e;
   e.set_dataset_digest(d.eval->digest);

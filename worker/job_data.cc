@@ -46,6 +46,7 @@ absl::StatusOr<std::unique_ptr<data::TextDatasetReader>> OpenJobReader(
   o.packing = options.packing;
   o.seed = options.seed;
   o.shuffle_window = options.shuffle_window;
+  o.only_prompts = options.only_prompts;
   if (d.max_sequences > 0) {
     o.max_sequences = std::max<int64_t>(1, d.max_sequences / options.world_size);
   }

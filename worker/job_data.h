@@ -47,6 +47,7 @@ struct ReaderOptions {
   int world_size = 1;
   uint64_t seed = 1;
   int64_t shuffle_window = 0;  // 0: file order
+  bool only_prompts = false;   // TextDatasetOptions::only_prompts
 };
 
 // A reader of `d` for one rank: its share of d.max_sequences (at least 1).

@@ -89,13 +89,10 @@ absl::StatusOr<std::vector<int32_t>> TextDatasetReader::Tokenize(const std::stri
   return ids;
 }
 
-absl::StatusOr<std::vector<int32_t>> TextDatasetReader::ParseLine(const std::string& line,
+absl::StatusOr<std::vector<int32_t>> TextDatasetReader::ParseLine(const Json& j,
                                                                   const std::string& where,
                                                                   int64_t& answer_begin) const {
   answer_begin = -1;
-  const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Bad(where, "not JSON");
-  if (!j.is_object()) return Bad(where, "not a JSON object");
   if (auto it = j.find("input_ids"); it != j.end()) {
     if (!it->is_array()) return Bad(where, "\"input_ids\" is not a list of token ids");
     std::vector<int32_t> ids;
@@ -150,8 +147,12 @@ absl::StatusOr<std::optional<std::vector<int32_t>>> TextDatasetReader::NextDocum
     const int64_t document = next_document_++;
     if (document % world_size_ != rank_) continue;  // another rank's
     const std::string where = absl::StrCat(files_[file_index_ - 1], ":", line_number_);
+    const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return Bad(where, "not JSON");
+    if (!j.is_object()) return Bad(where, "not a JSON object");
+    if (options_.only_prompts && !j.contains("prompt")) continue;
     int64_t answer_begin = -1;
-    absl::StatusOr<std::vector<int32_t>> ids = ParseLine(line, where, answer_begin);
+    absl::StatusOr<std::vector<int32_t>> ids = ParseLine(j, where, answer_begin);
     if (!ids.ok()) return ids.status();
     std::vector<int32_t> doc;
     if (options_.bos >= 0) doc.push_back(options_.bos);

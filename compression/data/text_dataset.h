@@ -31,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "compression/tokenizer/tokenizer.h"
+#include "nlohmann/json.hpp"
 
 namespace tailor::data {
 
@@ -46,6 +47,9 @@ struct TextDatasetOptions {
   // `seed` (training data); 0 or 1 keeps the file order (calibration, evaluation).
   int64_t shuffle_window = 0;
   uint64_t seed = 1;
+  // Only the prompt/answer lines (the others are skipped before tokenizing): the exact-match
+  // pass over an eval set whose text lines may be longer than the context.
+  bool only_prompts = false;
 };
 
 struct TokenSequence {
@@ -83,7 +87,7 @@ class TextDatasetReader {
   // The next of this rank's documents as [bos] ids [eos]; nullopt at the end.
   absl::StatusOr<std::optional<std::vector<int32_t>>> NextDocument();
   // A line's ids; `answer_begin` set for a prompt/answer line (index into the ids).
-  absl::StatusOr<std::vector<int32_t>> ParseLine(const std::string& line, const std::string& where,
+  absl::StatusOr<std::vector<int32_t>> ParseLine(const nlohmann::json& j, const std::string& where,
                                                  int64_t& answer_begin) const;
   absl::StatusOr<std::vector<int32_t>> Tokenize(const std::string& text,
                                                 const std::string& where) const;

@@ -289,6 +289,34 @@ TEST(RenderReportTest, CostTableCheckHeldOrSuspect) {
                         "profiles again)\n"));
 }
 
+TEST(RenderReportTest, PerplexityExactMatchFloorsAndDatasets) {
+  v1::CampaignReport r;
+  r.set_campaign_id("cmp-9");
+  r.set_state(v1::CAMPAIGN_FAILED);
+  for (const auto& [model, ppl] : {std::pair<const char*, double>{"parent", 12.5},
+                                   {"student", 17.25}}) {
+    v1::QualityResult* q = r.add_quality();
+    q->set_model(model);
+    q->set_parameters(1000);
+    q->set_perplexity(ppl);
+  }
+  r.mutable_quality(1)->set_exact_match(0.25);
+  v1::QualityCheck& c = *r.mutable_quality_check();
+  c.set_eval_tokens(12345);
+  c.set_reason("quality floor missed on data.eval: student perplexity 17.25 is +38.0% ...");
+  v1::DatasetUse* d = r.add_datasets();
+  d->set_role("eval");
+  d->set_path("/data/eval.jsonl");
+  d->set_artifact_digest("bcff78d7cc176cbf690dbda058653729694b2adcce7e59822a98e17a7333c8d4");
+  const std::string out = RenderReport(r, Options());
+  EXPECT_THAT(out, HasSubstr("PERPLEXITY  EXACT MATCH"));
+  EXPECT_THAT(out, HasSubstr("17.25"));
+  EXPECT_THAT(out, HasSubstr("0.25"));
+  EXPECT_THAT(out, HasSubstr("QUALITY FLOOR MISSED: quality floor missed on data.eval: student "
+                             "perplexity 17.25 is +38.0% ... (12.3k eval tokens)\n"));
+  EXPECT_THAT(out, HasSubstr("data.eval: /data/eval.jsonl sha256:bcff78d7cc17\n"));
+}
+
 TEST(RenderReportTest, RecompressionSaysWhatWasRedoneAndWhy) {
   v1::CampaignReport r;
   r.set_campaign_id("cmp-7");

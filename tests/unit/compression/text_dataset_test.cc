@@ -173,6 +173,21 @@ TEST_F(TextDatasetTest, PromptAnswerLinesMarkWhereTheAnswerStartsWhenUnpacked) {
             " two");
   o.packing = true;
   EXPECT_EQ(ReadAll(path, o, tok->get())->at(0).answer_begin, -1);
+
+  // The exact-match pass skips text lines, even ones longer than the context.
+  const std::string mixed = WriteFile(
+      dir_, "mixed.jsonl",
+      absl::StrCat("{\"text\": \"", std::string(200, 'x'), "\"}\n",
+                   "{\"prompt\": \"what is two?\", \"answer\": \" two\"}\n"));
+  o.packing = false;
+  EXPECT_THAT(ReadAll(mixed, o, tok->get()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("mixed.jsonl:1: ")));
+  o.only_prompts = true;
+  absl::StatusOr<std::vector<TokenSequence>> prompts = ReadAll(mixed, o, tok->get());
+  ASSERT_THAT(prompts.status(), IsOk());
+  ASSERT_EQ(prompts->size(), 1u);
+  EXPECT_THAT(prompts->at(0).documents, ElementsAre(1));
+  EXPECT_GT(prompts->at(0).answer_begin, 0);
 }
 
 TEST_F(TextDatasetTest, BadDataNamesTheFileAndLine) {
