@@ -14,8 +14,15 @@
 // trained for two steps in the cluster's folder, with a short profile and verify on the agent;
 // every job of both models runs, no figure or target is asserted.
 //
-//   bench_search_quality [--quick] [--parent DIR] [--contract FILE]... [--json-out PATH]
-//                        [--keep]
+// --text (issue #17) runs on text instead: the Debian license corpus (compression/data/
+// debian_corpus.h) tokenized by a byte-level BPE trained on its training split, a parent of the
+// demo's shape trained as a language model on it (tailor-train-parent --data), and
+// bench/search_quality/text.textproto, whose data {} names the corpus: both students are
+// distilled on the same training text and tokens, and the report's perplexities on the held-out
+// split compare them (docs/benchmarks.md "Text quality").
+//
+//   bench_search_quality [--quick] [--text] [--parent DIR] [--contract FILE]...
+//                        [--json-out PATH] [--keep]
 #include <unistd.h>
 
 #include <cmath>
@@ -31,6 +38,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
+#include "compression/data/debian_corpus.h"
+#include "compression/tokenizer/bpe_trainer.h"
+#include "compression/tokenizer/byte_level_bpe.h"
 #include "nlohmann/json.hpp"
 #include "tests/e2e/cluster.h"
 
@@ -42,9 +52,13 @@ using nlohmann::json;
 struct Flags {
   std::string parent;  // empty: tailor-data/models/parent-small, trained when missing
   std::vector<std::string> contracts;
-  std::string json_out = "bench/out/search_quality.json";
+  std::string json_out;  // default bench/out/search_quality.json (--text: _text.json)
   bool quick = false;
+  bool text = false;
 };
+
+// The text mode's vocabulary: a byte-level BPE of this many tokens on the Debian corpus.
+constexpr int64_t kTextVocab = 512;
 
 constexpr char kUsage[] =
     "usage: bench_search_quality [--quick] [--parent DIR] [--contract FILE]... [--json-out PATH]\n"
@@ -61,6 +75,8 @@ constexpr char kUsage[] =
     "  --keep            keep the cluster's folder (logs, data) under the temp dir\n"
     "  --quick           smoke mode: the quick contract, a short profile and verify, one\n"
     "                    OpenMP thread per process unless OMP_NUM_THREADS is set\n"
+    "  --text            on the Debian text corpus: a BPE vocabulary, a parent trained on\n"
+    "                    the text, text.textproto (data {} = the corpus); perplexities\n"
     "  --help            this text\n";
 
 // The coordinator's gRPC port from its --port-file ({"grpc_port": N, "http_port": M}, renamed
@@ -135,6 +151,10 @@ json ModelRow(const json& campaign, const std::string& model, const std::string&
   row["search_tokens"] = Num(co["detail"], "search_tokens", 0);
   row["recovery_tokens"] = Num(dout["detail"], "recovery_tokens", 0);
   row["architecture"] = co.value("architecture", json(""));
+  if (dout["detail"].contains("eval")) {  // data.eval: perplexity on the held-out text
+    row["perplexity"] = Num(dout["detail"]["eval"], "student_perplexity");
+    row["parent_perplexity"] = Num(dout["detail"]["eval"], "teacher_perplexity");
+  }
   if (model == "autocompress" && vr.contains("parent_quality")) {
     row["parent_task_accuracy"] = Num(vr["parent_quality"], "task_accuracy");
     row["parent_parameters"] = Num(vr["parent_quality"], "parameters");
@@ -153,6 +173,36 @@ std::string BudgetCells(const json& row) {
   return out;
 }
 
+// The text mode's corpus in `dir`: train_ids.jsonl and eval_ids.jsonl, the Debian corpus's
+// splits as input_ids of a BPE trained on the training split (the tailor-format parent has
+// no tokenizer of its own). With `quick`, a few paragraphs.
+absl::Status WriteTextCorpus(const std::string& dir, bool quick) {
+  absl::StatusOr<data::DebianCorpus> corpus = data::ReadDebianCorpus();
+  if (!corpus.ok()) return corpus.status();
+  if (quick) {
+    corpus->train.resize(std::min<size_t>(corpus->train.size(), 60));
+    corpus->eval.resize(std::min<size_t>(corpus->eval.size(), 8));
+  }
+  absl::StatusOr<std::string> json =
+      tokenizer::TrainByteLevelBpe(corpus->train, {.vocab_size = kTextVocab});
+  if (!json.ok()) return json.status();
+  absl::StatusOr<std::unique_ptr<tokenizer::ByteLevelBpe>> bpe =
+      tokenizer::ByteLevelBpe::FromJson(*json, "bench tokenizer");
+  if (!bpe.ok()) return bpe.status();
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/tokenizer.json") << *json;
+  for (const auto& [name, texts] : {std::make_pair("train_ids.jsonl", &corpus->train),
+                                    std::make_pair("eval_ids.jsonl", &corpus->eval)}) {
+    std::ofstream out(dir + "/" + name);
+    for (const std::string& t : *texts) {
+      absl::StatusOr<std::vector<int32_t>> ids = (*bpe)->Encode(t, false);
+      if (!ids.ok()) return ids.status();
+      out << json::object({{"input_ids", *ids}}).dump() << "\n";
+    }
+  }
+  return absl::OkStatus();
+}
+
 int Main(int argc, char** argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
@@ -169,6 +219,8 @@ int Main(int argc, char** argv) {
       return 0;
     } else if (a == "--quick") {
       f.quick = true;
+    } else if (a == "--text") {
+      f.text = true;
     } else if (a == "--keep") {
       setenv("TAILOR_E2E_KEEP", "1", 1);  // e2e::Cluster then leaves its folder
     } else if (a == "--parent") {
@@ -182,10 +234,14 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
+  if (f.json_out.empty()) {
+    f.json_out = f.text ? "bench/out/search_quality_text.json" : "bench/out/search_quality.json";
+  }
   if (f.contracts.empty()) {
     const std::vector<const char*> names =
-        f.quick ? std::vector<const char*>{"quick.textproto"}
-                : std::vector<const char*>{"latency-memory.textproto", "throughput.textproto"};
+        f.text    ? std::vector<const char*>{f.quick ? "text-quick.textproto" : "text.textproto"}
+        : f.quick ? std::vector<const char*>{"quick.textproto"}
+                  : std::vector<const char*>{"latency-memory.textproto", "throughput.textproto"};
     for (const char* name : names) {
       f.contracts.push_back(absl::StrCat(TAILOR_SOURCE_DIR, "/bench/search_quality/", name));
     }
@@ -214,8 +270,16 @@ int Main(int argc, char** argv) {
   e2e::Cluster cluster("bench-search-quality", timing);
 
   const bool tiny_parent = f.parent.empty() && f.quick;
+  const std::string corpus = cluster.dir() + "/corpus";
+  if (f.text) {
+    if (absl::Status s = WriteTextCorpus(corpus, f.quick); !s.ok()) {
+      std::fprintf(stderr, "the Debian text corpus: %s\n", s.ToString().c_str());
+      return 1;
+    }
+  }
   if (f.parent.empty()) {
-    f.parent = tiny_parent ? cluster.dir() + "/parent" : "tailor-data/models/parent-small";
+    f.parent = tiny_parent || f.text ? cluster.dir() + "/parent"
+                                     : "tailor-data/models/parent-small";
   }
   const std::string parent = std::filesystem::absolute(f.parent).string();
   if (!std::filesystem::exists(parent + "/model.safetensors")) {
@@ -223,6 +287,11 @@ int Main(int argc, char** argv) {
     if (tiny_parent) {
       // What the e2e tests run campaigns on (Cluster::TrainTinyParent): every job kind runs.
       train.insert(train.end(), {"--steps", "2", "--eval-samples", "1"});
+    }
+    if (f.text) {  // a language model of the corpus, the demo parent's shape
+      train.insert(train.end(), {"--data", corpus + "/train_ids.jsonl", "--vocab",
+                                 std::to_string(kTextVocab), "--sequence-tokens", "64"});
+      if (!tiny_parent) train.insert(train.end(), {"--steps", "1500", "--batch", "32"});
     }
     std::fprintf(stderr, "training the %sparent into %s\n", tiny_parent ? "tiny " : "demo ",
                  parent.c_str());
@@ -261,7 +330,8 @@ int Main(int argc, char** argv) {
   bool all_targets = true;
   bool all_succeeded = true;
   for (const std::string& path : f.contracts) {
-    const std::string text = absl::StrReplaceAll(ReadText(path), {{"PARENT", parent}});
+    const std::string text =
+        absl::StrReplaceAll(ReadText(path), {{"PARENT", parent}, {"CORPUS", corpus}});
     const std::string name = std::filesystem::path(path).stem().string();
     const absl::Time start = absl::Now();
     const std::string id = cluster.Submit(cluster.WriteFile(name + ".textproto", text));
@@ -323,6 +393,14 @@ int Main(int argc, char** argv) {
     std::printf("KD loss reduction vs uniform: %.1f%% (target >= 10%%); search tokens ratio "
                 "AutoCompress/uniform: %.2f\n",
                 100 * kd_gain, entry["search_tokens_ratio"].get<double>());
+    if (ac.contains("perplexity") && un.contains("perplexity")) {
+      entry["perplexity_ratio_vs_uniform"] = Num(ac, "perplexity") / Num(un, "perplexity");
+      std::printf("held-out perplexity: parent %.2f, AutoCompress %.2f, uniform %.2f "
+                  "(AutoCompress/uniform %.3f) at %.0f recovery tokens each\n",
+                  Num(ac, "parent_perplexity"), Num(ac, "perplexity"), Num(un, "perplexity"),
+                  entry["perplexity_ratio_vs_uniform"].get<double>(),
+                  Num(ac, "recovery_tokens"));
+    }
     std::printf("architecture (AutoCompress): %s\n", ac["architecture"].dump().c_str());
     std::printf("architecture (uniform):      %s\n", un["architecture"].dump().c_str());
   }

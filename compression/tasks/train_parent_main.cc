@@ -1,18 +1,26 @@
 // tailor-train-parent: trains the quickstart's hybrid parent on the eight synthetic task
-// suites and writes DIR/config.json, DIR/model.safetensors and DIR/train_report.json.
+// suites and writes DIR/config.json, DIR/model.safetensors and DIR/train_report.json. With
+// --data it trains a language model of that shape on a JSONL dataset of token ids instead
+// (docs/data.md; the vocabulary is --vocab, documents read as the jobs read a tailor-format
+// parent's data: <bos> 1, <eos> 2, packed into --sequence-tokens rows, seeded epochs).
 //
 //   tailor-train-parent --out DIR [--steps N] [--seed S] [--threads T] [--batch B]
 //                       [--lr LR] [--eval-samples N]
+//                       [--data FILE.jsonl --vocab V [--sequence-tokens L]]
 // Exit codes: 0 ok, 1 failed, 2 usage.
 
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "compression/data/parent_vocabulary.h"
+#include "compression/data/text_dataset.h"
 #include "compression/model/config.h"
 #include "compression/model/hybrid_lm.h"
 #include "compression/tasks/suites.h"
@@ -33,11 +41,15 @@ struct Flags {
   int64_t batch = 64;
   double lr = 2e-3;
   int64_t eval_samples = 200;
+  std::string data;            // JSONL of input_ids; empty: the task suites
+  int64_t vocab = 0;           // with --data
+  int64_t sequence_tokens = 64;
 };
 
 constexpr char kUsage[] =
     "usage: tailor-train-parent --out DIR [--steps N] [--seed S] [--threads T] [--batch B]\n"
-    "                           [--lr LR] [--eval-samples N]\n";
+    "                           [--lr LR] [--eval-samples N]\n"
+    "                           [--data FILE.jsonl --vocab V [--sequence-tokens L]]\n";
 
 bool ParseFlags(int argc, char** argv, Flags& f, std::string& error) {
   for (int i = 1; i < argc; ++i) {
@@ -66,6 +78,12 @@ bool ParseFlags(int argc, char** argv, Flags& f, std::string& error) {
       ok = absl::SimpleAtod(v, &f.lr) && f.lr > 0;
     } else if (arg == "--eval-samples") {
       ok = absl::SimpleAtoi(v, &f.eval_samples) && f.eval_samples >= 1;
+    } else if (arg == "--data") {
+      f.data = v;
+    } else if (arg == "--vocab") {
+      ok = absl::SimpleAtoi(v, &f.vocab) && f.vocab >= 3;
+    } else if (arg == "--sequence-tokens") {
+      ok = absl::SimpleAtoi(v, &f.sequence_tokens) && f.sequence_tokens >= 2;
     } else {
       error = absl::StrCat("unknown flag ", arg);
       return false;
@@ -79,11 +97,59 @@ bool ParseFlags(int argc, char** argv, Flags& f, std::string& error) {
     error = "--out is required";
     return false;
   }
+  if (f.data.empty() != (f.vocab == 0)) {
+    error = "--data and --vocab go together";
+    return false;
+  }
   return true;
 }
 
+// Language-modelling batches of `f.data`: full rows of f.sequence_tokens, each a sample whose
+// every token after the first is learnt; a new seeded epoch when the data runs out.
+SampleSource DataBatches(const Flags& f, const model::HybridConfig& config) {
+  struct State {
+    std::unique_ptr<data::TextDatasetReader> reader;
+    int64_t epoch = -1;
+  };
+  auto state = std::make_shared<State>();
+  return [&f, config, state]() -> absl::StatusOr<std::vector<Sample>> {
+    std::vector<Sample> batch;
+    int64_t empty_epochs = 0;
+    while (static_cast<int64_t>(batch.size()) < f.batch) {
+      if (state->reader == nullptr) {
+        if (++empty_epochs > 2) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              f.data, ": no sequence of ", f.sequence_tokens, " tokens to train on"));
+        }
+        data::TextDatasetOptions o =
+            data::TailorParentVocabulary(config.vocab, config.max_seq).Options(f.sequence_tokens);
+        o.shuffle_window = 256;
+        o.seed = f.seed + static_cast<uint64_t>(++state->epoch);
+        absl::StatusOr<std::unique_ptr<data::TextDatasetReader>> r =
+            data::TextDatasetReader::Open(f.data, o, nullptr);
+        if (!r.ok()) return r.status();
+        state->reader = *std::move(r);
+      }
+      absl::StatusOr<std::optional<data::TokenSequence>> s = state->reader->Next();
+      if (!s.ok()) return s.status();
+      if (!s->has_value()) {
+        state->reader.reset();
+        continue;
+      }
+      if (static_cast<int64_t>((*s)->tokens.size()) != f.sequence_tokens) continue;
+      empty_epochs = 0;
+      Sample sample;
+      sample.tokens.assign((*s)->tokens.begin(), (*s)->tokens.end());
+      sample.answer_begin = 1;
+      batch.push_back(std::move(sample));
+    }
+    return batch;
+  };
+}
+
 int Run(const Flags& f) {
-  const model::HybridConfig config = DefaultParentConfig();
+  model::HybridConfig config = DefaultParentConfig();
+  if (!f.data.empty()) config.vocab = f.vocab;
   absl::StatusOr<model::HybridLM> created = model::CreateHybridLM(config, f.seed);
   if (!created.ok()) {
     std::fprintf(stderr, "error: %s\n", created.status().ToString().c_str());
@@ -107,13 +173,16 @@ int Run(const Flags& f) {
     std::fprintf(stderr, "step %6lld  loss %.4f  lr %.2e  %.1fs\n", static_cast<long long>(p.step),
                  p.loss, p.lr, p.seconds);
   };
-  absl::StatusOr<TrainResult> trained = TrainOnTasks(model, views, options);
+  absl::StatusOr<TrainResult> trained =
+      f.data.empty() ? TrainOnTasks(model, views, options)
+                     : TrainOnSamples(model, DataBatches(f, config), options);
   if (!trained.ok()) {
     std::fprintf(stderr, "error: %s\n", trained.status().ToString().c_str());
     return 1;
   }
   nlohmann::json tasks = nlohmann::json::object();
   double sum = 0;
+  if (!f.data.empty()) views.clear();  // a language model of other text: no task evaluation
   for (const TaskSuite* s : views) {
     // Evaluation seed differs from the training seed; the split keeps the sets disjoint.
     absl::StatusOr<EvalResult> r = Evaluate(model, *s, f.eval_samples, f.seed + 1000 + s->id());
@@ -126,7 +195,7 @@ int Run(const Flags& f) {
     std::fprintf(stderr, "eval %-9s %.3f (%lld/%lld)\n", r->task.c_str(), r->accuracy(),
                  static_cast<long long>(r->correct), static_cast<long long>(r->total));
   }
-  const double mean = sum / views.size();
+  const double mean = views.empty() ? 0.0 : sum / views.size();
   std::fprintf(stderr, "mean exact-match accuracy %.3f, training %.1fs\n", mean, trained->seconds);
   absl::Status saved = model::SaveHybridLM(model, f.out);
   if (!saved.ok()) {
@@ -146,6 +215,8 @@ int Run(const Flags& f) {
       {"eval_samples_per_task", f.eval_samples},
       {"tasks", tasks},
       {"mean_accuracy", mean},
+      {"data", f.data},
+      {"vocab", config.vocab},
   };
   saved = model::WriteFileAtomically(f.out + "/train_report.json", report.dump(2) + "\n");
   if (!saved.ok()) {

@@ -67,17 +67,10 @@ double LearningRate(const TrainOptions& o, int64_t step) {
 
 }  // namespace
 
-absl::StatusOr<TrainResult> TrainOnTasks(HybridLM& model,
-                                         const std::vector<const TaskSuite*>& suites,
-                                         const TrainOptions& options) {
-  if (suites.empty() || options.steps < 0 || options.batch_size < 1) {
-    return absl::InvalidArgumentError("TrainOnTasks: need suites, steps >= 0, batch_size >= 1");
-  }
-  for (const TaskSuite* s : suites) {
-    if (s->max_length() > model->config().max_seq + 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("task ", s->name(), " needs max_seq >= ", s->max_length() - 1));
-    }
+absl::StatusOr<TrainResult> TrainOnSamples(HybridLM& model, const SampleSource& next_batch,
+                                           const TrainOptions& options) {
+  if (options.steps < 0 || options.batch_size < 1) {
+    return absl::InvalidArgumentError("training: need steps >= 0, batch_size >= 1");
   }
   try {
     if (options.threads > 0) torch::set_num_threads(options.threads);
@@ -92,29 +85,6 @@ absl::StatusOr<TrainResult> TrainOnTasks(HybridLM& model,
         no_decay, std::make_unique<torch::optim::AdamWOptions>(
                       torch::optim::AdamWOptions(options.lr).betas({0.9, 0.95}).weight_decay(0.0)));
     torch::optim::AdamW optimizer(std::move(groups));
-    TaskMixture stream(suites, options.seed, Split::kTrain);
-    // Batches come from a pool of kPool batches sorted by length: padding shrinks by about
-    // a third, and batches still mix several tasks. Batch order is shuffled.
-    constexpr int64_t kPool = 8;
-    Rng order_rng(options.seed ^ 0x5eedull);
-    std::vector<std::vector<Sample>> ready;
-    auto next_batch = [&]() {
-      if (ready.empty()) {
-        std::vector<Sample> pool;
-        for (int64_t i = 0; i < kPool * options.batch_size; ++i) pool.push_back(stream.Next());
-        std::stable_sort(pool.begin(), pool.end(), [](const Sample& a, const Sample& b) {
-          return a.tokens.size() < b.tokens.size();
-        });
-        for (int64_t k = 0; k < kPool; ++k) {
-          ready.emplace_back(pool.begin() + k * options.batch_size,
-                             pool.begin() + (k + 1) * options.batch_size);
-        }
-        for (int64_t k = kPool - 1; k > 0; --k) std::swap(ready[k], ready[order_rng.Uniform(0, k)]);
-      }
-      std::vector<Sample> batch = std::move(ready.back());
-      ready.pop_back();
-      return batch;
-    };
     model->train();
     const auto start = std::chrono::steady_clock::now();
     auto elapsed = [&start] {
@@ -126,7 +96,8 @@ absl::StatusOr<TrainResult> TrainOnTasks(HybridLM& model,
       for (auto& g : optimizer.param_groups()) {
         static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
       }
-      Batch batch = MakeBatch(next_batch());
+      TAILOR_ASSIGN_OR_RETURN(std::vector<Sample> samples, next_batch());
+      Batch batch = MakeBatch(samples);
       TAILOR_ASSIGN_OR_RETURN(model::ForwardOutput out, model->Forward(batch.inputs));
       at::Tensor answer_loss = AnswerLoss(out.logits, batch.targets);
       at::Tensor loss = answer_loss + options.aux_loss_weight * out.aux_loss;
@@ -144,8 +115,50 @@ absl::StatusOr<TrainResult> TrainOnTasks(HybridLM& model,
     model->eval();
     return TrainResult{options.steps, elapsed(), ema};
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("TrainOnTasks: ", e.what_without_backtrace()));
+    return absl::InternalError(absl::StrCat("training: ", e.what_without_backtrace()));
   }
+}
+
+absl::StatusOr<TrainResult> TrainOnTasks(HybridLM& model,
+                                         const std::vector<const TaskSuite*>& suites,
+                                         const TrainOptions& options) {
+  if (suites.empty() || options.steps < 0 || options.batch_size < 1) {
+    return absl::InvalidArgumentError("TrainOnTasks: need suites, steps >= 0, batch_size >= 1");
+  }
+  for (const TaskSuite* s : suites) {
+    if (s->max_length() > model->config().max_seq + 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("task ", s->name(), " needs max_seq >= ", s->max_length() - 1));
+    }
+  }
+  TaskMixture stream(suites, options.seed, Split::kTrain);
+  // Batches come from a pool of kPool batches sorted by length: padding shrinks by about
+  // a third, and batches still mix several tasks. Batch order is shuffled.
+  constexpr int64_t kPool = 8;
+  Rng order_rng(options.seed ^ 0x5eedull);
+  std::vector<std::vector<Sample>> ready;
+  return TrainOnSamples(
+      model,
+      [&]() -> absl::StatusOr<std::vector<Sample>> {
+        if (ready.empty()) {
+          std::vector<Sample> pool;
+          for (int64_t i = 0; i < kPool * options.batch_size; ++i) pool.push_back(stream.Next());
+          std::stable_sort(pool.begin(), pool.end(), [](const Sample& a, const Sample& b) {
+            return a.tokens.size() < b.tokens.size();
+          });
+          for (int64_t k = 0; k < kPool; ++k) {
+            ready.emplace_back(pool.begin() + k * options.batch_size,
+                               pool.begin() + (k + 1) * options.batch_size);
+          }
+          for (int64_t k = kPool - 1; k > 0; --k) {
+            std::swap(ready[k], ready[order_rng.Uniform(0, k)]);
+          }
+        }
+        std::vector<Sample> batch = std::move(ready.back());
+        ready.pop_back();
+        return batch;
+      },
+      options);
 }
 
 absl::StatusOr<EvalResult> Evaluate(HybridLM& model, const TaskSuite& suite, int64_t n,

@@ -58,6 +58,14 @@ struct TrainResult {
   double final_loss = 0;  // moving average at the end
 };
 
+// The next training batch (samples whose answer loss is learnt; a sample with answer_begin 1
+// is plain language modelling).
+using SampleSource = std::function<absl::StatusOr<std::vector<Sample>>()>;
+
+// AdamW (warmup, cosine) on the batches `next_batch` gives, options.steps of them.
+absl::StatusOr<TrainResult> TrainOnSamples(model::HybridLM& model, const SampleSource& next_batch,
+                                           const TrainOptions& options);
+
 // AdamW on a uniform mixture of `suites` (train split).
 absl::StatusOr<TrainResult> TrainOnTasks(model::HybridLM& model,
                                          const std::vector<const TaskSuite*>& suites,

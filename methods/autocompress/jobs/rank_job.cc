@@ -134,8 +134,6 @@ absl::StatusOr<v1::JobOutput> RunRank(WorkerContext& ctx) {
   ctx.Progress(0.1, absl::StrCat("ranking on ", total, " calibration samples",
                                  c.data().has_calibration() ? " of data.calibration" : "",
                                  " over ", ctx.env.world_size, " ranks"));
-  std::vector<const tasks::TaskSuite*> ptrs;
-  for (auto& s : suites) ptrs.push_back(s.get());
   auto importance = autocompress::RankImportance(*model, batches);
   if (!importance.ok()) return importance.status();
   absl::Status st = Combine(ctx.dist, *importance);
