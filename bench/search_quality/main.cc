@@ -293,7 +293,8 @@ int Main(int argc, char** argv) {
                                  std::to_string(kTextVocab), "--sequence-tokens", "64"});
       if (!tiny_parent) train.insert(train.end(), {"--steps", "1500", "--batch", "32"});
     }
-    std::fprintf(stderr, "training the %sparent into %s\n", tiny_parent ? "tiny " : "demo ",
+    std::fprintf(stderr, "training the %sparent into %s\n",
+                 tiny_parent ? "tiny " : (f.text ? "text " : "demo "),
                  parent.c_str());
     e2e::RunResult r = e2e::Run(train, absl::Minutes(30));
     if (r.exit_code != 0) {
