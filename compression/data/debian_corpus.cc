@@ -55,7 +55,8 @@ absl::StatusOr<DebianCorpus> ReadDebianCorpus(const DebianCorpusOptions& options
   }
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(options.source_dir, ec)) {
-    if (e.is_regular_file()) files.push_back(e.path().string());  // symlinks are duplicates
+    // GPL -> GPL-3 and the like are links to files read anyway: duplicates.
+    if (!e.is_symlink() && e.is_regular_file()) files.push_back(e.path().string());
   }
   std::sort(files.begin(), files.end());
   DebianCorpus corpus;
