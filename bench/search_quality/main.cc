@@ -291,7 +291,7 @@ int Main(int argc, char** argv) {
     if (f.text) {  // a language model of the corpus, the demo parent's shape
       train.insert(train.end(), {"--data", corpus + "/train_ids.jsonl", "--vocab",
                                  std::to_string(kTextVocab), "--sequence-tokens", "64"});
-      if (!tiny_parent) train.insert(train.end(), {"--steps", "1500", "--batch", "32"});
+      if (!tiny_parent) train.insert(train.end(), {"--steps", "300", "--batch", "32"});
     }
     std::fprintf(stderr, "training the %sparent into %s\n",
                  tiny_parent ? "tiny " : (f.text ? "text " : "demo "),
