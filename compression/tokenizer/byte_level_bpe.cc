@@ -200,24 +200,17 @@ absl::StatusOr<std::vector<int32_t>> ByteLevelBpe::Encode(absl::string_view text
     return absl::FailedPreconditionError(
         absl::StrCat(source_, ": its split pattern is not one tailor implements"));
   }
-  if (absl::StatusOr<std::vector<char32_t>> cps = DecodeUtf8(text); !cps.ok()) {
-    return cps.status();
-  }
   std::vector<WholeToken> whole = user_defined_;
   if (parse_special) whole.insert(whole.end(), special_.begin(), special_.end());
-  std::vector<int32_t> ids;
-  for (const Fragment& f : PartitionOnTokens(text, std::move(whole))) {
-    if (f.is_token) {
-      ids.push_back(f.id);
-      continue;
-    }
-    absl::StatusOr<std::vector<std::string>> pieces = PreTokenize(*pre_, f.text);
-    if (!pieces.ok()) return pieces.status();
-    for (const std::string& piece : *pieces) {
-      if (absl::Status s = EncodePiece(piece, ids); !s.ok()) return s;
-    }
-  }
-  return ids;
+  return EncodeAroundTokens(
+      text, std::move(whole), [this](absl::string_view fragment, std::vector<int32_t>& ids) {
+        absl::StatusOr<std::vector<std::string>> pieces = PreTokenize(*pre_, fragment);
+        if (!pieces.ok()) return pieces.status();
+        for (const std::string& piece : *pieces) {
+          if (absl::Status s = EncodePiece(piece, ids); !s.ok()) return s;
+        }
+        return absl::OkStatus();
+      });
 }
 
 absl::Status ByteLevelBpe::EncodePiece(absl::string_view piece, std::vector<int32_t>& out) const {

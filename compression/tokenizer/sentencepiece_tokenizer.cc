@@ -224,20 +224,13 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::
 
 absl::StatusOr<std::vector<int32_t>> SentencePieceTokenizer::Encode(absl::string_view text,
                                                                     bool parse_special) const {
-  if (absl::StatusOr<std::vector<char32_t>> cps = DecodeUtf8(text); !cps.ok()) {
-    return cps.status();
-  }
   std::vector<WholeToken> whole = user_defined_;
   if (parse_special) whole.insert(whole.end(), control_.begin(), control_.end());
-  std::vector<int32_t> out;
-  for (const Fragment& f : PartitionOnTokens(text, std::move(whole))) {
-    if (f.is_token) {
-      out.push_back(f.id);
-      continue;
-    }
-    EncodeFragment(f.text, out);
-  }
-  return out;
+  return EncodeAroundTokens(text, std::move(whole),
+                            [this](absl::string_view fragment, std::vector<int32_t>& ids) {
+                              EncodeFragment(fragment, ids);
+                              return absl::OkStatus();
+                            });
 }
 
 namespace {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "compression/tokenizer/unicode.h"
+
 namespace tailor::tokenizer {
 
 std::vector<Fragment> PartitionOnTokens(absl::string_view text, std::vector<WholeToken> tokens) {
@@ -31,6 +33,23 @@ std::vector<Fragment> PartitionOnTokens(absl::string_view text, std::vector<Whol
     fragments = std::move(next);
   }
   return fragments;
+}
+
+absl::StatusOr<std::vector<int32_t>> EncodeAroundTokens(absl::string_view text,
+                                                        std::vector<WholeToken> tokens,
+                                                        const FragmentEncoder& encode_fragment) {
+  if (absl::StatusOr<std::vector<char32_t>> cps = DecodeUtf8(text); !cps.ok()) {
+    return cps.status();
+  }
+  std::vector<int32_t> ids;
+  for (const Fragment& f : PartitionOnTokens(text, std::move(tokens))) {
+    if (f.is_token) {
+      ids.push_back(f.id);
+    } else if (absl::Status s = encode_fragment(f.text, ids); !s.ok()) {
+      return s;
+    }
+  }
+  return ids;
 }
 
 }  // namespace tailor::tokenizer

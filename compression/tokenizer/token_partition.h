@@ -6,9 +6,11 @@
 // the fragments still left as text, left to right.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace tailor::tokenizer {
@@ -26,6 +28,14 @@ struct Fragment {
 
 // `tokens` in any order (sorted here by length, longest first, then by id).
 std::vector<Fragment> PartitionOnTokens(absl::string_view text, std::vector<WholeToken> tokens);
+
+// The ids of `text`: `tokens` cut out as themselves, every other fragment through
+// `encode_fragment` (which appends its ids). InvalidArgument naming the byte for text that is
+// not UTF-8; `encode_fragment`'s first error as it is.
+using FragmentEncoder = std::function<absl::Status(absl::string_view, std::vector<int32_t>&)>;
+absl::StatusOr<std::vector<int32_t>> EncodeAroundTokens(absl::string_view text,
+                                                        std::vector<WholeToken> tokens,
+                                                        const FragmentEncoder& encode_fragment);
 
 }  // namespace tailor::tokenizer
 
