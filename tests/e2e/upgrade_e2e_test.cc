@@ -117,6 +117,15 @@ TEST(UpgradeE2E, Schema5DataDirOpensAndReportsReadTheSame) {
     for (nlohmann::json* report : {&now, &then}) {
       if (report->contains("details") && (*report)["details"].empty()) report->erase("details");
     }
+    // Report fields added after the release (e.g. `datasets`, repeated and so always printed)
+    // carry nothing for its campaigns when empty.
+    std::vector<std::string> added_empty;
+    for (const auto& [key, value] : now.items()) {
+      if (!then.contains(key) && (value.is_array() || value.is_object()) && value.empty()) {
+        added_empty.push_back(key);
+      }
+    }
+    for (const std::string& key : added_empty) now.erase(key);
     EXPECT_EQ(now, then);
   }
 }
