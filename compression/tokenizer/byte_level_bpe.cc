@@ -14,18 +14,23 @@ namespace {
 
 using Json = nlohmann::json;
 
+// Nesting tailor follows into pre_tokenizer / decoder (a Sequence of steps is depth 2): a
+// file nested deeper is not one the families write, and recursion must stay bounded.
+constexpr int kMaxNesting = 4;
+
 // True when any object in `j` has "type": "ByteLevel" (pre_tokenizer or decoder): the mark
 // of a byte-level BPE, which is what tokenizer.ggml.model "gpt2" means.
-bool HasByteLevel(const Json& j) {
+bool HasByteLevel(const Json& j, int depth = 0) {
+  if (depth > kMaxNesting) return false;
   if (j.is_object()) {
     auto t = j.find("type");
     if (t != j.end() && t->is_string() && *t == "ByteLevel") return true;
     for (const auto& [k, v] : j.items()) {
-      if (HasByteLevel(v)) return true;
+      if (HasByteLevel(v, depth + 1)) return true;
     }
   } else if (j.is_array()) {
     for (const Json& v : j) {
-      if (HasByteLevel(v)) return true;
+      if (HasByteLevel(v, depth + 1)) return true;
     }
   }
   return false;
@@ -33,8 +38,9 @@ bool HasByteLevel(const Json& j) {
 
 // The split pattern of a pre_tokenizer: a ByteLevel with use_regex (GPT-2's), or a Split
 // regex inside a Sequence (Llama-3, Qwen2).
-absl::StatusOr<PreTokenizer> DetectPreTokenizer(const Json& pt) {
+absl::StatusOr<PreTokenizer> DetectPreTokenizer(const Json& pt, int depth = 0) {
   if (!pt.is_object()) return absl::NotFoundError("no pre_tokenizer");
+  if (depth > kMaxNesting) return absl::NotFoundError("a pre_tokenizer nested too deep");
   const std::string type = pt.value("type", "");
   if (type == "ByteLevel" && pt.value("use_regex", true)) return PreTokenizer::kGpt2;
   if (type == "Split") {
@@ -46,7 +52,7 @@ absl::StatusOr<PreTokenizer> DetectPreTokenizer(const Json& pt) {
   }
   if (type == "Sequence") {
     for (const Json& p : pt.value("pretokenizers", Json::array())) {
-      absl::StatusOr<PreTokenizer> kind = DetectPreTokenizer(p);
+      absl::StatusOr<PreTokenizer> kind = DetectPreTokenizer(p, depth + 1);
       if (kind.ok() || p.value("type", "") == "Split") return kind;
     }
     return absl::NotFoundError("a pre-tokenizer Sequence without a split pattern");
@@ -122,7 +128,11 @@ absl::StatusOr<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::FromJson(
   }
   const Json& m = j["model"];
   if (m.value("type", "") != "BPE") return bad("model.type is not \"BPE\"");
-  if (!HasByteLevel(j)) return bad("not a byte-level BPE (no ByteLevel pre-tokenizer or decoder)");
+  bool byte_level = false;
+  for (const char* part : {"pre_tokenizer", "decoder", "post_processor"}) {
+    byte_level = byte_level || HasByteLevel(j.value(part, Json()));
+  }
+  if (!byte_level) return bad("not a byte-level BPE (no ByteLevel pre-tokenizer or decoder)");
   std::unique_ptr<ByteLevelBpe> t(new ByteLevelBpe());
   absl::StatusOr<PreTokenizer> pre = DetectPreTokenizer(j.value("pre_tokenizer", Json()));
   if (pre.ok()) {
@@ -139,16 +149,18 @@ absl::StatusOr<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::FromJson(
   std::vector<Entry> entries;
   const Json vocab = m.value("vocab", Json::object());
   for (const auto& [token, id] : vocab.items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-      return bad("model.vocab[\"", token, "\"] is not a token id");
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+        id.get<int64_t>() >= kMaxTokenizerVocab) {
+      return bad("model.vocab[\"", token, "\"] is not a token id below ", kMaxTokenizerVocab);
     }
     entries.push_back({token, id.get<int64_t>(), TokenType::kNormal});
   }
   for (const Json& a : j.value("added_tokens", Json::array())) {
     if (!a.is_object() || !a.value("content", Json()).is_string() ||
         !a.value("id", Json()).is_number_integer() || a["id"].get<int64_t>() < 0 ||
-        a["id"].get<int64_t>() > INT32_MAX) {
-      return bad("added_tokens has an entry without a string content and a token id");
+        a["id"].get<int64_t>() >= kMaxTokenizerVocab) {
+      return bad("added_tokens has an entry without a string content and a token id below ",
+                 kMaxTokenizerVocab);
     }
     const WholeToken w{a["content"].get<std::string>(), a["id"].get<int32_t>()};
     const bool special = a.value("special", false);

@@ -22,6 +22,10 @@
 
 namespace tailor::tokenizer {
 
+// Token ids a tokenizer.json may use: the largest vocabulary tailor's models take
+// (model::kMaxVocab), so a bad id cannot make the reader allocate gigabytes.
+inline constexpr int64_t kMaxTokenizerVocab = int64_t{1} << 24;
+
 // The printable symbol (UTF-8) GPT-2's byte-level alphabet gives `byte`.
 std::string ByteSymbol(uint8_t byte);
 

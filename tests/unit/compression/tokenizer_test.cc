@@ -162,6 +162,11 @@ TEST(ByteLevelBpeTest, BadFilesNameWhatIsWrong) {
   EXPECT_THAT(ByteLevelBpe::FromJson(j.dump(), "t.json").status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("model.merges[1]")));
   j = Json::parse(TestTokenizerJson(false));
+  j["model"]["vocab"]["abc"] = int64_t{1} << 40;  // would allocate terabytes of token slots
+  EXPECT_THAT(ByteLevelBpe::FromJson(j.dump(), "t.json").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("model.vocab[\"abc\"] is not a token id below 16777216")));
+  j = Json::parse(TestTokenizerJson(false));
   j["model"]["type"] = "Unigram";
   EXPECT_THAT(ByteLevelBpe::FromJson(j.dump(), "t.json").status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\"BPE\"")));
