@@ -211,9 +211,44 @@ struct TimeFit {
   std::map<int64_t, std::array<double, 2>> fixed;
 };
 
+// Weighted least squares of the models' phase `ph` times on [1, count of each free node];
+// node columns outside `free` are held at 0. Returns one coefficient per column of `index`
+// (0 is T0).
+std::vector<double> SolvePhase(const std::vector<const Unit*>& models,
+                               const std::map<std::string, size_t>& index,
+                               const std::vector<bool>& free, int64_t h, int ph, double ridge) {
+  const size_t n = index.size() + 1;
+  std::vector<std::vector<double>> ata(n, std::vector<double>(n, 0.0));
+  std::vector<double> atb(n, 0.0);
+  for (const Unit* u : models) {
+    const std::array<double, 3> t = PhaseMedians(u->served);
+    std::vector<double> x(n, 0.0);
+    x[0] = 1;
+    for (const LayerSpec& l : u->config.layers) {
+      if (!l.present()) continue;
+      const size_t i = index.at(LayerKey(l, h));
+      if (free[i]) x[i] += 1;
+    }
+    const double w = 1.0 / std::max(1e-12, t[2] * t[2]);
+    for (size_t i = 0; i < n; ++i) {
+      atb[i] += w * x[i] * t[ph];
+      for (size_t j = 0; j < n; ++j) ata[i][j] += w * x[i] * x[j];
+    }
+  }
+  double diag = 0;
+  for (size_t i = 0; i < n; ++i) diag = std::max(diag, ata[i][i]);
+  for (size_t i = 0; i < n; ++i) {
+    ata[i][i] += ridge * diag;
+    if (!free[i]) ata[i][i] = 1, atb[i] = 0;  // a held column solves to exactly 0
+  }
+  return SolveNormalEquations(std::move(ata), std::move(atb));
+}
+
 // T0(h) and every node's time at hidden width h, per phase: least squares of the models'
 // times on [1, count of each node], weighted by 1 / latency^2 so every model's relative
-// error counts alike (whole-model noise is multiplicative).
+// error counts alike (whole-model noise is multiplicative). No layer takes negative time: a
+// node the fit puts below 0 (noise on a node worth little next to the whole model) is held at
+// 0 and the rest solved again, until none is (an active-set non-negative fit; T0 is free).
 void FitTimesAt(int64_t h, const std::vector<const Unit*>& models, double ridge, TimeFit& fit) {
   std::map<std::string, size_t> index;  // unknown 0 is T0
   for (const Unit* u : models) {
@@ -221,29 +256,19 @@ void FitTimesAt(int64_t h, const std::vector<const Unit*>& models, double ridge,
       if (l.present()) index.emplace(LayerKey(l, h), index.size() + 1);
     }
   }
-  const size_t n = index.size() + 1;
   for (int ph = 0; ph < 2; ++ph) {
-    std::vector<std::vector<double>> ata(n, std::vector<double>(n, 0.0));
-    std::vector<double> atb(n, 0.0);
-    for (const Unit* u : models) {
-      const std::array<double, 3> t = PhaseMedians(u->served);
-      std::vector<double> x(n, 0.0);
-      x[0] = 1;
-      for (const LayerSpec& l : u->config.layers) {
-        if (l.present()) x[index.at(LayerKey(l, h))] += 1;
+    std::vector<bool> free(index.size() + 1, true);
+    std::vector<double> x;
+    for (size_t round = 0; round <= index.size(); ++round) {
+      x = SolvePhase(models, index, free, h, ph, ridge);
+      bool negative = false;
+      for (size_t i = 1; i < x.size(); ++i) {
+        if (free[i] && x[i] < 0) free[i] = false, negative = true;
       }
-      const double w = 1.0 / std::max(1e-12, t[2] * t[2]);
-      for (size_t i = 0; i < n; ++i) {
-        atb[i] += w * x[i] * t[ph];
-        for (size_t j = 0; j < n; ++j) ata[i][j] += w * x[i] * x[j];
-      }
+      if (!negative) break;
     }
-    double diag = 0;
-    for (size_t i = 0; i < n; ++i) diag = std::max(diag, ata[i][i]);
-    for (size_t i = 0; i < n; ++i) ata[i][i] += ridge * diag;
-    const std::vector<double> x = SolveNormalEquations(std::move(ata), std::move(atb));
     fit.fixed[h][ph] = x[0];
-    for (const auto& [key, i] : index) fit.layer[key][ph] = x[i];
+    for (const auto& [key, i] : index) fit.layer[key][ph] = std::max(0.0, x[i]);
   }
 }
 

@@ -273,6 +273,18 @@ TEST(WholeModelProfilerTest, TwoPercentNoiseStaysWithinThreePercent) {
   }
 }
 
+TEST(WholeModelProfilerTest, HeavyNoiseNeverFitsANegativeLayerTime) {
+  // 60% noise (a profile run beside other heavy jobs on 2 cores): the plain least-squares fit
+  // put some small nodes below 0 and predicted negative request times; none may be.
+  WholeModelProfileOptions o = Options();
+  absl::StatusOr<ProfileResult> r =
+      ProfileCostTableWholeModel(NemotronHStyleParent(), o, SyntheticServe(o.workload, 0.6));
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const CostEntryData& e : r->table.entries) {
+    if (e.layer_kind != "fixed") EXPECT_GE(e.time_ms, 0.0) << e.layer_kind << " " << e.config;
+  }
+}
+
 TEST(WholeModelProfilerTest, DisturbedFirstServeIsRemeasuredOnce) {
   WholeModelProfileOptions o = Options();
   const ServeModelFn calm = SyntheticServe(o.workload, 0.0);
