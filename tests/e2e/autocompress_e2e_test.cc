@@ -188,51 +188,6 @@ TEST(AutocompressE2E, ShortCampaignMeetsBudgetsAndReusesCostTable) {
   std::printf("%s\n", text.out.c_str());
 }
 
-
-// The pid of the tailor-worker rank `rank` of job `job_id` (found by its environment, as an
-// operator would with ps), or 0.
-pid_t FindWorkerRank(const std::string& job_id, int rank) {
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream cmd(entry.path() / "cmdline");
-    std::string cmdline((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
-    if (cmdline.find("tailor-worker") == std::string::npos) continue;
-    std::ifstream env(entry.path() / "environ");
-    std::string environ((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
-    std::stringstream vars(environ);
-    bool rank_ok = false;
-    bool job_ok = false;
-    for (std::string kv; std::getline(vars, kv, '\0');) {
-      rank_ok |= kv == absl::StrCat("RANK=", rank);
-      job_ok |= kv.rfind("TAILOR_WORK_DIR=", 0) == 0 && kv.find(job_id) != std::string::npos;
-    }
-    if (rank_ok && job_ok) return static_cast<pid_t>(std::stol(name));
-  }
-  return 0;
-}
-
-// What a failed wait needs to be understood from a CI log: the campaign and the last lines of
-// every worker log of `job_id` (data/logs/<job>/attempt-<n>[.rank<r>].log).
-std::string Diagnose(Cluster& cluster, const std::string& campaign_id, const std::string& job_id) {
-  std::string out = absl::StrCat("campaign: ", cluster.Status(campaign_id).dump(2), "\n");
-  const std::string logs = absl::StrCat(cluster.dir(), "/data/logs/", job_id);
-  std::error_code ec;
-  if (job_id.empty() || !std::filesystem::is_directory(logs, ec)) return out;
-  for (const auto& entry : std::filesystem::directory_iterator(logs, ec)) {
-    const std::string text = ReadFile(entry.path().string());
-    const size_t from = text.size() > 3000 ? text.size() - 3000 : 0;
-    absl::StrAppend(&out, "--- ", entry.path().filename().string(), " (last ",
-                    text.size() - from, " bytes)\n", text.substr(from), "\n");
-  }
-  return out;
-}
-
-bool IsTerminalJobState(const nlohmann::json& state) {
-  return state == "JOB_SUCCEEDED" || state == "JOB_FAILED" || state == "JOB_CANCELLED" ||
-         state == "JOB_SKIPPED";
-}
-
 // A rank SIGKILLed mid-search fails the attempt (the launcher sees the dead rank and stops
 // the survivor) and the retry resumes from the last checkpoint.
 TEST(AutocompressE2E, RankKilledMidSearchRetriesFromCheckpoint) {
@@ -252,34 +207,11 @@ TEST(AutocompressE2E, RankKilledMidSearchRetriesFromCheckpoint) {
   const std::string id = cluster.Submit(cluster.WriteFile("kill.textproto", contract), "kill-1");
   ASSERT_FALSE(id.empty());
 
-  // Until the search's first attempt has run 5 steps; a search that ends first (or a campaign
-  // that fails before it) stops the wait at once, with the reason in the failure message.
-  std::string search_id;
+  // Once the search's first attempt has run 5 steps.
+  const std::string search_id =
+      KillRankAtStep(cluster, id, "search", 5, /*rank=*/1, absl::Minutes(6));
+  ASSERT_FALSE(search_id.empty());
   nlohmann::json search;
-  bool ended_early = false;
-  const bool running = WaitFor(
-      [&] {
-        search = JobOf(cluster.Status(id), "search");
-        if (search.is_null()) return false;
-        search_id = search["id"];
-        if (IsTerminalJobState(search["state"])) {
-          ended_early = true;
-          return true;
-        }
-        // A launched job stays JOB_LEASED while its ranks run.
-        if (search["state"] != "JOB_LEASED" && search["state"] != "JOB_RUNNING") return false;
-        return search["progress"].contains("step") && Int64Of(search["progress"]["step"]) >= 5;
-      },
-      absl::Minutes(6));
-  ASSERT_TRUE(running && !ended_early)
-      << (ended_early ? "the search ended before it could be killed\n"
-                      : "the search did not reach step 5 in 6 minutes\n")
-      << Diagnose(cluster, id, search_id);
-  EXPECT_EQ(search["attempt"], 1) << search.dump(2);
-  const pid_t victim = FindWorkerRank(search_id, 1);
-  ASSERT_GT(victim, 0) << "no rank 1 of " << search_id;
-  ASSERT_EQ(kill(victim, SIGKILL), 0);
-
   ASSERT_TRUE(WaitFor(
       [&] {
         search = JobOf(cluster.Status(id), "search");

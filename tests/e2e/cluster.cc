@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -155,4 +156,75 @@ int64_t Int64Of(const nlohmann::json& v) {
   return v.is_string() ? std::stoll(v.get<std::string>()) : v.get<int64_t>();
 }
 
+
+pid_t FindWorkerRank(const std::string& job_id, int rank) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (ReadFile((entry.path() / "cmdline").string()).find("tailor-worker") ==
+        std::string::npos) {
+      continue;
+    }
+    std::stringstream vars(ReadFile((entry.path() / "environ").string()));
+    bool rank_ok = false;
+    bool job_ok = false;
+    for (std::string kv; std::getline(vars, kv, '\0');) {
+      rank_ok |= kv == absl::StrCat("RANK=", rank);
+      job_ok |= kv.rfind("TAILOR_WORK_DIR=", 0) == 0 && kv.find(job_id) != std::string::npos;
+    }
+    if (rank_ok && job_ok) return static_cast<pid_t>(std::stol(name));
+  }
+  return 0;
+}
+
+std::string Diagnose(Cluster& cluster, const std::string& campaign_id, const std::string& job_id) {
+  std::string out = absl::StrCat("campaign: ", cluster.Status(campaign_id).dump(2), "\n");
+  const std::string logs = absl::StrCat(cluster.dir(), "/data/logs/", job_id);
+  std::error_code ec;
+  if (job_id.empty() || !std::filesystem::is_directory(logs, ec)) return out;
+  for (const auto& entry : std::filesystem::directory_iterator(logs, ec)) {
+    const std::string text = ReadFile(entry.path().string());
+    const size_t from = text.size() > 3000 ? text.size() - 3000 : 0;
+    absl::StrAppend(&out, "--- ", entry.path().filename().string(), " (last ",
+                    text.size() - from, " bytes)\n", text.substr(from), "\n");
+  }
+  return out;
+}
+
+std::string KillRankAtStep(Cluster& cluster, const std::string& campaign_id,
+                           const std::string& key, int64_t step, int rank,
+                           absl::Duration timeout) {
+  std::string job_id;
+  nlohmann::json job;
+  bool ended_early = false;
+  const bool reached = WaitFor(
+      [&] {
+        job = JobOf(cluster.Status(campaign_id), key);
+        if (job.is_null()) return false;
+        job_id = job["id"];
+        const nlohmann::json& state = job["state"];
+        if (state == "JOB_SUCCEEDED" || state == "JOB_FAILED" || state == "JOB_CANCELLED" ||
+            state == "JOB_SKIPPED") {
+          ended_early = true;
+          return true;
+        }
+        // A launched job stays JOB_LEASED while its ranks run.
+        if (state != "JOB_LEASED" && state != "JOB_RUNNING") return false;
+        return job["progress"].contains("step") && Int64Of(job["progress"]["step"]) >= step;
+      },
+      timeout);
+  if (!reached || ended_early) {
+    ADD_FAILURE() << key << (ended_early ? " ended before it could be killed\n"
+                                         : absl::StrCat(" did not reach step ", step, "\n"))
+                  << Diagnose(cluster, campaign_id, job_id);
+    return "";
+  }
+  EXPECT_EQ(job["attempt"], 1) << job.dump(2);
+  const pid_t victim = FindWorkerRank(job_id, rank);
+  if (victim <= 0 || kill(victim, SIGKILL) != 0) {
+    ADD_FAILURE() << "no rank " << rank << " of " << job_id << " to kill";
+    return "";
+  }
+  return job_id;
+}
 }  // namespace tailor::e2e

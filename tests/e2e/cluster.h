@@ -1,6 +1,8 @@
 #ifndef TAILOR_TESTS_E2E_CLUSTER_H_
 #define TAILOR_TESTS_E2E_CLUSTER_H_
 
+#include <sys/types.h>
+
 #include <map>
 #include <memory>
 #include <string>
@@ -97,6 +99,19 @@ class Cluster {
 nlohmann::json JobOf(const nlohmann::json& campaign, const std::string& key);
 // Proto JSON writes int64 as a string; this reads either form.
 int64_t Int64Of(const nlohmann::json& v);
+
+// The pid of the tailor-worker rank `rank` of job `job_id` (found by its environment, as an
+// operator would with ps), or 0.
+pid_t FindWorkerRank(const std::string& job_id, int rank);
+// What a failed wait needs to be understood from a CI log: the campaign and the last lines of
+// every worker log of `job_id` (data/logs/<job>/attempt-<n>[.rank<r>].log).
+std::string Diagnose(Cluster& cluster, const std::string& campaign_id, const std::string& job_id);
+// Waits (up to `timeout`) until the first attempt of job `key` reports progress step >= `step`,
+// then SIGKILLs its rank `rank`. Returns the job's id, or "" with a test failure that says why
+// (the job ended first, never got there, or the rank was not found) and the diagnostics.
+std::string KillRankAtStep(Cluster& cluster, const std::string& campaign_id,
+                           const std::string& key, int64_t step, int rank,
+                           absl::Duration timeout);
 
 }  // namespace tailor::e2e
 

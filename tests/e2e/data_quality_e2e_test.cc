@@ -63,7 +63,8 @@ std::string Contract(const std::string& name, const std::string& parent,
       "budget { latency_ms_max: 5000 }\n",
       "ranking { calibration_samples: 16 }\n",
       "search { steps: 4 sampled_architectures: 4 batch_sequences: 8 sequence_length: 32 }\n",
-      "recovery { tokens: 1024 batch_sequences: 8 sequence_length: 32 "
+      // 120 steps: long enough for one distill job to be killed mid-run.
+      "recovery { tokens: 30720 batch_sequences: 8 sequence_length: 32 "
       "checkpoint_every_steps: 2 }\n",
       "compare_uniform_baseline: true\n",
       "data {\n  calibration { path: \"", corpus, "/train.jsonl\" }\n",
@@ -108,6 +109,11 @@ TEST(DataQualityE2E, OwnDataTrainsAndJudgesTheStudentAndBadDataIsRefused) {
       "strict");
   ASSERT_FALSE(good.empty());
   ASSERT_FALSE(strict.empty());
+  // The strict campaign's distill job loses a rank after its step-2 checkpoint; the retry
+  // resumes there and must read what the good campaign's uninterrupted job read.
+  const std::string killed =
+      KillRankAtStep(cluster, strict, "distill", 5, /*rank=*/1, absl::Minutes(10));
+  ASSERT_FALSE(killed.empty());
   ASSERT_TRUE(cluster.WaitForState(good, "CAMPAIGN_SUCCEEDED", absl::Minutes(15)))
       << cluster.Status(good).dump(2);
   ASSERT_TRUE(cluster.WaitForState(strict, "CAMPAIGN_FAILED", absl::Minutes(15)))
@@ -156,6 +162,16 @@ TEST(DataQualityE2E, OwnDataTrainsAndJudgesTheStudentAndBadDataIsRefused) {
                 .exit_code,
             0);
   EXPECT_EQ(cluster.Report(strict)["quality_check"]["met"], false);
+
+  // Killed and retried, it read the same documents in the same order on every rank.
+  EXPECT_EQ(distill["attempt"], 2) << distill.dump(2);
+  const nlohmann::json& retried = distill["output"]["detail"];
+  std::printf("killed %s; the retry: %s\n", killed.c_str(), retried.dump().c_str());
+  EXPECT_GE(Int64Of(retried["resumed_from_step"]), 2) << retried.dump(2);
+  ASSERT_EQ(retried["shards"].size(), 2u) << retried.dump(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(retried["shards"][rank], shards[rank]) << "rank " << rank;
+  }
 }
 
 }  // namespace

@@ -735,20 +735,6 @@ TEST(FaultInjection, SeededFaultRuns) {
   }
 }
 
-// The pid of tailor-worker rank `rank` whose work dir names `job_id`, or 0.
-pid_t FindWorkerRank(const std::string& job_id, int rank) {
-  for (const auto& [pid, cmd] : ProcessesMentioning(absl::StrCat("/work/", job_id, "/"))) {
-    if (cmd.find("tailor-worker") == std::string::npos) continue;
-    std::ifstream env(absl::StrCat("/proc/", pid, "/environ"));
-    std::string environ((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
-    std::stringstream vars(environ);
-    for (std::string kv; std::getline(vars, kv, '\0');) {
-      if (kv == absl::StrCat("RANK=", rank)) return pid;
-    }
-  }
-  return 0;
-}
-
 // Files created in (or renamed into) a directory, seen through inotify from the moment the
 // object exists: what a poll of the directory would see milliseconds too late.
 class CreateWatch {
