@@ -5,6 +5,8 @@
 # report. Everything started here is stopped on exit.
 #   deploy/quickstart.sh [CONTRACT]      default: examples/contracts/npc-cpu.textproto
 # (AUTOCOMPRESS: profile -> rank -> search -> distill -> verify, with the uniform baseline).
+# examples/contracts/text-cpu.textproto runs on text instead: its corpus (Debian's license
+# texts) and a parent trained on it are written here first (docs/data.md).
 # examples/contracts/probe-cpu.textproto is a 2-second smoke test of the same setup.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +28,13 @@ PARENT=tailor-data/models/parent-small
 if [[ ! -f "$PARENT/model.safetensors" ]]; then
   echo "== training the demo parent into $PARENT (a few minutes on 2 cores, once)"
   "$BIN/tailor-train-parent" --out "$PARENT"
+fi
+TEXT_PARENT=tailor-data/models/parent-text
+if grep -q "$TEXT_PARENT" "$CONTRACT" && [[ ! -f "$TEXT_PARENT/model.safetensors" ]]; then
+  echo "== writing the Debian text corpus into tailor-data/corpus and training a language model"
+  echo "   of it into $TEXT_PARENT (a few minutes on 2 cores, once)"
+  "$BIN/tailor-train-parent" --out "$TEXT_PARENT" --debian-corpus tailor-data/corpus \
+    --sequence-tokens 64 --steps 300 --batch 32
 fi
 
 mkdir -p "$DATA_DIR/logs"

@@ -39,8 +39,6 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "compression/data/debian_corpus.h"
-#include "compression/tokenizer/bpe_trainer.h"
-#include "compression/tokenizer/byte_level_bpe.h"
 #include "nlohmann/json.hpp"
 #include "tests/e2e/cluster.h"
 
@@ -174,33 +172,16 @@ std::string BudgetCells(const json& row) {
 }
 
 // The text mode's corpus in `dir`: train_ids.jsonl and eval_ids.jsonl, the Debian corpus's
-// splits as input_ids of a BPE trained on the training split (the tailor-format parent has
-// no tokenizer of its own). With `quick`, a few paragraphs.
+// splits as input_ids of a BPE trained on the training split (the tailor-format parent is
+// trained on ids). With `quick`, a few paragraphs.
 absl::Status WriteTextCorpus(const std::string& dir, bool quick) {
-  absl::StatusOr<data::DebianCorpus> corpus = data::ReadDebianCorpus();
-  if (!corpus.ok()) return corpus.status();
+  data::TokenizedCorpusOptions o;
+  o.vocab_size = kTextVocab;
   if (quick) {
-    corpus->train.resize(std::min<size_t>(corpus->train.size(), 60));
-    corpus->eval.resize(std::min<size_t>(corpus->eval.size(), 8));
+    o.max_train = 60;
+    o.max_eval = 8;
   }
-  absl::StatusOr<std::string> json =
-      tokenizer::TrainByteLevelBpe(corpus->train, {.vocab_size = kTextVocab});
-  if (!json.ok()) return json.status();
-  absl::StatusOr<std::unique_ptr<tokenizer::ByteLevelBpe>> bpe =
-      tokenizer::ByteLevelBpe::FromJson(*json, "bench tokenizer");
-  if (!bpe.ok()) return bpe.status();
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/tokenizer.json") << *json;
-  for (const auto& [name, texts] : {std::make_pair("train_ids.jsonl", &corpus->train),
-                                    std::make_pair("eval_ids.jsonl", &corpus->eval)}) {
-    std::ofstream out(dir + "/" + name);
-    for (const std::string& t : *texts) {
-      absl::StatusOr<std::vector<int32_t>> ids = (*bpe)->Encode(t, false);
-      if (!ids.ok()) return ids.status();
-      out << json::object({{"input_ids", *ids}}).dump() << "\n";
-    }
-  }
-  return absl::OkStatus();
+  return data::WriteTokenizedDebianCorpus(dir, o).status();
 }
 
 int Main(int argc, char** argv) {

@@ -12,6 +12,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "compression/tokenizer/bpe_trainer.h"
+#include "compression/tokenizer/byte_level_bpe.h"
 #include "nlohmann/json.hpp"
 
 namespace tailor::data {
@@ -107,6 +109,41 @@ absl::Status WriteDebianCorpus(const DebianCorpus& corpus, const std::string& di
       out << nlohmann::json{{"prompt", prompt}, {"answer", answer}}.dump() << "\n";
     }
   });
+}
+
+absl::StatusOr<DebianCorpus> WriteTokenizedDebianCorpus(const std::string& dir,
+                                                        const TokenizedCorpusOptions& options) {
+  absl::StatusOr<DebianCorpus> corpus = ReadDebianCorpus(options.source);
+  if (!corpus.ok()) return corpus.status();
+  if (options.max_train > 0 && corpus->train.size() > options.max_train) {
+    corpus->train.resize(options.max_train);
+  }
+  if (options.max_eval > 0 && corpus->eval.size() > options.max_eval) {
+    corpus->eval.resize(options.max_eval);
+  }
+  absl::StatusOr<std::string> json =
+      tokenizer::TrainByteLevelBpe(corpus->train, {.vocab_size = options.vocab_size});
+  if (!json.ok()) return json.status();
+  absl::StatusOr<std::unique_ptr<tokenizer::ByteLevelBpe>> bpe =
+      tokenizer::ByteLevelBpe::FromJson(*json, dir + "/tokenizer.json");
+  if (!bpe.ok()) return bpe.status();
+  if (absl::Status s = WriteDebianCorpus(*corpus, dir); !s.ok()) return s;
+  std::ofstream tok(dir + "/tokenizer.json", std::ios::binary | std::ios::trunc);
+  tok << *json;
+  tok.close();
+  if (!tok) return absl::InternalError(absl::StrCat(dir, "/tokenizer.json: cannot write"));
+  for (const auto& [name, texts] : {std::make_pair("train_ids.jsonl", &corpus->train),
+                                    std::make_pair("eval_ids.jsonl", &corpus->eval)}) {
+    std::ofstream out(absl::StrCat(dir, "/", name), std::ios::binary | std::ios::trunc);
+    for (const std::string& t : *texts) {
+      absl::StatusOr<std::vector<int32_t>> ids = (*bpe)->Encode(t, /*parse_special=*/false);
+      if (!ids.ok()) return ids.status();
+      out << nlohmann::json{{"input_ids", *ids}}.dump() << "\n";
+    }
+    out.close();
+    if (!out) return absl::InternalError(absl::StrCat(dir, "/", name, ": cannot write"));
+  }
+  return corpus;
 }
 
 }  // namespace tailor::data

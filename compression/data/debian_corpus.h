@@ -37,6 +37,22 @@ absl::StatusOr<DebianCorpus> ReadDebianCorpus(const DebianCorpusOptions& options
 // Writes DIR/train.jsonl and DIR/eval.jsonl (DIR created).
 absl::Status WriteDebianCorpus(const DebianCorpus& corpus, const std::string& dir);
 
+// The corpus with a vocabulary of its own, for a parent that learns the text: a tailor-format
+// parent speaks token ids, so the paragraphs are also written as input_ids of a byte-level BPE
+// trained on the training split (its bytes keep ids 0..255, so ids 1 and 2, the task
+// vocabulary's <bos> and <eos>, are control bytes no paragraph contains).
+struct TokenizedCorpusOptions {
+  int64_t vocab_size = 512;
+  size_t max_train = 0;  // paragraphs kept, 0: all
+  size_t max_eval = 0;
+  DebianCorpusOptions source;
+};
+
+// WriteDebianCorpus, plus DIR/tokenizer.json (the BPE) and DIR/train_ids.jsonl and
+// DIR/eval_ids.jsonl ({"input_ids": ...} per paragraph). Returns the corpus written.
+absl::StatusOr<DebianCorpus> WriteTokenizedDebianCorpus(const std::string& dir,
+                                                        const TokenizedCorpusOptions& options);
+
 }  // namespace tailor::data
 
 #endif  // TAILOR_COMPRESSION_DATA_DEBIAN_CORPUS_H_

@@ -1,5 +1,6 @@
 #include "compression/data/parent_vocabulary.h"
 
+#include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,12 @@ int32_t SpecialId(const Json& c, const char* key, int64_t vocab_size) {
   return id >= 0 && id < vocab_size ? static_cast<int32_t>(id) : -1;
 }
 
+bool HasTokenizerFiles(const std::string& dir) {
+  std::error_code ec;
+  return std::filesystem::exists(dir + "/tokenizer.json", ec) ||
+         std::filesystem::exists(dir + "/tokenizer.model", ec);
+}
+
 }  // namespace
 
 TextDatasetOptions ParentVocabulary::Options(int64_t sequence_tokens) const {
@@ -38,7 +45,8 @@ ParentVocabulary TailorParentVocabulary(int64_t vocab_size, int64_t context_toke
   v.context_tokens = context_tokens;
   v.bos = vocab_size > 1 ? 1 : -1;  // the task vocabulary's <bos> and <eos>
   v.eos = vocab_size > 2 ? 2 : -1;
-  v.no_tokenizer_reason = "tailor-format parents speak token ids only";
+  v.no_tokenizer_reason =
+      "tailor-format parents speak token ids only, unless their folder has a tokenizer.json";
   return v;
 }
 
@@ -49,18 +57,22 @@ absl::StatusOr<ParentVocabulary> ReadParentVocabulary(absl::string_view config_j
   const Json parsed = Json::parse(config_json.begin(), config_json.end(), nullptr, false);
   const bool hf = !format.empty() || (parsed.is_object() && (parsed.contains("architectures") ||
                                                              parsed.contains("model_type")));
+  ParentVocabulary v;
   if (!hf) {
     absl::StatusOr<model::HybridConfig> c = model::ParseHybridConfigJson(config_json);
     if (!c.ok()) return c.status();
-    return TailorParentVocabulary(c->vocab, c->max_seq);
+    v = TailorParentVocabulary(c->vocab, c->max_seq);
+    // A tailor-format parent speaks ids unless its folder carries the tokenizer it was
+    // trained with (tailor-train-parent --tokenizer).
+    if (dir.empty() || !HasTokenizerFiles(dir)) return v;
+  } else {
+    absl::StatusOr<hf::HfConfig> c = hf::ParseHfConfigJson(config_json, source, format);
+    if (!c.ok()) return c.status();
+    v.vocab_size = c->vocab_size;
+    v.context_tokens = c->max_position_embeddings;
+    v.bos = SpecialId(parsed, "bos_token_id", v.vocab_size);
+    v.eos = SpecialId(parsed, "eos_token_id", v.vocab_size);
   }
-  ParentVocabulary v;
-  absl::StatusOr<hf::HfConfig> c = hf::ParseHfConfigJson(config_json, source, format);
-  if (!c.ok()) return c.status();
-  v.vocab_size = c->vocab_size;
-  v.context_tokens = c->max_position_embeddings;
-  v.bos = SpecialId(parsed, "bos_token_id", v.vocab_size);
-  v.eos = SpecialId(parsed, "eos_token_id", v.vocab_size);
   if (dir.empty()) {
     v.no_tokenizer_reason = "the parent is a stored artifact without tokenizer files";
     return v;
@@ -68,6 +80,7 @@ absl::StatusOr<ParentVocabulary> ReadParentVocabulary(absl::string_view config_j
   absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> t = tokenizer::LoadTokenizer(dir);
   if (t.ok()) {
     v.tokenizer = *std::move(t);
+    v.no_tokenizer_reason.clear();
   } else {
     v.no_tokenizer_reason = std::string(t.status().message());
   }

@@ -31,7 +31,8 @@ struct ParentVocabulary {
   TextDatasetOptions Options(int64_t sequence_tokens) const;
 };
 
-// A tailor-format parent's: the task vocabulary's <bos> 1 and <eos> 2, no tokenizer.
+// A tailor-format parent's: the task vocabulary's <bos> 1 and <eos> 2, no tokenizer
+// (ReadParentVocabulary adds the one in its folder, if any).
 ParentVocabulary TailorParentVocabulary(int64_t vocab_size, int64_t context_tokens);
 
 // `config_json` is the parent's config.json (`source` names it in errors); `format` forces

@@ -2,11 +2,16 @@
 // suites and writes DIR/config.json, DIR/model.safetensors and DIR/train_report.json. With
 // --data it trains a language model of that shape on a JSONL dataset of token ids instead
 // (docs/data.md; the vocabulary is --vocab, documents read as the jobs read a tailor-format
-// parent's data: <bos> 1, <eos> 2, packed into --sequence-tokens rows, seeded epochs).
+// parent's data: <bos> 1, <eos> 2, packed into --sequence-tokens rows, seeded epochs);
+// --tokenizer puts the tokenizer of those ids in the parent's folder, so contracts can name
+// text datasets for it. --debian-corpus writes the offline demo's corpus first (compression/
+// data/debian_corpus.h: text, a BPE of --vocab tokens, ids) and trains on it.
 //
 //   tailor-train-parent --out DIR [--steps N] [--seed S] [--threads T] [--batch B]
 //                       [--lr LR] [--eval-samples N]
-//                       [--data FILE.jsonl --vocab V [--sequence-tokens L]]
+//                       [--data FILE.jsonl --vocab V [--sequence-tokens L]
+//                        [--tokenizer tokenizer.json]]
+//                       [--debian-corpus CORPUS_DIR [--vocab V] [--sequence-tokens L]]
 // Exit codes: 0 ok, 1 failed, 2 usage.
 
 #include <cstdio>
@@ -19,12 +24,14 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "compression/data/debian_corpus.h"
 #include "compression/data/parent_vocabulary.h"
 #include "compression/data/text_dataset.h"
 #include "compression/model/config.h"
 #include "compression/model/hybrid_lm.h"
 #include "compression/tasks/suites.h"
 #include "compression/tasks/training.h"
+#include "compression/tokenizer/byte_level_bpe.h"
 #include "nlohmann/json.hpp"
 
 namespace tailor::tasks {
@@ -44,12 +51,19 @@ struct Flags {
   std::string data;            // JSONL of input_ids; empty: the task suites
   int64_t vocab = 0;           // with --data
   int64_t sequence_tokens = 64;
+  std::string tokenizer;      // copied into --out as tokenizer.json
+  std::string debian_corpus;  // written first; then data and tokenizer are read from it
 };
+
+// The demo corpus's vocabulary when --debian-corpus has no --vocab.
+constexpr int64_t kDebianCorpusVocab = 512;
 
 constexpr char kUsage[] =
     "usage: tailor-train-parent --out DIR [--steps N] [--seed S] [--threads T] [--batch B]\n"
     "                           [--lr LR] [--eval-samples N]\n"
-    "                           [--data FILE.jsonl --vocab V [--sequence-tokens L]]\n";
+    "                           [--data FILE.jsonl --vocab V [--sequence-tokens L]\n"
+    "                            [--tokenizer tokenizer.json]]\n"
+    "                           [--debian-corpus CORPUS_DIR [--vocab V] [--sequence-tokens L]]\n";
 
 bool ParseFlags(int argc, char** argv, Flags& f, std::string& error) {
   for (int i = 1; i < argc; ++i) {
@@ -82,6 +96,10 @@ bool ParseFlags(int argc, char** argv, Flags& f, std::string& error) {
       f.data = v;
     } else if (arg == "--vocab") {
       ok = absl::SimpleAtoi(v, &f.vocab) && f.vocab >= 3;
+    } else if (arg == "--tokenizer") {
+      f.tokenizer = v;
+    } else if (arg == "--debian-corpus") {
+      f.debian_corpus = v;
     } else if (arg == "--sequence-tokens") {
       ok = absl::SimpleAtoi(v, &f.sequence_tokens) && f.sequence_tokens >= 2;
     } else {
@@ -97,8 +115,22 @@ bool ParseFlags(int argc, char** argv, Flags& f, std::string& error) {
     error = "--out is required";
     return false;
   }
+  if (!f.debian_corpus.empty()) {
+    if (!f.data.empty() || !f.tokenizer.empty()) {
+      error = "--debian-corpus brings its own --data and --tokenizer";
+      return false;
+    }
+    if (f.vocab == 0) f.vocab = kDebianCorpusVocab;
+    f.data = f.debian_corpus + "/train_ids.jsonl";
+    f.tokenizer = f.debian_corpus + "/tokenizer.json";
+    return true;
+  }
   if (f.data.empty() != (f.vocab == 0)) {
     error = "--data and --vocab go together";
+    return false;
+  }
+  if (!f.tokenizer.empty() && f.data.empty()) {
+    error = "--tokenizer goes with --data";
     return false;
   }
   return true;
@@ -147,7 +179,44 @@ SampleSource DataBatches(const Flags& f, const model::HybridConfig& config) {
   };
 }
 
+// The tokenizer of the training ids, checked (it loads, its ids fit --vocab) before any
+// training; its bytes are what the parent's folder gets.
+absl::StatusOr<std::string> ReadTokenizer(const Flags& f) {
+  absl::StatusOr<std::string> bytes = model::ReadFileToString(f.tokenizer);
+  if (!bytes.ok()) return bytes.status();
+  absl::StatusOr<std::unique_ptr<tokenizer::ByteLevelBpe>> bpe =
+      tokenizer::ByteLevelBpe::FromJson(*bytes, f.tokenizer);
+  if (!bpe.ok()) return bpe.status();
+  if ((*bpe)->vocab_size() > f.vocab) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(f.tokenizer, " has ", (*bpe)->vocab_size(), " tokens; --vocab is ", f.vocab));
+  }
+  return bytes;
+}
+
 int Run(const Flags& f) {
+  if (!f.debian_corpus.empty()) {
+    data::TokenizedCorpusOptions o;
+    o.vocab_size = f.vocab;
+    absl::StatusOr<data::DebianCorpus> corpus =
+        data::WriteTokenizedDebianCorpus(f.debian_corpus, o);
+    if (!corpus.ok()) {
+      std::fprintf(stderr, "error: the Debian corpus: %s\n", corpus.status().ToString().c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "corpus: %zu training and %zu held-out paragraphs, %zu prompts in %s\n",
+                 corpus->train.size(), corpus->eval.size(), corpus->prompts.size(),
+                 f.debian_corpus.c_str());
+  }
+  std::string tokenizer_json;
+  if (!f.tokenizer.empty()) {
+    absl::StatusOr<std::string> t = ReadTokenizer(f);
+    if (!t.ok()) {
+      std::fprintf(stderr, "error: --tokenizer: %s\n", t.status().ToString().c_str());
+      return 1;
+    }
+    tokenizer_json = *std::move(t);
+  }
   model::HybridConfig config = DefaultParentConfig();
   if (!f.data.empty()) config.vocab = f.vocab;
   absl::StatusOr<model::HybridLM> created = model::CreateHybridLM(config, f.seed);
@@ -198,6 +267,9 @@ int Run(const Flags& f) {
   const double mean = views.empty() ? 0.0 : sum / views.size();
   std::fprintf(stderr, "mean exact-match accuracy %.3f, training %.1fs\n", mean, trained->seconds);
   absl::Status saved = model::SaveHybridLM(model, f.out);
+  if (saved.ok() && !tokenizer_json.empty()) {
+    saved = model::WriteFileAtomically(f.out + "/tokenizer.json", tokenizer_json);
+  }
   if (!saved.ok()) {
     std::fprintf(stderr, "error: %s\n", saved.ToString().c_str());
     return 1;

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "compression/data/debian_corpus.h"
+#include "compression/data/parent_vocabulary.h"
 #include "compression/data/text_dataset.h"
 #include "compression/tokenizer/bpe_trainer.h"
 #include "compression/tokenizer/byte_level_bpe.h"
@@ -219,6 +221,55 @@ TEST_F(TextDatasetTest, BadDataNamesTheFileAndLine) {
   EXPECT_THAT(ReadAll(dir_, Options(32)).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "sequence_tokens 32 is longer than the parent's context of 16 tokens"));
+}
+
+// A tailor-format parent speaks ids; with the tokenizer it was trained with in its folder
+// (tailor-train-parent --tokenizer / --debian-corpus), its text datasets read as the same ids
+// as the corpus's input_ids files.
+TEST_F(TextDatasetTest, TailorParentWithATokenizerInItsFolderReadsText) {
+  if (!std::filesystem::exists("/usr/share/common-licenses")) {
+    GTEST_SKIP() << "no /usr/share/common-licenses";
+  }
+  WriteFile(dir_, "config.json",
+            R"({"format": "tailor-hybrid-lm", "hidden": 32, "vocab": 300, "max_seq": 128,
+                "rope_theta": 10000.0, "norm_eps": 1e-5, "version": 1,
+                "layers": [{"kind": "attention",
+                            "attention": {"heads": 2, "kv_heads": 1, "head_dim": 16}}]})");
+  absl::StatusOr<ParentVocabulary> bare = ReadParentVocabularyDir(dir_, "");
+  ASSERT_THAT(bare.status(), IsOk());
+  EXPECT_EQ(bare->tokenizer, nullptr);
+  EXPECT_THAT(bare->no_tokenizer_reason, HasSubstr("unless their folder has a tokenizer.json"));
+  EXPECT_EQ(bare->bos, 1);
+  EXPECT_EQ(bare->eos, 2);
+
+  TokenizedCorpusOptions o;
+  o.vocab_size = 300;
+  o.max_train = 12;
+  o.max_eval = 3;
+  absl::StatusOr<DebianCorpus> corpus = WriteTokenizedDebianCorpus(dir_, o);
+  ASSERT_THAT(corpus.status(), IsOk());
+  EXPECT_EQ(corpus->train.size(), 12u);
+  EXPECT_EQ(corpus->eval.size(), 3u);
+  absl::StatusOr<ParentVocabulary> v = ReadParentVocabularyDir(dir_, "");
+  ASSERT_THAT(v.status(), IsOk());
+  ASSERT_NE(v->tokenizer, nullptr) << v->no_tokenizer_reason;
+  EXPECT_EQ(v->tokenizer->vocab_size(), 300);
+  EXPECT_EQ(v->bos, 1);  // the task vocabulary's, control bytes no paragraph holds
+  EXPECT_EQ(v->eos, 2);
+  TextDatasetOptions unpacked = v->Options(1 << 16);
+  unpacked.packing = false;
+  unpacked.context_tokens = 1 << 20;
+  absl::StatusOr<std::vector<TokenSequence>> text =
+      ReadAll(dir_ + "/train.jsonl", unpacked, v->tokenizer.get());
+  absl::StatusOr<std::vector<TokenSequence>> ids = ReadAll(dir_ + "/train_ids.jsonl", unpacked);
+  ASSERT_THAT(text.status(), IsOk());
+  ASSERT_THAT(ids.status(), IsOk());
+  ASSERT_EQ(text->size(), 12u);
+  ASSERT_EQ(ids->size(), 12u);
+  for (size_t i = 0; i < ids->size(); ++i) {
+    EXPECT_EQ((*text)[i].tokens, (*ids)[i].tokens) << "paragraph " << i;
+    EXPECT_GT((*ids)[i].tokens.size(), 3u);
+  }
 }
 
 }  // namespace

@@ -853,7 +853,7 @@ TEST(ExamplesTest, EveryExampleContractIsValid) {
   }
   EXPECT_THAT(names, ::testing::IsSupersetOf({"probe-cpu.textproto", "npc-cpu.textproto",
                                               "blocks-cpu.textproto", "entropy-cpu.textproto",
-                                              "throughput-cpu.json"}));
+                                              "throughput-cpu.json", "text-cpu.textproto"}));
 }
 
 TEST(ExamplesTest, NpcExampleMatchesTheArchitectureSketch) {
