@@ -223,9 +223,11 @@ std::string RenderTableCheck(const v1::CampaignReport& r) {
 std::string RenderQuality(const v1::CampaignReport& r, const RenderOptions& options) {
   bool eval = false;
   bool exact = false;
+  bool served = false;
   for (const v1::QualityResult& q : r.quality()) {
     eval = eval || q.has_perplexity();
     exact = exact || q.has_exact_match();
+    served = served || q.has_served_perplexity();
   }
   std::vector<Column> columns = {{"MODEL"},
                                  {"KD LOSS", Align::kRight},
@@ -233,6 +235,7 @@ std::string RenderQuality(const v1::CampaignReport& r, const RenderOptions& opti
                                  {"PARAMETERS", Align::kRight}};
   if (eval) columns.push_back({"PERPLEXITY", Align::kRight});
   if (exact) columns.push_back({"EXACT MATCH", Align::kRight});
+  if (served) columns.push_back({"SERVED PPL", Align::kRight});  // verify, in the engine
   Table quality(columns);
   for (const v1::QualityResult& q : r.quality()) {
     std::vector<std::string> row = {q.model(), FormatNumber(q.kd_loss(), 4),
@@ -240,6 +243,9 @@ std::string RenderQuality(const v1::CampaignReport& r, const RenderOptions& opti
                                     FormatCount(q.parameters())};
     if (eval) row.push_back(q.has_perplexity() ? FormatNumber(q.perplexity(), 4) : "-");
     if (exact) row.push_back(q.has_exact_match() ? FormatNumber(q.exact_match(), 3) : "-");
+    if (served) {
+      row.push_back(q.has_served_perplexity() ? FormatNumber(q.served_perplexity(), 4) : "-");
+    }
     quality.AddRow(row);
   }
   std::string out = quality.Render(options.width);

@@ -22,6 +22,15 @@ absl::StatusOr<std::string> FetchModelArtifact(JobContext& job, const std::strin
                                                const std::string& work_dir,
                                                const std::string& name);
 
+// The same for a dataset artifact (model::UnpackDatasetArchive): INVALID_ARGUMENT "dataset
+// artifact DIGEST (NAME) failed validation: ..." for a bad one.
+absl::StatusOr<std::string> UnpackDatasetArtifact(const std::string& tar, const std::string& dir,
+                                                  const std::string& digest,
+                                                  const std::string& name);
+absl::StatusOr<std::string> FetchDatasetArtifact(JobContext& job, const std::string& digest,
+                                                 const std::string& work_dir,
+                                                 const std::string& name);
+
 }  // namespace tailor
 
 #endif  // TAILOR_COMMON_MODEL_FETCH_H_

@@ -48,6 +48,20 @@ std::vector<int64_t> GatePrompt(uint64_t seed, int i, int length, int64_t vocab)
   return out;
 }
 
+// Up to `count` of the eval sample's sequences with at least `length` tokens, cut to it: the
+// gate compares the engines on the contract's own text (every prompt shares one position
+// list, so shorter sequences are left out).
+std::vector<std::vector<int64_t>> EvalPrompts(const EvalSample* eval, int count, int length) {
+  std::vector<std::vector<int64_t>> prompts;
+  if (eval == nullptr || length < 2) return prompts;
+  for (const data::TokenSequence& s : eval->sequences) {
+    if (static_cast<int>(prompts.size()) >= count) break;
+    if (static_cast<int>(s.tokens.size()) < length) continue;
+    prompts.emplace_back(s.tokens.begin(), s.tokens.begin() + length);
+  }
+  return prompts;
+}
+
 // KL(ours || theirs) at one position; llama.cpp's null (underflowed) entries are -inf, so
 // mass of ours there makes it infinite.
 double PositionKl(const std::vector<float>& ours, const std::vector<double>& theirs) {
@@ -349,7 +363,8 @@ absl::StatusOr<v1::JobOutput> LlamaCppEngine::Verify(const v1::DeploymentContrac
   v1::JobOutput result;
   *result.mutable_engine() = Info();
   absl::StatusOr<v1::EquivalenceCheck> gate = CheckEquivalence(
-      (*ours)->model(), *gguf_path, contract.target().equivalence(), options_, contract.seed());
+      (*ours)->model(), *gguf_path, contract.target().equivalence(), options_, contract.seed(),
+      model.eval);
   if (!gate.ok()) return Permanent(gate.status());
   *result.mutable_equivalence() = *std::move(gate);
   AddGateChecks(result.equivalence(), result);
@@ -371,6 +386,15 @@ absl::StatusOr<v1::JobOutput> LlamaCppEngine::Verify(const v1::DeploymentContrac
   TAILOR_RETURN_IF_ERROR(report(0.7, "evaluating the task suites (tailor's engine)"));
   TAILOR_ASSIGN_OR_RETURN(*result.mutable_quality(),
                           TaskQuality(**ours, contract.seed(), config_.verify_task_samples));
+  const v1::EquivalenceCheck& gate_check = result.equivalence();
+  if (gate_check.has_engine_perplexity() && model.eval != nullptr) {
+    // The gate's prompts are data.eval's text: llama.cpp's perplexity on their tokens.
+    result.mutable_quality()->set_perplexity(gate_check.engine_perplexity());
+    result.mutable_quality()->set_eval_dataset_digest(model.eval->digest);
+    result.mutable_quality()->set_eval_sequences(gate_check.prompts());
+    // Every prompt's last position predicts no token of it.
+    result.mutable_quality()->set_eval_tokens(gate_check.positions() - gate_check.prompts());
+  }
   JudgeBudgets(contract.budget(), result);
   return result;
 }
@@ -475,25 +499,49 @@ absl::StatusOr<v1::EquivalenceCheck> CheckEquivalence(model::HybridLM& model,
                                                       const std::string& gguf_path,
                                                       const v1::EquivalenceGate& gate,
                                                       const LlamaCppEngineOptions& options,
-                                                      uint64_t seed) {
+                                                      uint64_t seed, const EvalSample* eval) {
   const int64_t vocab = model->config().vocab;
   const int length = static_cast<int>(
       std::min<int64_t>(options.equivalence_length, model->config().max_seq));
   std::vector<int64_t> positions(length);
   for (int i = 0; i < length; ++i) positions[i] = i;
-  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::vector<int64_t>> prompts = EvalPrompts(eval, options.equivalence_prompts, length);
+  const bool from_eval = !prompts.empty();
+  for (int i = 0; !from_eval && i < options.equivalence_prompts; ++i) {
+    prompts.push_back(GatePrompt(seed, i, length, vocab));
+  }
   std::vector<std::vector<std::vector<float>>> ours;
-  for (int i = 0; i < options.equivalence_prompts; ++i) {
-    std::vector<int64_t> tokens = GatePrompt(seed, i, length, vocab);
+  std::vector<std::vector<int32_t>> ids;
+  for (const std::vector<int64_t>& tokens : prompts) {
     TAILOR_ASSIGN_OR_RETURN(std::vector<std::vector<float>> lp,
                             hf::NextTokenLogprobs(model, tokens, positions));
     ours.push_back(std::move(lp));
-    prompts.emplace_back(tokens.begin(), tokens.end());
+    ids.emplace_back(tokens.begin(), tokens.end());
   }
   TAILOR_ASSIGN_OR_RETURN(std::vector<gguf::NextTokenLogprobs> theirs,
-                          gguf::RunNextTokenLogprobsBatch(gguf_path, prompts, positions,
+                          gguf::RunNextTokenLogprobsBatch(gguf_path, ids, positions,
                                                           options.sidecar));
-  return JudgeEquivalence(ours, theirs, gate);
+  TAILOR_ASSIGN_OR_RETURN(v1::EquivalenceCheck e, JudgeEquivalence(ours, theirs, gate));
+  e.set_prompts_from(from_eval ? "data.eval" : "random ids");
+  if (from_eval) {
+    // Position t predicts token t + 1 of the same prompt.
+    double ours_nll = 0;
+    double theirs_nll = 0;
+    int64_t n = 0;
+    for (size_t p = 0; p < prompts.size(); ++p) {
+      for (int t = 0; t + 1 < length; ++t) {
+        const int64_t next = prompts[p][t + 1];
+        ours_nll -= ours[p][t][next];
+        theirs_nll -= theirs[p].logprobs[t][next];
+        ++n;
+      }
+    }
+    const double ours_ppl = std::exp(ours_nll / static_cast<double>(n));
+    const double theirs_ppl = std::exp(theirs_nll / static_cast<double>(n));
+    if (std::isfinite(ours_ppl)) e.set_tailor_perplexity(ours_ppl);
+    if (std::isfinite(theirs_ppl)) e.set_engine_perplexity(theirs_ppl);
+  }
+  return e;
 }
 
 absl::StatusOr<EngineIdentity> DetectLlamaCpp(const gguf::SidecarOptions& sidecar) {

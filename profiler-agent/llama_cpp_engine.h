@@ -63,13 +63,16 @@ absl::StatusOr<v1::EquivalenceCheck> JudgeEquivalence(
     const std::vector<std::vector<std::vector<float>>>& ours,
     const std::vector<gguf::NextTokenLogprobs>& theirs, const v1::EquivalenceGate& gate);
 
-// The gate end to end: `prompts` x `length` deterministic prompts from `seed`, tailor's
-// distribution from `model`, llama.cpp's from the GGUF at `gguf_path` in one child process.
+// The gate end to end: `prompts` x `length` prompts, tailor's distribution from `model`,
+// llama.cpp's from the GGUF at `gguf_path` in one child process. The prompts are the eval
+// sample's sequences of at least `length` tokens, cut to it, when `eval` holds any (then both
+// engines' perplexity over those tokens is recorded too), else deterministic ids from `seed`.
 absl::StatusOr<v1::EquivalenceCheck> CheckEquivalence(model::HybridLM& model,
                                                       const std::string& gguf_path,
                                                       const v1::EquivalenceGate& gate,
                                                       const LlamaCppEngineOptions& options,
-                                                      uint64_t seed);
+                                                      uint64_t seed,
+                                                      const EvalSample* eval = nullptr);
 
 // The whole-model profiler's serve function in llama.cpp: each call draws `config`'s dummy
 // weights, writes them as a student of `parent` in `scratch_dir` (which must exist), exports

@@ -12,6 +12,7 @@
 #include "common/job_output.h"
 #include "common/proto_json.h"
 #include "common/struct_values.h"
+#include "compression/autocompress/text_quality.h"
 #include "compression/costmodel/cost_table_proto.h"
 #include "compression/engine/engine.h"
 #include "compression/hf/hf_import.h"
@@ -22,6 +23,7 @@
 #include "compression/tasks/suites.h"
 #include "compression/tasks/tokenizer.h"
 #include "compression/tasks/training.h"
+#include "profiler-agent/verify_data.h"
 #include "methods/api/job_kinds.h"
 
 namespace tailor::profiler {
@@ -218,7 +220,7 @@ absl::StatusOr<ProfileJobOutput> RunProfile(const v1::DeploymentContract& contra
 
 absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
                                         const std::string& model_dir, const MlJobConfig& config,
-                                        const MlProgressFn& progress) {
+                                        const MlProgressFn& progress, const EvalSample* eval) {
   auto report = [&](double f, const std::string& message) -> absl::Status {
     if (progress && !progress(f, message, {})) return absl::CancelledError("verify cancelled");
     return absl::OkStatus();
@@ -261,6 +263,15 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
   TAILOR_RETURN_IF_ERROR(report(0.6, "evaluating the task suites"));
   TAILOR_ASSIGN_OR_RETURN(*result.mutable_quality(),
                           TaskQuality(eng, contract.seed(), config.verify_task_samples));
+  if (eval != nullptr && !eval->sequences.empty()) {
+    TAILOR_RETURN_IF_ERROR(report(0.8, absl::StrCat("perplexity on ", eval->sequences.size(),
+                                                    " sequences of data.eval")));
+    int64_t tokens = 0;
+    TAILOR_ASSIGN_OR_RETURN(autocompress::ModelTextQuality q,
+                            autocompress::ScoreSequences(eng.model(), eval->sequences, tokens));
+    SetServedPerplexity(*eval, static_cast<int64_t>(eval->sequences.size()), tokens, q.nll_sum,
+                        *result.mutable_quality());
+  }
   measured.set_latency_statistic(
       absl::StrCat("per-step medians summed over ", m.repetitions, " requests"));
   JudgeBudgets(contract.budget(), result);
@@ -328,7 +339,7 @@ class BuiltinEngine : public ServingEngine {
                                        const ModelToServe& model,
                                        const std::string& /*work_dir*/,
                                        const MlProgressFn& progress) override {
-    return RunVerify(contract, model.dir, config_, progress);
+    return RunVerify(contract, model.dir, config_, progress, model.eval);
   }
   absl::StatusOr<costmodel::RecheckResult> Recheck(const v1::DeploymentContract& contract,
                                                    const std::string& parent_dir,
@@ -483,9 +494,15 @@ JobHandler MakeVerifyHandler(MlJobConfig config, std::shared_ptr<ServingEngine> 
     }
     TAILOR_ASSIGN_OR_RETURN(auto model, ModelDir(ctx));
     const bool is_parent = model.second.rfind("parent ", 0) == 0;
-    TAILOR_ASSIGN_OR_RETURN(v1::JobOutput result,
-                            engine->Verify(ctx.contract(), {model.first, is_parent},
-                                           ctx.work_dir(), ProgressOf(ctx)));
+    EvalSample eval;
+    if (ctx.contract().data().has_eval()) {
+      TAILOR_ASSIGN_OR_RETURN(std::string parent_dir, ParentDir(ctx));
+      TAILOR_ASSIGN_OR_RETURN(eval, ReadEvalSample(ctx, parent_dir, config.verify_eval_sequences));
+    }
+    TAILOR_ASSIGN_OR_RETURN(
+        v1::JobOutput result,
+        engine->Verify(ctx.contract(), {model.first, is_parent, &eval}, ctx.work_dir(),
+                       ProgressOf(ctx)));
     result.set_model_source(model.second);
     // The main verify of a campaign also scores the parent under the same engine settings,
     // so the report compares parent, student and baseline measured the same way.

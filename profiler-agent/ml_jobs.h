@@ -43,6 +43,7 @@ struct MlJobConfig {
   // Verify: measured repetitions and task samples per suite (tests shrink them).
   int verify_repetitions = 15;
   int verify_task_samples = 64;
+  int verify_eval_sequences = 64;  // of data.eval, when the contract has one
   // Profile: overrides for tests (0 = the profiler's defaults).
   int profile_rounds = 0;
   int profile_validation_architectures = 0;
@@ -82,10 +83,12 @@ absl::StatusOr<ProfileJobOutput> RunProfile(const v1::DeploymentContract& contra
                                             const MlJobConfig& config,
                                             const MlProgressFn& progress);
 
-// The verify job in the built-in engine. `model_dir` holds config.json + model.safetensors.
+// The verify job in the built-in engine. `model_dir` holds config.json + model.safetensors;
+// with `eval`, the served model's perplexity on it goes into the quality.
 absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
                                         const std::string& model_dir, const MlJobConfig& config,
-                                        const MlProgressFn& progress);
+                                        const MlProgressFn& progress,
+                                        const EvalSample* eval = nullptr);
 
 // The drift check's re-measurement in the built-in engine: each architecture served as verify
 // serves (engine::Engine::Measure, dummy weights), latency the robust per-step figure its

@@ -15,11 +15,13 @@
 // tailor's own forward pass.
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "compression/costmodel/drift_check.h"
 #include "compression/costmodel/profiler.h"
+#include "compression/data/text_dataset.h"
 #include "tailor/v1/campaign.pb.h"
 #include "tailor/v1/contract.pb.h"
 #include "tailor/v1/job_output.pb.h"
@@ -47,11 +49,19 @@ struct ProfileJobOutput {
   costmodel::ProfileResult result;
 };
 
+// The first sequences of the contract's data.eval (verify_data.h), read as the distill job
+// reads them: what verify measures the served model's perplexity on.
+struct EvalSample {
+  std::string digest;
+  std::vector<data::TokenSequence> sequences;
+};
+
 // A model verify serves: tailor's model folder, or the parent's own folder (a Hugging Face
-// checkpoint or a tailor model).
+// checkpoint or a tailor model); `eval` is null when the contract has no data.eval.
 struct ModelToServe {
   std::string dir;
   bool is_parent = false;
+  const EvalSample* eval = nullptr;
 };
 
 class ServingEngine {

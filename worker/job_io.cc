@@ -136,13 +136,7 @@ absl::StatusOr<std::string> FetchDataset(WorkerContext& ctx, const std::string& 
       if (!out) return absl::InternalError(absl::StrCat("cannot write ", tar));
     }
   }
-  absl::StatusOr<std::vector<std::string>> names = model::UnpackDatasetArchive(tar, dir);
-  if (!names.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("dataset artifact ", digest, " (", name,
-                                                   ") failed validation: ",
-                                                   names.status().message()));
-  }
-  return dir;
+  return UnpackDatasetArtifact(tar, dir, digest, name);
 }
 
 absl::StatusOr<v1::CostTable> FetchCostTable(WorkerContext& ctx, const std::string& id) {

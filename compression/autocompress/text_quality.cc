@@ -92,4 +92,41 @@ absl::StatusOr<TextQuality> EvaluateText(model::HybridLM& teacher, model::Hybrid
   return q;
 }
 
+absl::StatusOr<ModelTextQuality> ScoreSequences(model::HybridLM& m,
+                                                const std::vector<data::TokenSequence>& sequences,
+                                                int64_t& tokens) {
+  ModelTextQuality q;
+  tokens = 0;
+  try {
+    torch::NoGradGuard no_grad;
+    const bool training = m->is_training();
+    m->eval();
+    std::vector<data::TokenSequence> batch;
+    auto flush = [&]() -> absl::Status {
+      if (batch.empty()) return absl::OkStatus();
+      TAILOR_RETURN_IF_ERROR(Score(m, batch, q));
+      for (const data::TokenSequence& s : batch) tokens += static_cast<int64_t>(s.tokens.size()) - 1;
+      batch.clear();
+      return absl::OkStatus();
+    };
+    for (const data::TokenSequence& s : sequences) {
+      if (s.tokens.size() < 2) continue;
+      if (batch.size() == kMaxBatch ||
+          (!batch.empty() && batch.front().tokens.size() != s.tokens.size())) {
+        TAILOR_RETURN_IF_ERROR(flush());
+      }
+      batch.push_back(s);
+    }
+    TAILOR_RETURN_IF_ERROR(flush());
+    m->train(training);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("scoring eval sequences: ",
+                                            e.what_without_backtrace()));
+  }
+  if (tokens == 0) {
+    return absl::InvalidArgumentError("no eval sequence of two or more tokens to score");
+  }
+  return q;
+}
+
 }  // namespace tailor::autocompress

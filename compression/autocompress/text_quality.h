@@ -41,6 +41,13 @@ struct TextQuality {
 absl::StatusOr<TextQuality> EvaluateText(model::HybridLM& teacher, model::HybridLM& student,
                                          data::TextDatasetReader& reader);
 
+// One model on `sequences` held in memory (the verify job's served model on the first
+// sequences of data.eval): its NLL and exact-match hits, and in `tokens` the predicted
+// positions. InvalidArgument when no sequence has two tokens.
+absl::StatusOr<ModelTextQuality> ScoreSequences(model::HybridLM& m,
+                                                const std::vector<data::TokenSequence>& sequences,
+                                                int64_t& tokens);
+
 }  // namespace tailor::autocompress
 
 #endif  // TAILOR_COMPRESSION_AUTOCOMPRESS_TEXT_QUALITY_H_

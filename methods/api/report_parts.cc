@@ -12,6 +12,7 @@ v1::QualityResult Quality(const std::string& model, const v1::ModelQuality& q) {
   r.set_model(model);
   r.set_task_accuracy(q.task_accuracy());
   r.set_parameters(q.parameters());
+  if (q.has_perplexity()) r.set_served_perplexity(q.perplexity());
   for (const auto& [task, accuracy] : q.per_task()) (*r.mutable_per_task())[task] = accuracy;
   return r;
 }

@@ -69,7 +69,8 @@ std::string Contract(const std::string& name, const std::string& parent,
       "compare_uniform_baseline: true\n",
       "data {\n  calibration { path: \"", corpus, "/train.jsonl\" }\n",
       "  train { path: \"", corpus, "/train.jsonl\" }\n",
-      "  eval { path: \"", corpus, "/eval.jsonl\" sequence_tokens: 64 }\n}\n", quality,
+      "  eval { path: \"", corpus, "/eval.jsonl\" sequence_tokens: 64 max_sequences: 48 }\n}\n",
+      quality,
       "resources { search { ranks_per_node: 2 } distill { ranks_per_node: 2 } }\n");
 }
 
@@ -129,6 +130,14 @@ TEST(DataQualityE2E, OwnDataTrainsAndJudgesTheStudentAndBadDataIsRefused) {
   for (const char* model : {"parent", "student", "baseline"}) {
     EXPECT_GT(perplexity[model], 1.0) << model << ": " << report["quality"].dump(2);
     EXPECT_LT(perplexity[model], 4.0 * kVocab) << model;
+  }
+  // Verify measured each student in the serving engine on the same 48 sequences (FP32: the
+  // distill job's figure up to rounding).
+  for (const nlohmann::json& q : report["quality"]) {
+    if (q["model"] == "parent") continue;
+    ASSERT_TRUE(q.contains("served_perplexity")) << q.dump();
+    const double ppl = q["perplexity"].get<double>();
+    EXPECT_NEAR(q["served_perplexity"].get<double>(), ppl, 1e-3 * ppl) << q.dump();
   }
   EXPECT_EQ(report["quality_check"]["met"], true);
   EXPECT_DOUBLE_EQ(report["quality_check"]["student_perplexity"].get<double>(),

@@ -174,6 +174,9 @@ TEST_F(LlamaCppEngineRealTest, VerifyPassesTheGateThenMeasuresWholeRequests) {
   EXPECT_EQ(e.positions(), 16 * 32);
   EXPECT_LT(e.max_kl(), 1e-5);  // an F32 export: the same function up to rounding
   EXPECT_EQ(e.argmax_agreement(), 1.0);
+  EXPECT_EQ(e.prompts_from(), "random ids");
+  EXPECT_FALSE(e.has_engine_perplexity());
+  EXPECT_FALSE(r->quality().has_perplexity());
   const v1::ModelCosts& m = r->measured();
   EXPECT_EQ(m.repetitions(), 10);  // p50 needs 10 (RepetitionsFor), more than configured
   EXPECT_EQ(m.latency_ms(), m.request_p50_ms());
@@ -192,6 +195,37 @@ TEST_F(LlamaCppEngineRealTest, VerifyPassesTheGateThenMeasuresWholeRequests) {
   EXPECT_FALSE(r->budgets(3).met());
   EXPECT_EQ(r->engine().name(), "llama.cpp");
   EXPECT_EQ(r->engine().version(), "3.21.1");
+}
+
+// With data.eval, the gate's prompts are the eval text (sequences of at least the gate's
+// 32 tokens, cut to it), and both engines' perplexity over those tokens is recorded; the
+// served one is llama.cpp's.
+TEST_F(LlamaCppEngineRealTest, TheGateComparesOnTheEvalTextAndMeasuresPerplexity) {
+  EvalSample eval;
+  eval.digest = std::string(64, 'b');
+  for (int s = 0; s < 4; ++s) {
+    data::TokenSequence seq;
+    for (int t = 0; t < (s == 1 ? 20 : 40); ++t) seq.tokens.push_back((s * 13 + t * 7) % 64);
+    eval.sequences.push_back(seq);
+  }
+  absl::StatusOr<v1::JobOutput> r =
+      engine_->Verify(Contract(), {parent_, true, &eval}, work_, nullptr);
+  ASSERT_THAT(r.status(), IsOk());
+  const v1::EquivalenceCheck& e = r->equivalence();
+  EXPECT_EQ(e.prompts_from(), "data.eval");
+  EXPECT_EQ(e.prompts(), 3);  // the 20-token sequence is shorter than the gate's prompts
+  EXPECT_EQ(e.positions(), 3 * 32);
+  EXPECT_TRUE(e.passed());
+  ASSERT_TRUE(e.has_engine_perplexity());
+  ASSERT_TRUE(e.has_tailor_perplexity());
+  EXPECT_GT(e.engine_perplexity(), 1.0);
+  // An F32 export: the same function up to rounding, so the same perplexity.
+  EXPECT_NEAR(e.engine_perplexity(), e.tailor_perplexity(), 1e-4 * e.tailor_perplexity());
+  const v1::ModelQuality& q = r->quality();
+  EXPECT_EQ(q.perplexity(), e.engine_perplexity());
+  EXPECT_EQ(q.eval_tokens(), 3 * 31);
+  EXPECT_EQ(q.eval_sequences(), 3);
+  EXPECT_EQ(q.eval_dataset_digest(), eval.digest);
 }
 
 TEST_F(LlamaCppEngineRealTest, AFailedGateMeasuresNothingAndShowsBothFigures) {

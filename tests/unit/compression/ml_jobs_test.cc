@@ -3,6 +3,7 @@
 // assertions.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -139,6 +140,47 @@ TEST(MlJobsTest, VerifyMeasuresEvaluatesAndChecksBudgets) {
   EXPECT_EQ(memory.resource(), "memory_mib");
   EXPECT_FALSE(memory.met());
   EXPECT_EQ(r->engine().precision(), "FP32");
+}
+
+// With an eval sample, verify adds the served model's perplexity over every predicted
+// position, equal to a hand computation from the model's logits.
+TEST(MlJobsTest, VerifyMeasuresPerplexityOnTheEvalSample) {
+  const std::string dir = SaveSmall("verify_eval");
+  EvalSample eval;
+  eval.digest = std::string(64, 'a');
+  for (int s = 0; s < 3; ++s) {
+    data::TokenSequence seq;
+    for (int t = 0; t < (s == 2 ? 7 : 12); ++t) seq.tokens.push_back((s * 17 + t * 5) % 64);
+    eval.sequences.push_back(seq);
+  }
+  eval.sequences.push_back(data::TokenSequence{.tokens = {5}});  // predicts nothing
+  absl::StatusOr<v1::JobOutput> r = RunVerify(Contract(), dir, Fast(), nullptr, &eval);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::ModelQuality& q = r->quality();
+  EXPECT_EQ(q.eval_dataset_digest(), eval.digest);
+  EXPECT_EQ(q.eval_sequences(), 4);
+  EXPECT_EQ(q.eval_tokens(), 11 + 11 + 6);
+  ASSERT_TRUE(q.has_perplexity());
+
+  absl::StatusOr<model::HybridLM> m = model::LoadHybridLM(dir);
+  ASSERT_TRUE(m.ok()) << m.status();
+  torch::NoGradGuard no_grad;
+  (*m)->eval();
+  double nll = 0;
+  for (int s = 0; s < 3; ++s) {
+    const std::vector<int32_t>& t = eval.sequences[s].tokens;
+    const at::Tensor ids = torch::tensor(std::vector<int64_t>(t.begin(), t.end())).unsqueeze(0);
+    absl::StatusOr<model::ForwardOutput> out = (*m)->Forward(ids);
+    ASSERT_TRUE(out.ok()) << out.status();
+    const at::Tensor logp = torch::log_softmax(out->logits[0].to(torch::kFloat64), -1);
+    for (size_t i = 0; i + 1 < t.size(); ++i) nll -= logp[i][t[i + 1]].item<double>();
+  }
+  EXPECT_NEAR(q.perplexity(), std::exp(nll / 28), 1e-4 * q.perplexity());
+
+  // No sample, no perplexity.
+  r = RunVerify(Contract(), dir, Fast(), nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->quality().has_perplexity());
 }
 
 TEST(MlJobsTest, VerifyRejectsInvalidModels) {
