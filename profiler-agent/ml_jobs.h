@@ -43,7 +43,9 @@ struct MlJobConfig {
   // Verify: measured repetitions and task samples per suite (tests shrink them).
   int verify_repetitions = 15;
   int verify_task_samples = 64;
-  int verify_eval_sequences = 64;  // of data.eval, when the contract has one
+  // Of data.eval, when the contract has one: enough to cover the usual held-out set, so the
+  // served perplexity is over the tokens the distill job's figure is.
+  int verify_eval_sequences = 256;
   // Profile: overrides for tests (0 = the profiler's defaults).
   int profile_rounds = 0;
   int profile_validation_architectures = 0;
