@@ -62,6 +62,31 @@ std::vector<std::vector<int64_t>> EvalPrompts(const EvalSample* eval, int count,
   return prompts;
 }
 
+// Both engines' perplexity over the gate's prompt tokens (shapes checked by
+// JudgeEquivalence): position t of a prompt predicts its token t + 1.
+void SetGatePerplexities(const std::vector<std::vector<int64_t>>& prompts,
+                         const std::vector<std::vector<std::vector<float>>>& ours,
+                         const std::vector<gguf::NextTokenLogprobs>& theirs,
+                         v1::EquivalenceCheck& e) {
+  double ours_nll = 0;
+  double theirs_nll = 0;
+  int64_t n = 0;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    for (size_t t = 0; t + 1 < prompts[p].size() && t < ours[p].size(); ++t) {
+      const int64_t next = prompts[p][t + 1];
+      ours_nll -= ours[p][t][next];
+      theirs_nll -= theirs[p].logprobs[t][next];
+      ++n;
+    }
+  }
+  if (n == 0) return;
+  const double ours_ppl = std::exp(ours_nll / static_cast<double>(n));
+  const double theirs_ppl = std::exp(theirs_nll / static_cast<double>(n));
+  // Proto JSON has no infinity: an underflowed distribution leaves the figure out.
+  if (std::isfinite(ours_ppl)) e.set_tailor_perplexity(ours_ppl);
+  if (std::isfinite(theirs_ppl)) e.set_engine_perplexity(theirs_ppl);
+}
+
 // KL(ours || theirs) at one position; llama.cpp's null (underflowed) entries are -inf, so
 // mass of ours there makes it infinite.
 double PositionKl(const std::vector<float>& ours, const std::vector<double>& theirs) {
@@ -505,7 +530,8 @@ absl::StatusOr<v1::EquivalenceCheck> CheckEquivalence(model::HybridLM& model,
       std::min<int64_t>(options.equivalence_length, model->config().max_seq));
   std::vector<int64_t> positions(length);
   for (int i = 0; i < length; ++i) positions[i] = i;
-  std::vector<std::vector<int64_t>> prompts = EvalPrompts(eval, options.equivalence_prompts, length);
+  std::vector<std::vector<int64_t>> prompts =
+      EvalPrompts(eval, options.equivalence_prompts, length);
   const bool from_eval = !prompts.empty();
   for (int i = 0; !from_eval && i < options.equivalence_prompts; ++i) {
     prompts.push_back(GatePrompt(seed, i, length, vocab));
@@ -523,24 +549,7 @@ absl::StatusOr<v1::EquivalenceCheck> CheckEquivalence(model::HybridLM& model,
                                                           options.sidecar));
   TAILOR_ASSIGN_OR_RETURN(v1::EquivalenceCheck e, JudgeEquivalence(ours, theirs, gate));
   e.set_prompts_from(from_eval ? "data.eval" : "random ids");
-  if (from_eval) {
-    // Position t predicts token t + 1 of the same prompt.
-    double ours_nll = 0;
-    double theirs_nll = 0;
-    int64_t n = 0;
-    for (size_t p = 0; p < prompts.size(); ++p) {
-      for (int t = 0; t + 1 < length; ++t) {
-        const int64_t next = prompts[p][t + 1];
-        ours_nll -= ours[p][t][next];
-        theirs_nll -= theirs[p].logprobs[t][next];
-        ++n;
-      }
-    }
-    const double ours_ppl = std::exp(ours_nll / static_cast<double>(n));
-    const double theirs_ppl = std::exp(theirs_nll / static_cast<double>(n));
-    if (std::isfinite(ours_ppl)) e.set_tailor_perplexity(ours_ppl);
-    if (std::isfinite(theirs_ppl)) e.set_engine_perplexity(theirs_ppl);
-  }
+  if (from_eval) SetGatePerplexities(prompts, ours, theirs, e);
   return e;
 }
 

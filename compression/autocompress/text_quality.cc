@@ -105,7 +105,9 @@ absl::StatusOr<ModelTextQuality> ScoreSequences(model::HybridLM& m,
     auto flush = [&]() -> absl::Status {
       if (batch.empty()) return absl::OkStatus();
       TAILOR_RETURN_IF_ERROR(Score(m, batch, q));
-      for (const data::TokenSequence& s : batch) tokens += static_cast<int64_t>(s.tokens.size()) - 1;
+      for (const data::TokenSequence& s : batch) {
+        tokens += static_cast<int64_t>(s.tokens.size()) - 1;
+      }
       batch.clear();
       return absl::OkStatus();
     };
