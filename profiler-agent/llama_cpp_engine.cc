@@ -19,6 +19,7 @@
 #include "compression/hf/hf_import.h"
 #include "compression/hf/parent_architecture.h"
 #include "nlohmann/json.hpp"
+#include "profiler-agent/verify_data.h"
 
 namespace tailor::profiler {
 
@@ -413,12 +414,11 @@ absl::StatusOr<v1::JobOutput> LlamaCppEngine::Verify(const v1::DeploymentContrac
                           TaskQuality(**ours, contract.seed(), config_.verify_task_samples));
   const v1::EquivalenceCheck& gate_check = result.equivalence();
   if (gate_check.has_engine_perplexity() && model.eval != nullptr) {
-    // The gate's prompts are data.eval's text: llama.cpp's perplexity on their tokens.
-    result.mutable_quality()->set_perplexity(gate_check.engine_perplexity());
-    result.mutable_quality()->set_eval_dataset_digest(model.eval->digest);
-    result.mutable_quality()->set_eval_sequences(gate_check.prompts());
-    // Every prompt's last position predicts no token of it.
-    result.mutable_quality()->set_eval_tokens(gate_check.positions() - gate_check.prompts());
+    // The gate's prompts are data.eval's text: llama.cpp's perplexity on their tokens (every
+    // prompt's last position predicts no token of it).
+    SetServedPerplexity(*model.eval, gate_check.prompts(),
+                        gate_check.positions() - gate_check.prompts(),
+                        gate_check.engine_perplexity(), *result.mutable_quality());
   }
   JudgeBudgets(contract.budget(), result);
   return result;

@@ -3,6 +3,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -269,7 +270,8 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
     int64_t tokens = 0;
     TAILOR_ASSIGN_OR_RETURN(autocompress::ModelTextQuality q,
                             autocompress::ScoreSequences(eng.model(), eval->sequences, tokens));
-    SetServedPerplexity(*eval, static_cast<int64_t>(eval->sequences.size()), tokens, q.nll_sum,
+    SetServedPerplexity(*eval, static_cast<int64_t>(eval->sequences.size()), tokens,
+                        std::exp(q.nll_sum / static_cast<double>(tokens)),
                         *result.mutable_quality());
   }
   measured.set_latency_statistic(
@@ -494,9 +496,15 @@ JobHandler MakeVerifyHandler(MlJobConfig config, std::shared_ptr<ServingEngine> 
     }
     TAILOR_ASSIGN_OR_RETURN(auto model, ModelDir(ctx));
     const bool is_parent = model.second.rfind("parent ", 0) == 0;
+    // The parent's folder, fetched once (a stored parent is a download): the eval sample
+    // reads its vocabulary, the main verify scores it.
+    const bool scores_parent = ctx.job().key() == methods::jobs::kVerify && !is_parent;
+    std::string parent_dir;
+    if (ctx.contract().data().has_eval() || scores_parent) {
+      TAILOR_ASSIGN_OR_RETURN(parent_dir, ParentDir(ctx));
+    }
     EvalSample eval;
     if (ctx.contract().data().has_eval()) {
-      TAILOR_ASSIGN_OR_RETURN(std::string parent_dir, ParentDir(ctx));
       TAILOR_ASSIGN_OR_RETURN(eval, ReadEvalSample(ctx, parent_dir, config.verify_eval_sequences));
     }
     TAILOR_ASSIGN_OR_RETURN(
@@ -506,8 +514,7 @@ JobHandler MakeVerifyHandler(MlJobConfig config, std::shared_ptr<ServingEngine> 
     result.set_model_source(model.second);
     // The main verify of a campaign also scores the parent under the same engine settings,
     // so the report compares parent, student and baseline measured the same way.
-    if (ctx.job().key() == methods::jobs::kVerify && !is_parent) {
-      TAILOR_ASSIGN_OR_RETURN(std::string parent_dir, ParentDir(ctx));
+    if (scores_parent) {
       TAILOR_ASSIGN_OR_RETURN(engine::EngineOptions options,
                               TailorEngineOptionsFor(ctx.contract(), config));
       absl::StatusOr<std::unique_ptr<engine::Engine>> parent =

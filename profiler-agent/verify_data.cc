@@ -50,11 +50,10 @@ absl::StatusOr<EvalSample> ReadEvalSample(JobContext& ctx, const std::string& pa
 }
 
 void SetServedPerplexity(const EvalSample& sample, int64_t sequences, int64_t tokens,
-                         double nll_sum, v1::ModelQuality& quality) {
+                         double perplexity, v1::ModelQuality& quality) {
   quality.set_eval_dataset_digest(sample.digest);
   quality.set_eval_sequences(sequences);
   quality.set_eval_tokens(tokens);
-  const double perplexity = tokens > 0 ? std::exp(nll_sum / static_cast<double>(tokens)) : 0;
   // Proto JSON has no infinity: a distribution that underflowed is left without a figure.
   if (std::isfinite(perplexity)) quality.set_perplexity(perplexity);
 }

@@ -22,10 +22,10 @@ namespace tailor::profiler {
 absl::StatusOr<EvalSample> ReadEvalSample(JobContext& ctx, const std::string& parent_dir,
                                           int max_sequences);
 
-// The served model's perplexity on `sample` as ModelQuality fields (perplexity from the NLL
-// over `tokens` predicted positions).
+// The served model's perplexity over `tokens` predicted positions of `sequences` sequences of
+// `sample`, as ModelQuality fields (every engine's verify reports it the same way).
 void SetServedPerplexity(const EvalSample& sample, int64_t sequences, int64_t tokens,
-                         double nll_sum, v1::ModelQuality& quality);
+                         double perplexity, v1::ModelQuality& quality);
 
 }  // namespace tailor::profiler
 
