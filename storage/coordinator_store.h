@@ -90,6 +90,7 @@ class CoordinatorStore {
                                                           const std::vector<int>& states,
                                                           const std::string& before_id,
                                                           int limit);
+  // Every queued or running campaign, in no particular order.
   absl::StatusOr<std::vector<v1::Campaign>> LoadNonFinalCampaigns();
   // Every campaign whose contract says recurring, oldest first.
   absl::StatusOr<std::vector<v1::Campaign>> ListRecurringCampaigns();

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -89,23 +90,39 @@ absl::StatusOr<std::vector<IndexToCheck>> IndexesToCheck(Database* db) {
 }
 
 // Each index's entries against its table's rows, counted through the index (a covering scan
-// of it: count(*) would count the table whatever INDEXED BY says) and without it.
+// of it: count(*) would count the table whatever INDEXED BY says) and without it. Each table
+// is scanned once for all of its indexes' columns: a restart at 100k queued campaigns checks
+// 18 indexes of 8 tables.
 absl::StatusOr<std::vector<std::string>> IndexCountMismatches(Database* db) {
   TAILOR_ASSIGN_OR_RETURN(std::vector<IndexToCheck> indexes, IndexesToCheck(db));
   std::vector<std::string> problems;
-  for (const IndexToCheck& i : indexes) {
-    const std::string counted = absl::StrCat("count(", Ident(i.column), ") FROM ", Ident(i.table));
-    TAILOR_ASSIGN_OR_RETURN(
-        Statement s,
-        db->Prepare(absl::StrCat("SELECT (SELECT ", counted, " INDEXED BY ", Ident(i.index),
-                                 "), (SELECT ", counted, " NOT INDEXED)")));
-    TAILOR_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) continue;
-    const int64_t in_index = s.ColumnInt(0), in_table = s.ColumnInt(1);
-    if (in_index != in_table) {
-      problems.push_back(absl::StrCat("index ", i.index, " holds ", in_index, " entries but table ",
-                                      i.table, " has ", in_table, " rows"));
+  for (size_t first = 0; first < indexes.size();) {
+    const std::string& table = indexes[first].table;
+    size_t end = first;
+    std::vector<std::string> columns;
+    while (end < indexes.size() && indexes[end].table == table) {
+      const IndexToCheck& i = indexes[end++];
+      columns.push_back(absl::StrCat("(SELECT count(", Ident(i.column), ") FROM ", Ident(table),
+                                     " INDEXED BY ", Ident(i.index), ")"));
     }
+    for (size_t k = first; k < end; ++k) {
+      columns.push_back(absl::StrCat("count(", Ident(indexes[k].column), ")"));
+    }
+    TAILOR_ASSIGN_OR_RETURN(
+        Statement s, db->Prepare(absl::StrCat("SELECT ", absl::StrJoin(columns, ", "), " FROM ",
+                                              Ident(table), " NOT INDEXED")));
+    TAILOR_ASSIGN_OR_RETURN(bool row, s.Step());
+    const int n = static_cast<int>(end - first);
+    for (int k = 0; row && k < n; ++k) {
+      const IndexToCheck& i = indexes[first + k];
+      const int64_t in_index = s.ColumnInt(k), in_table = s.ColumnInt(n + k);
+      if (in_index != in_table) {
+        problems.push_back(absl::StrCat("index ", i.index, " holds ", in_index,
+                                        " entries but table ", i.table, " has ", in_table,
+                                        " rows"));
+      }
+    }
+    first = end;
   }
   return problems;
 }
@@ -177,8 +194,14 @@ absl::Status CheckDatabaseNotLost(const std::string& data_dir) {
       RecoverySteps(data_dir)));
 }
 
-absl::Status CheckDatabaseHealth(Database* db) {
+absl::Status CheckDatabaseHealth(Database* db, Database* second) {
+  // The two checks read the whole file independently; on a second connection they run side by
+  // side (each is about a quarter of a restart at 100k queued campaigns).
+  absl::StatusOr<std::vector<std::string>> mismatches = std::vector<std::string>();
+  std::thread counter;
+  if (second != nullptr) counter = std::thread([&] { mismatches = IndexCountMismatches(second); });
   auto quick = QuickCheck(db);
+  if (counter.joinable()) counter.join();
   std::vector<std::string> problems;
   if (!quick.ok()) {
     problems.push_back(std::string(quick.status().message()));
@@ -186,7 +209,8 @@ absl::Status CheckDatabaseHealth(Database* db) {
     problems = *std::move(quick);
   }
   if (problems.empty()) {
-    auto mismatches = IndexCountMismatches(db);
+    // Index counts mean something only on a file whose pages are sound.
+    if (second == nullptr) mismatches = IndexCountMismatches(db);
     if (!mismatches.ok()) {
       problems.push_back(std::string(mismatches.status().message()));
     } else {
@@ -218,7 +242,9 @@ absl::Status CheckDatabaseBeforeOpen(const std::string& data_dir) {
                                             "database. ",
                                             RecoverySteps(data_dir)));
   }
-  return CheckDatabaseHealth(db->get());
+  // A second connection for the index counts; without one they follow quick_check.
+  auto second = Database::Open(path, read_only);
+  return CheckDatabaseHealth(db->get(), second.ok() ? second->get() : nullptr);
 }
 
 }  // namespace tailor::storage

@@ -41,8 +41,9 @@ absl::Status CheckDatabaseNotLost(const std::string& data_dir);
 
 // DATA_LOSS when PRAGMA quick_check reports damage or an index of a table holds a different
 // number of entries than the table has rows (a damaged unique index silently admits
-// duplicates, e.g. of request ids). Partial indexes are skipped: they index fewer rows.
-absl::Status CheckDatabaseHealth(Database* db);
+// duplicates, e.g. of request ids). Partial indexes are skipped: they index fewer rows. With
+// `second` (another connection to the same file) the index counts run on it concurrently.
+absl::Status CheckDatabaseHealth(Database* db, Database* second = nullptr);
 
 // CheckDatabaseHealth on <data_dir>/tailor.db through a read-only connection of its own, so
 // that a damaged file is refused before anything (migrations included) writes to it. OK when

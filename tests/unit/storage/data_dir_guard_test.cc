@@ -134,6 +134,27 @@ TEST_F(DataDirGuardTest, DamagedUniqueIndexIsRefused) {
                              HasSubstr("does not serve a damaged database"))));
 }
 
+// The index counts scan each table once for all of its indexes and run on a second
+// connection beside quick_check: with three indexes on the table and one damaged, the refusal
+// names that one only, through the coordinator's own entry point.
+TEST_F(DataDirGuardTest, OneDamagedIndexOfSeveralIsNamedByTheCheckBeforeOpen) {
+  MakeTable();
+  {
+    auto db = Database::Open(dir_ + "/tailor.db");
+    ASSERT_THAT(db.status(), IsOk());
+    ASSERT_THAT((*db)->Exec("CREATE INDEX by_request ON campaigns(request_id, id); "
+                            "CREATE INDEX by_id ON campaigns(id DESC)"),
+                IsOk());
+  }
+  EXPECT_THAT(CheckDatabaseBeforeOpen(dir_), IsOk());
+  OverwritePage("sqlite_autoindex_campaigns_1", std::string("\x0a\0\0\0\0\x10\0\0", 8));
+  EXPECT_THAT(CheckDatabaseBeforeOpen(dir_),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       HasSubstr("failed its start check (index sqlite_autoindex_campaigns_1 "
+                                 "holds 0 entries but table campaigns has 3 rows); the "
+                                 "coordinator does not serve a damaged database")));
+}
+
 TEST_F(DataDirGuardTest, GarbledPageIsRefused) {
   MakeTable();
   OverwritePage("sqlite_autoindex_campaigns_1", std::string(64, '\xff'));
