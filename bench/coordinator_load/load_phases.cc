@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/coordinator_load/child_process.h"
@@ -295,6 +296,34 @@ absl::StatusOr<LeaseLoadResult> RunLeaseRoundTrips(const std::string& address,
   return result;
 }
 
+ListingResult ListEveryCampaign(const std::string& address) {
+  auto stub = v1::CampaignService::NewStub(MakeChannel(address, ChannelOptions()));
+  ListingResult result;
+  std::vector<double> ms;
+  v1::ListCampaignsRequest req;
+  req.set_page_size(1000);
+  while (true) {
+    v1::ListCampaignsResponse resp;
+    auto ctx = MakeContext(kCallTimeout);
+    const SteadyClock::time_point start = SteadyClock::now();
+    grpc::Status st = stub->ListCampaigns(ctx.get(), req, &resp);
+    ms.push_back(MillisSince(start));
+    if (!st.ok()) {
+      result.error = absl::StrCat("ListCampaigns page ", result.pages + 1, ": ",
+                                  st.error_message());
+      break;
+    }
+    ++result.pages;
+    result.campaigns += resp.campaigns_size();
+    result.max_page_bytes =
+        std::max(result.max_page_bytes, static_cast<int64_t>(resp.ByteSizeLong()));
+    if (resp.next_page_token().empty()) break;
+    req.set_page_token(resp.next_page_token());
+  }
+  result.page = Summarize(std::move(ms));
+  return result;
+}
+
 absl::Status ListQueueOnce(const std::string& address, absl::Duration timeout) {
   auto stub = v1::AdminService::NewStub(MakeChannel(address, ChannelOptions()));
   v1::ListQueueRequest req;
@@ -318,29 +347,55 @@ SlurmProbe ProbeSlurm() {
   }
   probe.available = true;
   probe.sbatch = *sbatch;
+  probe.scancel = FindInPath("scancel").value_or("");
   return probe;
 }
 
-SubmitLoadResult RunSlurmLoad(const std::string& sbatch, int clients, absl::Duration duration) {
+namespace {
+
+// The submitted jobs would run `true` on the cluster for minutes after the phase, taking the
+// CPU from whatever is measured next (the next phase, the next run); they are cancelled as
+// soon as the phase ends, in batches of ids.
+void CancelSlurmJobs(const std::string& scancel, const std::vector<std::string>& job_ids) {
+  constexpr size_t kBatch = 500;
+  for (size_t at = 0; !scancel.empty() && at < job_ids.size(); at += kBatch) {
+    std::vector<std::string> argv = {scancel, "--quiet"};
+    const size_t end = std::min(job_ids.size(), at + kBatch);
+    argv.insert(argv.end(), job_ids.begin() + at, job_ids.begin() + end);
+    (void)RunCommand(argv, absl::Seconds(60));
+  }
+}
+
+}  // namespace
+
+SubmitLoadResult RunSlurmLoad(const SlurmProbe& slurm, int clients, absl::Duration duration) {
   std::vector<WorkerStats> stats(clients);
+  std::vector<std::vector<std::string>> job_ids(clients);
   SteadyClock::time_point deadline;
   const absl::Duration elapsed = RunInParallel(
       clients, [](int) {},
       [&](int i) {
-        const std::vector<std::string> argv = {sbatch, "--parsable", "--wrap",
-                                               "true", "-o",         "/dev/null"};
+        const std::vector<std::string> argv = {slurm.sbatch, "--parsable", "--job-name",
+                                               "tailor-bench-baseline", "--wrap", "true",
+                                               "-o", "/dev/null"};
         while (SteadyClock::now() < deadline) {
           const SteadyClock::time_point start = SteadyClock::now();
           CommandResult r = RunCommand(argv, absl::Seconds(60));
           const double ms = MillisSince(start);
           if (r.exit_code == 0) {
             stats[i].latency_ms.push_back(ms);
+            // --parsable prints "<id>" or "<id>;<cluster>".
+            job_ids[i].push_back(std::string(absl::StripAsciiWhitespace(
+                absl::string_view(r.out).substr(0, r.out.find(';')))));
           } else {
             stats[i].Fail(absl::StrCat("sbatch exited ", r.exit_code));
           }
         }
       },
       [&] { deadline = SteadyClock::now() + absl::ToChronoNanoseconds(duration); });
+  std::vector<std::string> all_ids;
+  for (const auto& ids : job_ids) all_ids.insert(all_ids.end(), ids.begin(), ids.end());
+  CancelSlurmJobs(slurm.scancel, all_ids);
   SubmitLoadResult result;
   result.clients = clients;
   std::vector<double> all = Merge(stats, &WorkerStats::latency_ms);

@@ -85,6 +85,16 @@ absl::StatusOr<LeaseLoadResult> RunLeaseRoundTrips(const std::string& address,
                                                    const std::vector<std::string>& agent_ids,
                                                    int threads, int64_t total, uint64_t seed);
 
+// Every page of ListCampaigns, walked with the largest page size the API allows (1000).
+struct ListingResult {
+  int64_t campaigns = 0;       // summaries over every page
+  int pages = 0;
+  int64_t max_page_bytes = 0;  // the largest ListCampaignsResponse, serialized
+  LatencySummary page;         // per ListCampaigns call
+  std::string error;           // the first failed call; "" when every page came back
+};
+ListingResult ListEveryCampaign(const std::string& address);
+
 // One ListQueue call on a fresh channel; OK once the coordinator serves reads.
 absl::Status ListQueueOnce(const std::string& address, absl::Duration timeout);
 
@@ -92,12 +102,14 @@ struct SlurmProbe {
   bool available = false;
   std::string reason;  // why not, when unavailable
   std::string sbatch;  // absolute path
+  std::string scancel;  // absolute path; "" when not on PATH (submitted jobs then run out)
 };
 // sbatch and sinfo on PATH, and `sinfo -h` exits 0 within 5 s (a controller answers).
 SlurmProbe ProbeSlurm();
 
-// `clients` threads run `sbatch --parsable --wrap true -o /dev/null` back to back.
-SubmitLoadResult RunSlurmLoad(const std::string& sbatch, int clients, absl::Duration duration);
+// `clients` threads run `sbatch --parsable --wrap true -o /dev/null` back to back; every job
+// submitted is cancelled when the phase ends.
+SubmitLoadResult RunSlurmLoad(const SlurmProbe& slurm, int clients, absl::Duration duration);
 
 }  // namespace tailor::bench
 

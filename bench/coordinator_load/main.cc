@@ -147,6 +147,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorProcess>> MeasureLeases(Run& run, Benc
                                             " campaigns; first error: ", seeded->first_error));
   }
 
+  std::cerr << "phase 2: listing every campaign\n";
+  results.listing = ListEveryCampaign(c.address());
+
   std::cerr << "phase 2: registering " << run.config.agents << " agents\n";
   const absl::Time reg_start = absl::Now();
   auto agents = RegisterAgents(c.address(), run.config.agents);
@@ -211,7 +214,7 @@ void MeasureSlurm(const Run& run, BenchResults& results) {
   std::vector<SubmitLoadResult> slurm;
   for (int clients : {1, 8}) {
     std::cerr << "phase 5: sbatch with " << clients << " clients\n";
-    slurm.push_back(RunSlurmLoad(probe.sbatch, clients, absl::Seconds(run.config.phase_seconds)));
+    slurm.push_back(RunSlurmLoad(probe, clients, absl::Seconds(run.config.phase_seconds)));
   }
   results.slurm = std::move(slurm);
 }
@@ -329,6 +332,16 @@ int main(int argc, char** argv) {
   if (results.lease.errors > 0) {
     std::cerr << "bench_coordinator_load: " << results.lease.errors
               << " lease round trips failed; first: " << results.lease.first_error << "\n";
+    return 1;
+  }
+  // Likewise a listing that fails, misses campaigns or breaks its byte bound.
+  const tailor::bench::ListingResult& listing = results.listing;
+  if (!listing.error.empty() || listing.campaigns < config.queued ||
+      listing.max_page_bytes > tailor::bench::kListingBoundBytes) {
+    std::cerr << "bench_coordinator_load: listing " << listing.campaigns << " of "
+              << config.queued << " campaigns, largest page " << listing.max_page_bytes
+              << " bytes (bound " << tailor::bench::kListingBoundBytes << ")"
+              << (listing.error.empty() ? "" : "; ") << listing.error << "\n";
     return 1;
   }
   return 0;

@@ -28,6 +28,10 @@ struct BenchConfig {
   std::string command_line;
 };
 
+// ListCampaigns' byte bound (CoordinatorOptions::max_listing_bytes): no page may exceed it,
+// however many campaigns are stored.
+inline constexpr int64_t kListingBoundBytes = 4 << 20;
+
 struct RestartRun {
   double serving_s = 0;               // exec -> first successful ListQueue
   std::optional<double> recovered_s;  // exec -> the "recovered ..." log line
@@ -45,6 +49,7 @@ struct BenchResults {
   std::vector<SubmitLoadResult> submissions;
   SubmitLoadResult seeding;
   int64_t db_bytes_after_seeding = 0;
+  ListingResult listing;  // every stored campaign listed after seeding
   double register_s = 0;
   LeaseLoadResult lease;
   int64_t rss_after_lease_kib = -1;
