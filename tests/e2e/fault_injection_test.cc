@@ -789,6 +789,16 @@ std::string RankContract(const std::string& name, const std::string& parent) {
       "resources { rank { ranks_per_node: 2 } }\n");
 }
 
+// After the coordinator was killed the moment rank 0 began storing its result: true when the
+// job's completion was committed before the kill (read from the database, the only witness).
+bool CompletionWonTheRace(Cluster& cluster, const std::string& campaign_id,
+                          const std::string& job_id) {
+  for (const JobRow& job : JobsOfCampaign(cluster.db_path(), campaign_id)) {
+    if (job.id == job_id) return job.succeeded();
+  }
+  return false;
+}
+
 // Launcher-started worker ranks under faults: a rank SIGKILLed mid-job (the attempt fails and
 // the retry succeeds), the coordinator stopped mid-job (the ranks ride it out), the
 // coordinator SIGKILLed mid-job and restarted (the orphaned ranks report to the new one, or the
@@ -826,14 +836,18 @@ TEST(FaultInjection, WorkerFaults) {
                                     Fault::kCoordinatorNeverReturns};
   const std::string data = cluster.dir() + "/data";
   std::set<std::string> accepted;
-  for (int run = 0; run < runs; ++run) {
+  // The coordinator-never-returns kill is timed by a file event and can lose the race to rank
+  // 0's completion on a loaded host (then the scenario did not happen, nothing is wrong); such
+  // a run is repeated with a new submission, at most this many times in all.
+  int lost_races_left = 3;
+  for (int run = 0, try_no = 0; run < runs; ++run, ++try_no) {
     const int seed = seed0 + run;
     std::mt19937 rng(seed);
     const Fault fault = kinds[run % kinds.size()];
     const std::string id = SubmitWithRetry(
         cluster, cluster.WriteFile(absl::StrCat("rank", seed, ".textproto"),
                                    RankContract(absl::StrCat("wf", seed), parent)),
-        absl::StrCat("worker-seed", seed));
+        absl::StrCat("worker-seed", seed, "-", try_no));
     ASSERT_FALSE(id.empty());
     accepted.insert(id);
     // Wait for both ranks to be up and rank 0 to have started the job (it talked to the
@@ -877,6 +891,16 @@ TEST(FaultInjection, WorkerFaults) {
       cluster.KillCoordinator();
       EXPECT_TRUE(finishing) << "seed " << seed << ": rank 0 of " << job_id
                              << " never started to store its result";
+      if (CompletionWonTheRace(cluster, id, job_id)) {
+        ASSERT_GT(lost_races_left--, 0) << "the kill lost the race to the completion every time";
+        std::cout << "worker run seed " << seed << ": rank 0's completion reached the "
+                  << "coordinator before the kill; the run is repeated\n";
+        injector.RestartCoordinator();
+        RunResult cancel = cluster.Cli({"cancel", id, "--reason", "repeated run"});
+        EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
+        --run;
+        continue;
+      }
       // The ranks finish the job; rank 0 then calls CompleteJob for TAILOR_GIVE_UP_AFTER_S and
       // exits; no rank may outlive that bound by more than the job itself takes.
       const bool gone = WaitFor(
