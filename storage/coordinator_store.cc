@@ -23,12 +23,14 @@ std::string Serialize(const google::protobuf::Message& m) {
   return out;
 }
 
+absl::Status NotParsed(absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("stored ", what, " record does not parse"));
+}
+
 template <typename T>
 absl::StatusOr<T> ParseBlob(const std::string& bytes, absl::string_view what) {
   T msg;
-  if (!msg.ParseFromString(bytes)) {
-    return absl::DataLossError(absl::StrCat("stored ", what, " record does not parse"));
-  }
+  if (!msg.ParseFromString(bytes)) return NotParsed(what);
   return msg;
 }
 
@@ -47,7 +49,8 @@ bool ParseRange(const std::vector<std::string>& blobs, size_t begin, size_t end,
 
 // Runs a query whose single column is a serialized T and returns every row. Large results
 // (a coordinator recovering 100k queued campaigns) are parsed on two threads: parsing, not
-// SQLite, is most of a restart's CPU time (docs/benchmarks.md "Restart-to-serving").
+// SQLite, is most of a restart's CPU time (docs/benchmarks.md, "Restart-to-serving and a
+// quiet machine").
 template <typename T>
 absl::StatusOr<std::vector<T>> CollectProtos(Statement& stmt, absl::string_view what) {
   std::vector<std::string> blobs;
@@ -68,7 +71,7 @@ absl::StatusOr<std::vector<T>> CollectProtos(Statement& stmt, absl::string_view 
     helper.join();
     parsed = parsed && first_half;
   }
-  if (!parsed) return absl::DataLossError(absl::StrCat("stored ", what, " record does not parse"));
+  if (!parsed) return NotParsed(what);
   return out;
 }
 

@@ -336,8 +336,7 @@ int main(int argc, char** argv) {
   }
   // Likewise a listing that fails, misses campaigns or breaks its byte bound.
   const tailor::bench::ListingResult& listing = results.listing;
-  if (!listing.error.empty() || listing.campaigns < config.queued ||
-      listing.max_page_bytes > tailor::bench::kListingBoundBytes) {
+  if (!tailor::bench::ListingHolds(config, listing)) {
     std::cerr << "bench_coordinator_load: listing " << listing.campaigns << " of "
               << config.queued << " campaigns, largest page " << listing.max_page_bytes
               << " bytes (bound " << tailor::bench::kListingBoundBytes << ")"

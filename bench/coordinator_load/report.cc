@@ -70,6 +70,11 @@ double RestartMedianSeconds(const BenchResults& results) {
   return s[s.size() / 2];
 }
 
+bool ListingHolds(const BenchConfig& config, const ListingResult& listing) {
+  return listing.error.empty() && listing.campaigns >= config.queued &&
+         listing.max_page_bytes <= kListingBoundBytes;
+}
+
 std::vector<TargetCheck> CheckTargets(const BenchConfig& config, const BenchResults& results) {
   std::vector<TargetCheck> checks;
   TargetCheck submit{absl::StrCat("submissions/s, ", kTargetSubmitClients, " clients"),
@@ -88,9 +93,7 @@ std::vector<TargetCheck> CheckTargets(const BenchConfig& config, const BenchResu
                       absl::StrFormat("<= %d KiB, all listed", kListingBoundBytes / 1024),
                       absl::StrFormat("%.0f KiB, %d listed", results.listing.max_page_bytes / 1024.0,
                                       results.listing.campaigns),
-                      results.listing.error.empty() &&
-                          results.listing.campaigns >= config.queued &&
-                          results.listing.max_page_bytes <= kListingBoundBytes};
+                      ListingHolds(config, results.listing)};
   checks.push_back(listing);
 
   TargetCheck lease{absl::StrCat("AcquireJob p99, ", config.queued, " queued"),

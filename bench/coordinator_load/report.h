@@ -58,6 +58,9 @@ struct BenchResults {
   std::string slurm_reason;
 };
 
+// Every stored campaign listed, no call failed and no page over kListingBoundBytes.
+bool ListingHolds(const BenchConfig& config, const ListingResult& listing);
+
 // The targets, measured against these results.
 struct TargetCheck {
   std::string name;

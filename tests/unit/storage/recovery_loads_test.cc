@@ -1,6 +1,6 @@
 // What a restarting coordinator reads back (Coordinator::Recover): every open campaign, its
 // last event number and its jobs, at a size where the store parses the records on two
-// threads (docs/benchmarks.md "Restart-to-serving").
+// threads (docs/benchmarks.md, "Restart-to-serving and a quiet machine").
 #include <stdlib.h>
 
 #include <filesystem>
