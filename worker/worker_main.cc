@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -113,21 +115,47 @@ int ReportStoredResult(const RankEnv& env, const v1::AcquireJobResponse& assignm
   return kExitOk;
 }
 
+// Rank 0's stored result of an earlier attempt, sent to every rank (empty when there is none).
+// Only rank 0 decides: its checkpoint dir may be on another host, and a rank that looked for
+// itself could start after rank 0 had reported and dropped the file, then wait in the group
+// for a rank 0 that never comes.
+absl::StatusOr<std::optional<v1::JobOutput>> AgreeOnStoredResult(const RankEnv& env,
+                                                                  const std::string& job_id,
+                                                                  Dist& dist) {
+  std::string bytes;
+  if (env.rank == 0) {
+    auto stored = LoadFinishedResult(env.checkpoint_dir, job_id);
+    if (stored.ok()) {
+      bytes = stored->SerializeAsString();
+    } else if (stored.status().code() != absl::StatusCode::kNotFound) {
+      spdlog::warn("{}; running the job again", std::string(stored.status().message()));
+    }
+  }
+  if (absl::Status st = dist.BroadcastBytes(bytes, 0); !st.ok()) return st;
+  if (bytes.empty()) return std::nullopt;
+  v1::JobOutput stored;
+  if (!stored.ParseFromString(bytes)) {
+    return absl::DataLossError("the stored result rank 0 sent does not parse");
+  }
+  return stored;
+}
+
 // Joins the process group and runs `handler` on this rank; rank 0 reports through `runtime`,
 // keeping a successful result in the checkpoint dir until the coordinator has accepted it.
 int RunRank(const RankEnv& env, const v1::AcquireJobResponse& assignment,
             const WorkerHandler& handler, AgentRuntime& runtime) {
   const std::string& job_id = assignment.job().id();
-  if (auto stored = LoadFinishedResult(env.checkpoint_dir, job_id); stored.ok()) {
-    return ReportStoredResult(env, assignment, *stored, runtime);
-  } else if (stored.status().code() != absl::StatusCode::kNotFound) {
-    spdlog::warn("{}; running the job again", std::string(stored.status().message()));
-  }
   auto dist = Dist::Connect(env, CollectiveTimeout());
   if (!dist.ok()) {
     spdlog::error("{}", dist.status().ToString());
     return kExitFailed;
   }
+  auto stored = AgreeOnStoredResult(env, job_id, **dist);
+  if (!stored.ok()) {
+    spdlog::error("{}", stored.status().ToString());
+    return kExitFailed;
+  }
+  if (stored->has_value()) return ReportStoredResult(env, assignment, **stored, runtime);
   absl::Status handler_status;
   auto run = [&](JobContext* job) -> absl::StatusOr<v1::JobOutput> {
     WorkerContext ctx{env, assignment, dist->get(), job, env.work_dir};

@@ -3,6 +3,11 @@
 // coordinator has it, gives up after TAILOR_GIVE_UP_AFTER_S of unanswered calls instead of
 // retrying forever, and the job's next attempt reports the stored result without running the
 // job again (docs/reliability.md "A coordinator that never returns").
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <map>
 #include <string>
@@ -43,19 +48,43 @@ class WorkerOutageTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
+  std::map<std::string, std::string> RankEnv(const std::string& coordinator, int rank,
+                                             int world, const std::string& port,
+                                             const std::string& give_up_s) {
+    return {{"TAILOR_COORDINATOR", coordinator},
+            {"TAILOR_LEASE_ID", "lease-2"},
+            {"TAILOR_WORK_DIR", dir_ + "/work"},
+            {"TAILOR_CHECKPOINT_DIR", checkpoints_},
+            {"TAILOR_LAUNCHER", "local"},
+            {"RANK", absl::StrCat(rank)},
+            {"WORLD_SIZE", absl::StrCat(world)},
+            {"LOCAL_RANK", absl::StrCat(rank)},
+            {"MASTER_ADDR", "127.0.0.1"},
+            {"MASTER_PORT", port},
+            {"TAILOR_GIVE_UP_AFTER_S", give_up_s},
+            // A rank waiting for a peer that never comes fails in seconds, not minutes.
+            {"TAILOR_COLLECTIVE_TIMEOUT_S", "20"}};
+  }
+
   RunResult RunWorker(const std::string& coordinator, const std::string& give_up_s) {
-    const std::map<std::string, std::string> env = {{"TAILOR_COORDINATOR", coordinator},
-                                                    {"TAILOR_LEASE_ID", "lease-2"},
-                                                    {"TAILOR_WORK_DIR", dir_ + "/work"},
-                                                    {"TAILOR_CHECKPOINT_DIR", checkpoints_},
-                                                    {"TAILOR_LAUNCHER", "local"},
-                                                    {"RANK", "0"},
-                                                    {"WORLD_SIZE", "1"},
-                                                    {"LOCAL_RANK", "0"},
-                                                    {"MASTER_ADDR", "127.0.0.1"},
-                                                    {"MASTER_PORT", "29599"},
-                                                    {"TAILOR_GIVE_UP_AFTER_S", give_up_s}};
-    return e2e::Run({BinDir() + "/tailor-worker"}, absl::Seconds(120), env);
+    return e2e::Run({BinDir() + "/tailor-worker"}, absl::Seconds(120),
+                    RankEnv(coordinator, 0, 1, FreePort(), give_up_s));
+  }
+
+  // A port nothing listens on now (the kernel's pick for an ephemeral bind).
+  static std::string FreePort() {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    int port = 29599;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      port = ntohs(addr.sin_port);
+    }
+    close(fd);
+    return absl::StrCat(port);
   }
 
   std::string dir_;
@@ -80,6 +109,33 @@ TEST_F(WorkerOutageTest, NextAttemptReportsTheStoredResultWithoutRunningTheJob) 
   EXPECT_EQ(completes[0].request.lease_id(), "lease-2");
   EXPECT_EQ(completes[0].request.output().model_digest(), std::string(64, 'a'));
   // Accepted: nothing is kept for a later attempt.
+  EXPECT_EQ(LoadFinishedResult(checkpoints_, "j-rank").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// Rank 1 of the reporting attempt starts after rank 0 has had all the time it needs to report
+// and drop the stored result. Had rank 1 looked for the file itself, it would find none, run
+// the job and wait in the group for a rank 0 that had already left; rank 0 decides for both.
+TEST_F(WorkerOutageTest, ALateRankLearnsOfTheStoredResultFromRankZero) {
+  testing::FakeCoordinator fake;
+  ASSERT_TRUE(fake.ok());
+  fake.service().AddAssignment(assignment_);
+  stored_.set_world_size(2);
+  ASSERT_TRUE(StoreFinishedResult(checkpoints_, "j-rank", stored_).ok());
+
+  const std::string port = FreePort();
+  Process rank0({BinDir() + "/tailor-worker"}, dir_ + "/rank0.log",
+                RankEnv(fake.address(), 0, 2, port, "60"));
+  absl::SleepFor(absl::Seconds(3));
+  Process rank1({BinDir() + "/tailor-worker"}, dir_ + "/rank1.log",
+                RankEnv(fake.address(), 1, 2, port, "60"));
+  EXPECT_EQ(rank1.Wait(absl::Seconds(90)), 0) << ReadFile(rank1.log_path());
+  EXPECT_EQ(rank0.Wait(absl::Seconds(30)), 0) << ReadFile(rank0.log_path());
+  EXPECT_THAT(ReadFile(rank1.log_path()), HasSubstr("reporting its stored result (attempt 2)"));
+  const auto completes = fake.service().completes();
+  ASSERT_EQ(completes.size(), 1u);
+  EXPECT_TRUE(completes[0].request.success());
+  EXPECT_EQ(completes[0].request.output().model_digest(), std::string(64, 'a'));
   EXPECT_EQ(LoadFinishedResult(checkpoints_, "j-rank").status().code(),
             absl::StatusCode::kNotFound);
 }
