@@ -194,6 +194,19 @@ absl::StatusOr<hf::HfCheckpoint> OpenHfParent(const v1::DeploymentContract& cont
   return hf::HfCheckpoint::Open(parent_dir, options);
 }
 
+// The engine serves what the GGUF layouts hold: profiling and re-measured models are students
+// of the parent, so they obey the same rules as the search's (gguf::StudentShapeRulesOf). A
+// parent whose layout has one width per kind (Qwen3, Qwen2, Mixtral, Qwen3-MoE) is profiled
+// on models of uniform widths with whole blocks removed.
+costmodel::SearchSpaceOptions ServableSpace(const hf::HfCheckpoint& parent) {
+  const gguf::StudentShapeRules rules = gguf::StudentShapeRulesOf(parent.config());
+  costmodel::SearchSpaceOptions o;
+  o.keep_shared_experts = rules.keep_shared_experts;
+  o.uniform_layers = !rules.per_layer_widths;
+  o.prune_hidden_and_heads = rules.prune_hidden_and_heads;
+  return o;
+}
+
 class LlamaCppEngine : public ServingEngine {
  public:
   LlamaCppEngine(MlJobConfig config, LlamaCppEngineOptions options, EngineIdentity identity)
@@ -294,17 +307,8 @@ absl::StatusOr<ProfileJobOutput> LlamaCppEngine::Profile(const v1::DeploymentCon
   TAILOR_RETURN_IF_ERROR(CheckContract(contract));
   TAILOR_ASSIGN_OR_RETURN(ParentForProfile p, ReadParentForProfile(contract, parent_dir));
   TAILOR_ASSIGN_OR_RETURN(hf::HfCheckpoint parent, OpenHfParent(contract, parent_dir));
-  // The engine serves what the GGUF layouts hold: the profiling models are students of the
-  // parent, so they obey the same rules as the search's (gguf::StudentShapeRulesOf).
-  const gguf::StudentShapeRules rules = gguf::StudentShapeRulesOf(parent.config());
-  if (!rules.per_layer_widths) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "profile in llama.cpp: its profiling models remove and resize single layers, which "
-        "this parent's GGUF layouts cannot hold (", rules.why,
-        "); profile it with target.engine tailor-builtin"));
-  }
   costmodel::WholeModelProfileOptions o;
-  o.space.keep_shared_experts = rules.keep_shared_experts;
+  o.space = ServableSpace(parent);
   o.engine = identity_.name;
   o.engine_version = identity_.version;
   o.device_kind = config_.device_kind;
@@ -356,7 +360,7 @@ absl::StatusOr<costmodel::RecheckResult> LlamaCppEngine::Recheck(
                                     served.weights_mib + served.state_mib + served.compute_mib};
   };
   costmodel::RecheckOptions o;
-  o.space.keep_shared_experts = gguf::StudentShapeRulesOf(parent.config()).keep_shared_experts;
+  o.space = ServableSpace(parent);
   o.require_present_layer = true;
   o.progress = progress;
   return costmodel::RecheckCostTable(model, p.config, recheck_serve, o);

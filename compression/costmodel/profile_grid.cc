@@ -61,7 +61,8 @@ void AddLayerClasses(const LayerSpec& p, int position, const SearchSpace& space,
       AddAxes(classes,
               absl::StrCat("attention|", a.head_dim, "|", a.qkv_bias, a.o_bias, a.qk_norm, a.rope),
               position,
-              {pts(StepChoices(a.kv_heads, steps)), pts(StepChoices(a.heads / a.kv_heads, steps))},
+              {pts(AttentionKvChoices(a, steps, space.options().prune_hidden_and_heads)),
+               pts(AttentionGroupChoices(a, steps, space.options().prune_hidden_and_heads))},
               [p](const std::vector<int64_t>& x) { return AttentionOf(p, x[0] * x[1], x[0]); });
       break;
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -56,6 +57,17 @@ LayerSpec MlpOf(const LayerSpec& parent, int64_t ffn) {
   return l;
 }
 
+std::vector<int64_t> AttentionKvChoices(const model::AttentionSpec& a, int steps,
+                                        bool prune_heads) {
+  return prune_heads ? StepChoices(a.kv_heads, steps) : std::vector<int64_t>{a.kv_heads};
+}
+
+std::vector<int64_t> AttentionGroupChoices(const model::AttentionSpec& a, int steps,
+                                           bool prune_heads) {
+  const int64_t groups = a.heads / a.kv_heads;
+  return prune_heads ? StepChoices(groups, steps) : std::vector<int64_t>{groups};
+}
+
 std::vector<int64_t> ExpertChoices(const model::MoeSpec& m, int steps) {
   if (m.groups <= 1) return StepChoices(m.experts, steps);
   // k experts of EVERY routing group (model::KeptExperts), k >= 2: a group's score is the
@@ -71,12 +83,11 @@ namespace {
 
 // Every option keeps the parent's block variant (biases, q/k norms, RoPE, Mamba groups and
 // norm, MoE routing, activations): only widths change.
-std::vector<LayerOption> AttentionOptions(const LayerSpec& p, int steps) {
+std::vector<LayerOption> AttentionOptions(const LayerSpec& p, int steps, bool prune_heads) {
   std::vector<LayerOption> out = {{AttentionOf(p, 0, 0), "removed"}};
   if (!p.present()) return out;
-  const int64_t groups = p.attention.heads / p.attention.kv_heads;
-  for (int64_t kv : StepChoices(p.attention.kv_heads, steps)) {
-    for (int64_t g : StepChoices(groups, steps)) {
+  for (int64_t kv : AttentionKvChoices(p.attention, steps, prune_heads)) {
+    for (int64_t g : AttentionGroupChoices(p.attention, steps, prune_heads)) {
       out.push_back({AttentionOf(p, kv * g, kv), absl::StrCat("heads=", kv * g, ",kv=", kv)});
     }
   }
@@ -124,6 +135,29 @@ std::vector<LayerOption> MlpOptions(const LayerSpec& p, int steps) {
   return out;
 }
 
+// `nemotron_h_moe` has one expert count (hence one top-k) for all MoE layers: each later MoE
+// layer that keeps routed experts takes the first such layer's count at its own drawn widths
+// (SearchSpaceOptions::keep_shared_experts marks that layout).
+void TieExpertCounts(const std::vector<std::vector<LayerOption>>& options, Architecture& a) {
+  int64_t experts = 0;
+  for (size_t i = 0; i < options.size(); ++i) {
+    const model::MoeSpec& drawn = options[i][a.layers[i]].spec.moe;
+    if (options[i][a.layers[i]].spec.kind != LayerKind::kMoe || drawn.experts == 0) continue;
+    if (experts == 0) {
+      experts = drawn.experts;
+      continue;
+    }
+    for (size_t o = 0; o < options[i].size(); ++o) {
+      const model::MoeSpec& m = options[i][o].spec.moe;
+      if (m.experts == experts && m.expert_ffn == drawn.expert_ffn &&
+          m.shared_ffn == drawn.shared_ffn) {
+        a.layers[i] = static_cast<int>(o);
+        break;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<SearchSpace> SearchSpace::FromParent(const model::HybridConfig& parent,
@@ -136,7 +170,8 @@ absl::StatusOr<SearchSpace> SearchSpace::FromParent(const model::HybridConfig& p
   SearchSpace s;
   s.parent_ = parent;
   s.options_ = options;
-  for (int k = 1; k <= options.hidden_steps; ++k) {
+  for (int k = options.prune_hidden_and_heads ? 1 : options.hidden_steps;
+       k <= options.hidden_steps; ++k) {
     int64_t h = parent.hidden * k / options.hidden_steps;
     h = std::max(options.hidden_multiple, h / options.hidden_multiple * options.hidden_multiple);
     h = std::min(h, parent.hidden);
@@ -154,7 +189,8 @@ absl::StatusOr<SearchSpace> SearchSpace::FromParent(const model::HybridConfig& p
   for (const LayerSpec& l : parent.layers) {
     switch (l.kind) {
       case LayerKind::kAttention:
-        s.options_by_layer_.push_back(AttentionOptions(l, options.width_steps));
+        s.options_by_layer_.push_back(
+            AttentionOptions(l, options.width_steps, options.prune_hidden_and_heads));
         break;
       case LayerKind::kMamba:
         s.options_by_layer_.push_back(MambaOptions(l));
@@ -234,7 +270,23 @@ Architecture SearchSpace::Sample(std::mt19937_64& rng) const {
   Architecture a;
   a.hidden = pick(hidden_.size());
   a.mamba_heads = pick(mamba_heads_.size());
-  for (int i = 0; i < num_layers(); ++i) a.layers.push_back(pick(options_by_layer_[i].size()));
+  if (!options_.uniform_layers) {
+    for (int i = 0; i < num_layers(); ++i) a.layers.push_back(pick(options_by_layer_[i].size()));
+    if (options_.keep_shared_experts) TieExpertCounts(options_by_layer_, a);
+    return a;
+  }
+  // Layers of one parent spec have the same options: one draw among the present ones each.
+  std::vector<std::pair<LayerSpec, int>> drawn;
+  for (int i = 0; i < num_layers(); ++i) {
+    const LayerSpec& p = parent_.layers[i];
+    auto it = std::find_if(drawn.begin(), drawn.end(), [&](const auto& d) { return d.first == p; });
+    if (it == drawn.end()) {
+      const size_t n = options_by_layer_[i].size();
+      drawn.emplace_back(p, n > 1 ? 1 + pick(n - 1) : 0);
+      it = drawn.end() - 1;
+    }
+    a.layers.push_back(it->second);
+  }
   return a;
 }
 

@@ -46,7 +46,16 @@ struct SearchSpaceOptions {
   // An MoE layer keeps its shared expert at full width whenever it keeps routed experts, and
   // is otherwise removed whole: the only MoE students a layout with one shared expert width
   // and a required shared expert can hold (GGUF `nemotron_h_moe`; gguf::StudentShapeRules).
+  // That layout also has one expert count: Sample ties it across MoE layers.
   bool keep_shared_experts = false;
+  // One width per kind for all layers, none removed: the only students a layout with global
+  // widths can hold (llama.cpp's `qwen3`, `qwen2`, `mixtral`-as-`llama`, `qwen3moe`;
+  // gguf::StudentShapeRules::per_layer_widths false). Sample then draws one option for all
+  // layers of one parent spec, never "removed"; the options themselves are unchanged.
+  bool uniform_layers = false;
+  // false: the hidden width and attention heads keep the parent's (llama.cpp's `qwen2` sizes
+  // attn_q by the hidden width; gguf::StudentShapeRules::prune_hidden_and_heads).
+  bool prune_hidden_and_heads = true;
 };
 
 // One option of one layer. For Mamba the spec's head count is the parent's; the global
@@ -93,7 +102,9 @@ class SearchSpace {
   absl::Status Validate(const Architecture& arch) const;
   // The child config (same vocab, max_seq, layer count and kinds as the parent).
   absl::StatusOr<model::HybridConfig> Materialize(const Architecture& arch) const;
-  // Uniform over every choice (global and per layer), so a draw is usually heterogeneous.
+  // Uniform over every choice (global and per layer), so a draw is usually heterogeneous;
+  // with uniform_layers one present option per parent layer spec, shared by its layers; with
+  // keep_shared_experts every MoE layer keeping routed experts has the first one's count.
   Architecture Sample(std::mt19937_64& rng) const;
   // log10 of the number of architectures.
   double Log10Size() const;
@@ -122,6 +133,12 @@ model::LayerSpec MambaOf(const model::LayerSpec& parent, int64_t heads);
 model::LayerSpec MoeOf(const model::LayerSpec& parent, int64_t experts, int64_t expert_ffn,
                        int64_t shared_ffn);
 model::LayerSpec MlpOf(const model::LayerSpec& parent, int64_t ffn);
+// The KV groups and query heads per group an attention layer may keep: StepChoices, or the
+// parent's alone without prune_heads (SearchSpaceOptions::prune_hidden_and_heads).
+std::vector<int64_t> AttentionKvChoices(const model::AttentionSpec& a, int steps,
+                                        bool prune_heads);
+std::vector<int64_t> AttentionGroupChoices(const model::AttentionSpec& a, int steps,
+                                           bool prune_heads);
 // The routed-expert counts a layer may keep: StepChoices; with routing groups StepChoices in
 // multiples of the groups with >= 2 per group (each group keeps its first k:
 // model::KeptExperts), e.g. 8 experts in 2 groups, 4 steps -> {4, 6, 8}.

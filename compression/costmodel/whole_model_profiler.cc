@@ -78,7 +78,11 @@ void PlanAtHidden(const SearchSpace& space, const std::vector<ProfilePoint>& nod
   std::set<std::vector<int>> anchored;
   for (size_t k = 0; k < nodes.size(); ++k) {
     if (at[k].size() < 2 || !anchored.insert(at[k]).second) continue;
-    out.push_back(WithNodeAt(empty, nodes[k].spec, at[k], at[k].size() / 2));
+    // Layers the space cannot remove (MoE layers under keep_shared_experts) stay at their
+    // option 0, so such a half can equal its stack: nothing to anchor there.
+    model::HybridConfig half = WithNodeAt(empty, nodes[k].spec, at[k], at[k].size() / 2);
+    if (half == WithNodeAt(empty, nodes[k].spec, at[k], at[k].size())) continue;
+    out.push_back(std::move(half));
   }
   if (!anchored.empty()) return;
   // Every node has one position: T0 = sum of singles - their combination.
@@ -94,6 +98,48 @@ void PlanAtHidden(const SearchSpace& space, const std::vector<ProfilePoint>& nod
     }
   }
   if (used.size() >= 2) out.push_back(std::move(combined));
+}
+
+// PlanAtHidden for layouts with one width per kind (SearchSpaceOptions::uniform_layers),
+// which serve no model with a lone layer or mixed widths. The base model holds every layer
+// at the first node offered there (the narrowest: grid axes ascend); a stack swaps one node
+// in at all its positions, so it differs from the base by n times (node - reference); the
+// half keeps the first floor(n / 2) layers of each parent spec, blocks whole, which pins
+// T0 (N versus 2N). What stays unidentified is how a layer kind's reference time splits
+// from another kind's; every model of the space has as many layers of each, so no
+// prediction depends on it (the solver leaves one of them 0).
+void PlanUniformAtHidden(const SearchSpace& space, const std::vector<ProfilePoint>& nodes,
+                         int64_t h, int64_t positions, std::vector<model::HybridConfig>& out) {
+  const model::HybridConfig empty = EmptyAt(space, h, positions);
+  model::HybridConfig base = empty;
+  std::vector<bool> placed(space.num_layers(), false);
+  std::vector<std::vector<int>> at;
+  for (const ProfilePoint& p : nodes) {
+    at.push_back(PositionsOf(space, p));
+    for (int i : at.back()) {
+      if (!placed[i]) base.layers[i] = p.spec;
+      placed[i] = true;
+    }
+  }
+  const size_t first = out.size();
+  auto add = [&](model::HybridConfig c) {
+    if (std::find(out.begin() + first, out.end(), c) == out.end()) out.push_back(std::move(c));
+  };
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    add(WithNodeAt(base, nodes[k].spec, at[k], at[k].size()));
+  }
+  // Layers of one parent spec, in order: a Llama-layout block's attention and FFN halves
+  // pair up, so halving each spec's positions removes blocks whole.
+  std::map<std::string, std::vector<int>> by_spec;
+  for (int i = 0; i < space.num_layers(); ++i) {
+    if (placed[i]) by_spec[LayerKey(space.parent().layers[i], 0)].push_back(i);
+  }
+  model::HybridConfig half = empty;
+  for (const auto& [key, layers] : by_spec) {
+    if (layers.size() < 2) return;  // a one-block parent: T0 stays tied to its block
+    for (size_t k = 0; k < layers.size() / 2; ++k) half.layers[layers[k]] = base.layers[layers[k]];
+  }
+  if (!by_spec.empty()) add(std::move(half));
 }
 
 std::map<int64_t, std::vector<ProfilePoint>> NodesByHidden(const SearchSpace& space,
@@ -248,7 +294,8 @@ std::vector<double> SolvePhase(const std::vector<const Unit*>& models,
 // times on [1, count of each node], weighted by 1 / latency^2 so every model's relative
 // error counts alike (whole-model noise is multiplicative). No layer takes negative time: a
 // node the fit puts below 0 (noise on a node worth little next to the whole model) is held at
-// 0 and the rest solved again, until none is (an active-set non-negative fit; T0 is free).
+// 0 and the rest solved again, the most negative first, until none is (an active-set
+// non-negative fit; T0 is free).
 void FitTimesAt(int64_t h, const std::vector<const Unit*>& models, double ridge, TimeFit& fit) {
   std::map<std::string, size_t> index;  // unknown 0 is T0
   for (const Unit* u : models) {
@@ -261,11 +308,16 @@ void FitTimesAt(int64_t h, const std::vector<const Unit*>& models, double ridge,
     std::vector<double> x;
     for (size_t round = 0; round <= index.size(); ++round) {
       x = SolvePhase(models, index, free, h, ph, ridge);
-      bool negative = false;
+      // One node per round, the most negative: in a plan of uniform models the split of
+      // time between layer kinds is free (header), and the solver's choice of it can put a
+      // whole kind below 0; holding its reference at 0 fixes the split and the rest solve
+      // exactly, where holding every negative node at once would lose their differences.
+      size_t worst = 0;
       for (size_t i = 1; i < x.size(); ++i) {
-        if (free[i] && x[i] < 0) free[i] = false, negative = true;
+        if (free[i] && x[i] < 0 && (worst == 0 || x[i] < x[worst])) worst = i;
       }
-      if (!negative) break;
+      if (worst == 0) break;
+      free[worst] = false;
     }
     fit.fixed[h][ph] = x[0];
     for (const auto& [key, i] : index) fit.layer[key][ph] = std::max(0.0, x[i]);
@@ -510,7 +562,11 @@ absl::StatusOr<std::vector<model::HybridConfig>> PlanWholeModelProfiling(
   TAILOR_ASSIGN_OR_RETURN(SearchSpace space, SearchSpace::FromParent(parent, options.space));
   std::vector<model::HybridConfig> out;
   for (const auto& [h, nodes] : NodesByHidden(space, options)) {
-    PlanAtHidden(space, nodes, h, PositionsFor(parent, options), out);
+    if (options.space.uniform_layers) {
+      PlanUniformAtHidden(space, nodes, h, PositionsFor(parent, options), out);
+    } else {
+      PlanAtHidden(space, nodes, h, PositionsFor(parent, options), out);
+    }
   }
   for (const model::HybridConfig& c : out) TAILOR_RETURN_IF_ERROR(model::ValidateHybridConfig(c));
   return out;

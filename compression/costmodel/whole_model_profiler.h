@@ -14,7 +14,9 @@
 //     floor(n / 2) of them, one per distinct position set with n >= 2), so that T0 and every
 //     node's time are identifiable: t = (T(stack) - T(half)) / (n - floor(n / 2)) is the
 //     Puzzletron N-versus-2N difference. Without any n >= 2 set, one model combining a node
-//     of every position set anchors T0 instead.
+//     of every position set anchors T0 instead. A space with uniform_layers (layouts of one
+//     width per kind) gets models that hold every layer: a base of the narrowest nodes, a
+//     stack per node over it and a half of the base's blocks.
 //  3. Serving: every model (profiling and held-out) once, in a shuffled order so drift of the
 //     host hits all alike; its latency is the median of its requests (per phase too). A
 //     disturbed measurement (spread of request times, or too little CPU time for the

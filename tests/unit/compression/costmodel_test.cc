@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -163,6 +165,74 @@ TEST(SearchSpaceTest, GlobalMambaHeadsApplyToKeptLayers) {
   EXPECT_EQ(c->hidden, 32);
   EXPECT_EQ(c->layers[1].mamba.heads, 2);
   EXPECT_EQ(s->Describe(a).substr(0, 24), "hidden=32 mamba_heads=2 ");
+}
+
+// A Qwen3-like parent for layouts of one width per kind: blocks of attention then MLP.
+model::HybridConfig BlockParent() {
+  model::HybridConfig c;
+  c.vocab = 64;
+  c.hidden = 128;
+  c.max_seq = 64;
+  for (int b = 0; b < 3; ++b) c.layers.insert(c.layers.end(), {LayerSpec::Attention(4, 2, 32),
+                                                                LayerSpec::Mlp(256)});
+  return c;
+}
+
+TEST(SearchSpaceTest, UniformLayersDrawOnePresentOptionPerKind) {
+  SearchSpaceOptions o;
+  o.uniform_layers = true;
+  absl::StatusOr<SearchSpace> s = SearchSpace::FromParent(BlockParent(), o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->layer_options(0).size(), 5u);  // the options are the usual ones
+  std::mt19937_64 rng(3);
+  std::set<std::pair<int, int>> seen;
+  for (int i = 0; i < 200; ++i) {
+    const Architecture a = s->Sample(rng);
+    for (int l = 0; l < 6; ++l) {
+      EXPECT_NE(a.layers[l], 0) << s->Describe(a);  // nothing removed
+      EXPECT_EQ(a.layers[l], a.layers[l % 2]) << s->Describe(a);
+    }
+    seen.insert({a.layers[0], a.layers[1]});
+  }
+  EXPECT_EQ(seen.size(), 4u * 4u);  // every attention option with every MLP width
+}
+
+TEST(SearchSpaceTest, KeptHiddenAndHeadsLeaveOnlyTheParentsWidths) {
+  SearchSpaceOptions o;
+  o.prune_hidden_and_heads = false;
+  absl::StatusOr<SearchSpace> s = SearchSpace::FromParent(BlockParent(), o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->hidden_choices(), (std::vector<int64_t>{128}));
+  ASSERT_EQ(s->layer_options(0).size(), 2u);  // removed, or the parent's heads
+  EXPECT_EQ(s->layer_options(0)[1].label, "heads=4,kv=2");
+  EXPECT_EQ(s->layer_options(1).size(), 5u);  // the MLP still narrows
+}
+
+TEST(SearchSpaceTest, KeptSharedExpertsTieTheExpertCountAcrossMoeLayers) {
+  model::HybridConfig parent = Parent();
+  parent.layers.push_back(LayerSpec::Moe(4, 2, 128, 128));  // a second 'E' layer
+  SearchSpaceOptions o;
+  o.keep_shared_experts = true;  // `nemotron_h_moe`: one expert count for all layers
+  absl::StatusOr<SearchSpace> s = SearchSpace::FromParent(parent, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::mt19937_64 rng(11);
+  std::set<int64_t> counts;
+  std::set<std::pair<int64_t, int64_t>> expert_widths;
+  for (int i = 0; i < 300; ++i) {
+    const Architecture a = s->Sample(rng);
+    absl::StatusOr<model::HybridConfig> c = s->Materialize(a);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const model::MoeSpec& first = c->layers[2].moe;
+    const model::MoeSpec& second = c->layers[4].moe;
+    if (first.experts > 0 && second.experts > 0) {
+      EXPECT_EQ(first.experts, second.experts) << s->Describe(a);
+      EXPECT_EQ(first.top_k, second.top_k) << s->Describe(a);
+      counts.insert(first.experts);
+      expert_widths.insert({first.expert_ffn, second.expert_ffn});
+    }
+  }
+  EXPECT_GE(counts.size(), 2u);
+  EXPECT_GE(expert_widths.size(), 8u);  // the widths stay per layer
 }
 
 TEST(SearchSpaceTest, CanonicalKeys) {

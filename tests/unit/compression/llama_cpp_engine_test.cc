@@ -6,10 +6,13 @@
 #include "profiler-agent/llama_cpp_engine.h"
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "compression/hf/hf_import.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -290,6 +293,51 @@ TEST_F(LlamaCppEngineRealTest, ProfileBuildsAValidatedTableFromWholeRequests) {
     EXPECT_GT(a.predicted_latency_ms, 0) << a.description;
   }
 }
+
+// Parents whose GGUF layout has one width per kind (llama.cpp's `qwen3`, Mixtral's `llama`;
+// `qwen2` also keeps hidden width and heads): profiled on uniform models with blocks removed
+// whole and validated on uniform architectures, every one of them served by llama.cpp.
+class LlamaCppUniformProfileTest : public LlamaCppEngineRealTest,
+                                   public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(LlamaCppUniformProfileTest, ProfilesOnModelsTheLayoutHolds) {
+  const std::string arch = GetParam();
+  const std::string dir = testing::NewTestDir(absl::StrCat("llama_cpp_uniform_", arch));
+  testing::HfTestCheckpointOptions o;
+  o.dtype = model::DType::kF32;
+  ASSERT_THAT(testing::WriteHfTestCheckpoint(dir, arch, o), IsOk());
+  v1::DeploymentContract c = Contract();
+  c.mutable_parent()->set_path(dir);
+  absl::StatusOr<ProfileJobOutput> out = engine_->Profile(c, dir, work_, nullptr);
+  ASSERT_THAT(out.status(), IsOk());
+  EXPECT_EQ(out->result.validation.size(), 3u);
+  for (const costmodel::ArchitectureMeasurement& a : out->result.validation) {
+    EXPECT_GT(a.measured_latency_ms, 0) << a.description;
+    EXPECT_GT(a.predicted_latency_ms, 0) << a.description;
+    std::map<model::LayerKind, model::LayerSpec> one;
+    for (const model::LayerSpec& l : a.config.layers) {
+      EXPECT_TRUE(l.present()) << a.description;
+      auto [it, first] = one.emplace(l.kind, l);
+      EXPECT_TRUE(first || it->second == l) << a.description;
+    }
+    if (arch == "Qwen2ForCausalLM") EXPECT_EQ(a.config.hidden, 32) << a.description;
+  }
+  for (const costmodel::ArchitectureMeasurement& m : out->result.profiling_models) {
+    EXPECT_GT(m.measured_latency_ms, 0) << m.description;
+  }
+  const costmodel::ValidationSummary& v = out->result.table.validation;
+  std::printf("%s: %zu profiling models, held-out latency MAPE %.1f%% (max %.1f%%), memory "
+              "MAPE %.1f%%\n",
+              arch.c_str(), out->result.profiling_models.size(), 100 * v.latency_mape,
+              100 * v.latency_max_error, 100 * v.memory_mape);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, LlamaCppUniformProfileTest,
+                         ::testing::Values("Qwen3ForCausalLM", "MixtralForCausalLM",
+                                           "Qwen2ForCausalLM"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
 
 }  // namespace
 }  // namespace tailor::profiler

@@ -143,6 +143,23 @@ double RelativeError(double predicted, double truth) {
   return std::abs(predicted - truth) / std::abs(truth);
 }
 
+// One line per served model: its hidden width and every layer's key.
+std::string ModelKey(const model::HybridConfig& c) {
+  std::string key = std::to_string(c.hidden);
+  for (const LayerSpec& l : c.layers) key += "|" + LayerKey(l, c.hidden);
+  return key;
+}
+
+// Every held-out architecture's latency and memory as the synthetic engine has them.
+void ExpectExactValidation(const ProfileResult& r, const engine::Workload& w) {
+  for (const ArchitectureMeasurement& m : r.validation) {
+    const double latency = Truth::PhaseMs(m.config, 0) + Truth::PhaseMs(m.config, 1);
+    EXPECT_LT(RelativeError(m.predicted_latency_ms, latency), 1e-6) << m.description;
+    EXPECT_LT(RelativeError(m.predicted_memory_mib, Truth::TotalMiB(m.config, w)), 1e-6)
+        << m.description;
+  }
+}
+
 TEST(WholeModelProfilerTest, PlanIsValidCandidatesWithAPresentLayer) {
   for (const model::HybridConfig& parent :
        {TinyParent(), QuickstartParent(), NemotronHStyleParent()}) {
@@ -158,9 +175,7 @@ TEST(WholeModelProfilerTest, PlanIsValidCandidatesWithAPresentLayer) {
         any |= c.layers[i].present();
       }
       EXPECT_TRUE(any);
-      std::string key = std::to_string(c.hidden);
-      for (const LayerSpec& l : c.layers) key += "|" + LayerKey(l, c.hidden);
-      distinct.insert(key);
+      distinct.insert(ModelKey(c));
     }
     EXPECT_EQ(distinct.size(), plan->size());  // no model served twice
   }
@@ -252,6 +267,128 @@ TEST(WholeModelProfilerTest, ExactWithoutNoiseWithRepeatedLayers) {
 
 TEST(WholeModelProfilerTest, ExactWithoutNoiseOnANemotronHStyleParent) {
   ExpectExact(NemotronHStyleParent());
+}
+
+// Llama-layout parents whose GGUF layout has one width per kind (llama.cpp's `qwen3`,
+// `qwen3moe`, Mixtral as `llama`): blocks of attention then an FFN.
+model::HybridConfig UniformParent(bool moe) {
+  model::HybridConfig c;
+  c.vocab = 64;
+  c.hidden = 64;
+  c.max_seq = 32;
+  LayerSpec a = LayerSpec::Attention(4, 2, 16);
+  a.attention.qk_norm = true;
+  const LayerSpec f = moe ? LayerSpec::Moe(4, 2, 32, 0) : LayerSpec::Mlp(128);
+  for (int b = 0; b < 4; ++b) {
+    c.layers.push_back(a);
+    c.layers.push_back(f);
+  }
+  return c;
+}
+
+WholeModelProfileOptions UniformOptions() {
+  WholeModelProfileOptions o = Options();
+  o.space.uniform_layers = true;
+  return o;
+}
+
+// What a uniform layout holds: blocks kept or removed whole, and one spec per kind.
+void ExpectUniform(const model::HybridConfig& c, const std::string& what) {
+  std::map<LayerKind, LayerSpec> spec;
+  bool any = false;
+  for (size_t b = 0; b + 1 < c.layers.size(); b += 2) {
+    EXPECT_EQ(c.layers[b].present(), c.layers[b + 1].present()) << what << " block " << b / 2;
+    for (const LayerSpec& l : {c.layers[b], c.layers[b + 1]}) {
+      if (!l.present()) continue;
+      any = true;
+      auto [it, first] = spec.emplace(l.kind, l);
+      EXPECT_TRUE(first || it->second == l) << what << ": two widths of one kind in block "
+                                            << b / 2;
+    }
+  }
+  EXPECT_TRUE(any) << what;
+}
+
+TEST(WholeModelProfilerTest, UniformLayoutsGetUniformModelsWithBlocksRemovedWhole) {
+  for (bool moe : {false, true}) {
+    absl::StatusOr<std::vector<model::HybridConfig>> plan =
+        PlanWholeModelProfiling(UniformParent(moe), UniformOptions());
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    std::set<std::string> distinct;
+    for (const model::HybridConfig& c : *plan) {
+      const std::string key = ModelKey(c);
+      ExpectUniform(c, key);
+      distinct.insert(key);
+    }
+    EXPECT_EQ(distinct.size(), plan->size());
+    // Per hidden width {32, 64}: 4 attention nodes and the FFN's (2 MLP widths; 2 expert
+    // counts x 2 expert widths) in stacks over the shared base, and one half.
+    EXPECT_EQ(plan->size(), 2u * (4 + (moe ? 4 : 2) - 1 + 1)) << (moe ? "moe" : "mlp");
+  }
+}
+
+TEST(WholeModelProfilerTest, UniformLayoutsPredictUniformArchitecturesExactly) {
+  for (bool moe : {false, true}) {
+    WholeModelProfileOptions o = UniformOptions();
+    absl::StatusOr<ProfileResult> r =
+        ProfileCostTableWholeModel(UniformParent(moe), o, SyntheticServe(o.workload, 0.0));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->validation.size(), 12u) << (moe ? "moe" : "mlp");
+    for (const ArchitectureMeasurement& m : r->validation) ExpectUniform(m.config, m.description);
+    ExpectExactValidation(*r, o.workload);
+    EXPECT_LT(r->table.validation.latency_max_error, 1e-6);
+    for (const CostEntryData& e : r->table.entries) EXPECT_GE(e.time_ms, 0) << e.config;
+  }
+}
+
+TEST(WholeModelProfilerTest, KeptHiddenAndHeadsProfileOnlyTheParentsWidths) {
+  WholeModelProfileOptions o = UniformOptions();
+  o.space.prune_hidden_and_heads = false;  // llama.cpp's `qwen2`
+  absl::StatusOr<std::vector<model::HybridConfig>> plan =
+      PlanWholeModelProfiling(UniformParent(false), o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // One hidden width, one attention node: the base, one MLP stack and the half.
+  ASSERT_EQ(plan->size(), 3u);
+  for (const model::HybridConfig& c : *plan) {
+    EXPECT_EQ(c.hidden, 64);
+    for (const LayerSpec& l : c.layers) {
+      if (l.kind == LayerKind::kAttention && l.present()) {
+        EXPECT_EQ(l.attention.heads, 4);
+        EXPECT_EQ(l.attention.kv_heads, 2);
+      }
+    }
+  }
+}
+
+// `nemotron_h_moe` holds one expert count for all 'E' layers and cannot remove them
+// (SearchSpaceOptions::keep_shared_experts): every model served, profiling or held out,
+// keeps that, and the table still predicts exactly.
+TEST(WholeModelProfilerTest, KeptSharedExpertsServeOneExpertCountPerModel) {
+  WholeModelProfileOptions o = Options();
+  o.space.keep_shared_experts = true;
+  auto one_count = [](const model::HybridConfig& c, const std::string& what) {
+    std::set<int64_t> counts;
+    for (const LayerSpec& l : c.layers) {
+      if (l.kind == LayerKind::kMoe && l.moe.experts > 0) counts.insert(l.moe.experts);
+    }
+    EXPECT_EQ(counts.size(), 1u) << what;
+  };
+  absl::StatusOr<std::vector<model::HybridConfig>> plan =
+      PlanWholeModelProfiling(NemotronHStyleParent(), o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::set<std::string> distinct;
+  for (const model::HybridConfig& c : *plan) {
+    const std::string key = ModelKey(c);
+    one_count(c, key);
+    distinct.insert(key);
+  }
+  EXPECT_EQ(distinct.size(), plan->size());  // no half that equals its stack
+  absl::StatusOr<ProfileResult> r =
+      ProfileCostTableWholeModel(NemotronHStyleParent(), o, SyntheticServe(o.workload, 0.0));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->validation.size(), 12u);
+  for (const ArchitectureMeasurement& m : r->validation) one_count(m.config, m.description);
+  ExpectExactValidation(*r, o.workload);
 }
 
 TEST(WholeModelProfilerTest, TwoPercentNoiseStaysWithinThreePercent) {
