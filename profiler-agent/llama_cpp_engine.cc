@@ -194,19 +194,6 @@ absl::StatusOr<hf::HfCheckpoint> OpenHfParent(const v1::DeploymentContract& cont
   return hf::HfCheckpoint::Open(parent_dir, options);
 }
 
-// The engine serves what the GGUF layouts hold: profiling and re-measured models are students
-// of the parent, so they obey the same rules as the search's (gguf::StudentShapeRulesOf). A
-// parent whose layout has one width per kind (Qwen3, Qwen2, Mixtral, Qwen3-MoE) is profiled
-// on models of uniform widths with whole blocks removed.
-costmodel::SearchSpaceOptions ServableSpace(const hf::HfCheckpoint& parent) {
-  const gguf::StudentShapeRules rules = gguf::StudentShapeRulesOf(parent.config());
-  costmodel::SearchSpaceOptions o;
-  o.keep_shared_experts = rules.keep_shared_experts;
-  o.uniform_layers = !rules.per_layer_widths;
-  o.prune_hidden_and_heads = rules.prune_hidden_and_heads;
-  return o;
-}
-
 class LlamaCppEngine : public ServingEngine {
  public:
   LlamaCppEngine(MlJobConfig config, LlamaCppEngineOptions options, EngineIdentity identity)
@@ -308,7 +295,7 @@ absl::StatusOr<ProfileJobOutput> LlamaCppEngine::Profile(const v1::DeploymentCon
   TAILOR_ASSIGN_OR_RETURN(ParentForProfile p, ReadParentForProfile(contract, parent_dir));
   TAILOR_ASSIGN_OR_RETURN(hf::HfCheckpoint parent, OpenHfParent(contract, parent_dir));
   costmodel::WholeModelProfileOptions o;
-  o.space = ServableSpace(parent);
+  o.space = LlamaCppServableSpace(parent);
   o.engine = identity_.name;
   o.engine_version = identity_.version;
   o.device_kind = config_.device_kind;
@@ -360,7 +347,7 @@ absl::StatusOr<costmodel::RecheckResult> LlamaCppEngine::Recheck(
                                     served.weights_mib + served.state_mib + served.compute_mib};
   };
   costmodel::RecheckOptions o;
-  o.space = ServableSpace(parent);
+  o.space = LlamaCppServableSpace(parent);
   o.require_present_layer = true;
   o.progress = progress;
   return costmodel::RecheckCostTable(model, p.config, recheck_serve, o);
@@ -444,17 +431,33 @@ absl::StatusOr<costmodel::ServedModel> ServeDummyModel(const model::HybridConfig
   const std::string path = dir + ".gguf";
   gguf::GgufExportOptions e;
   e.all_f32 = true;
-  absl::Status exported = gguf::ExportStudentToGguf(dir, parent, path, e).status();
+  absl::StatusOr<gguf::StudentGgufSummary> exported =
+      gguf::ExportStudentToGguf(dir, parent, path, e);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
-  TAILOR_RETURN_IF_ERROR(exported);
+  TAILOR_RETURN_IF_ERROR(exported.status());
   absl::StatusOr<gguf::LlamaCppServeMeasurement> m = gguf::RunServeBenchmark(path, o);
   std::filesystem::remove(path, ec);
   if (!m.ok()) return Permanent(m.status());
-  return ServedModelOf(*m);
+  costmodel::ServedModel served = ServedModelOf(*m);
+  served.stand_in_mib = static_cast<double>(exported->stand_in_bytes) / kMiB;
+  served.stand_in_layers = exported->stand_in_layers;
+  return served;
 }
 
 }  // namespace
+
+// Profiling and re-measured models are students of the parent, so they obey the same rules
+// as the search's. A parent whose layout has one width per kind (Qwen3, Qwen2, Mixtral,
+// Qwen3-MoE) is profiled on models of uniform widths with whole blocks removed.
+costmodel::SearchSpaceOptions LlamaCppServableSpace(const hf::HfCheckpoint& parent) {
+  const gguf::StudentShapeRules rules = gguf::StudentShapeRulesOf(parent.config());
+  costmodel::SearchSpaceOptions o;
+  o.keep_shared_experts = rules.keep_shared_experts;
+  o.uniform_layers = !rules.per_layer_widths;
+  o.prune_hidden_and_heads = rules.prune_hidden_and_heads;
+  return o;
+}
 
 costmodel::ServeModelFn LlamaCppServeModelFn(const hf::HfCheckpoint& parent,
                                              const std::string& scratch_dir,

@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "compression/engine/workload.h"
+#include "compression/costmodel/search_space.h"
 #include "compression/costmodel/whole_model_profiler.h"
 #include "compression/gguf/llama_cpp_serve.h"
 #include "compression/gguf/llama_cpp_sidecar.h"
@@ -73,6 +74,10 @@ absl::StatusOr<v1::EquivalenceCheck> CheckEquivalence(model::HybridLM& model,
                                                       const LlamaCppEngineOptions& options,
                                                       uint64_t seed,
                                                       const EvalSample* eval = nullptr);
+
+// The search space llama.cpp can serve students of `parent` from: what its GGUF layouts hold
+// (gguf::StudentShapeRulesOf). Profiling and drift re-measures draw only from it.
+costmodel::SearchSpaceOptions LlamaCppServableSpace(const hf::HfCheckpoint& parent);
 
 // The whole-model profiler's serve function in llama.cpp: each call draws `config`'s dummy
 // weights, writes them as a student of `parent` in `scratch_dir` (which must exist), exports

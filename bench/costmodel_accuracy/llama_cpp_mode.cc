@@ -66,7 +66,8 @@ constexpr char kLlamaUsage[] =
     "llama.cpp serving whole models (the whole-model profiler) for a Llama-layout and a\n"
     "Nemotron-H-layout parent with dummy weights, and compares its predictions for held-out\n"
     "architectures with their measurements in llama.cpp\n"
-    "  --parents LIST       comma-separated: llama, nemotron-h (default both)\n"
+    "  --parents LIST       comma-separated: llama, nemotron-h, qwen3 (one width per kind\n"
+    "                       in its GGUF layout: uniform profiling models; default the first two)\n"
     "  --batch N --input N --output N --prefix N   workload (default 1 64 16 0)\n"
     "  --threads N          llama.cpp threads (default 1)\n"
     "  --warmup N           requests before the timed ones, per model (default 5)\n"
@@ -100,8 +101,8 @@ bool SetValued(const std::string& a, const std::string& v, LlamaFlags& f, std::s
   if (a == "--parents") {
     f.parents = absl::StrSplit(v, ',', absl::SkipEmpty());
     for (const std::string& p : f.parents) {
-      if (p != "llama" && p != "nemotron-h") {
-        error = absl::StrCat("--parents: llama or nemotron-h, not ", p);
+      if (p != "llama" && p != "nemotron-h" && p != "qwen3") {
+        error = absl::StrCat("--parents: llama, nemotron-h or qwen3, not ", p);
         return false;
       }
     }
@@ -170,14 +171,17 @@ bool ParseLlamaFlags(int argc, char** argv, LlamaFlags& f, std::string& error) {
 // The parents, sized so layer costs dominate the fixed ones (embedding, head, node's request
 // overhead) without a run of the bench passing ~10 minutes per parent on 2 cores. Shapes stay
 // consistent: heads x head_dim = hidden, Mamba heads x head_dim = expand x hidden.
-json LlamaParent(bool quick) {
-  json c = testing::TinyHfConfig("LlamaForCausalLM");
+// A decoder family's tiny test config at the bench's size: hidden 256, 8 layers of 8 heads /
+// 4 KV heads of 32, FFN 768.
+json DecoderParent(const std::string& architecture, bool quick) {
+  json c = testing::TinyHfConfig(architecture);
   if (quick) return c;
   c["hidden_size"] = 256;
   c["intermediate_size"] = 768;
   c["num_hidden_layers"] = 8;
   c["num_attention_heads"] = 8;
   c["num_key_value_heads"] = 4;
+  if (c.contains("head_dim")) c["head_dim"] = 32;
   return c;
 }
 
@@ -382,6 +386,7 @@ absl::StatusOr<costmodel::ProfileResult> Profile(const json& config, const std::
   s.seed = f.seed;
   s.sidecar.threads = f.threads;
   costmodel::WholeModelProfileOptions o;
+  o.space = profiler::LlamaCppServableSpace(hf);  // as the agent's profile job
   o.workload = f.workload;
   o.threads = f.threads;
   o.max_points_per_axis = f.max_points;
@@ -403,7 +408,10 @@ absl::StatusOr<costmodel::ProfileResult> Profile(const json& config, const std::
 
 // Profiles one parent in a temp dir of its own (removed after) and prints its report.
 absl::StatusOr<json> RunParent(const std::string& name, const LlamaFlags& f) {
-  const json config = name == "llama" ? LlamaParent(f.quick) : NemotronHParent(f.quick);
+  // qwen3: a layout with one width per kind, profiled on uniform models (docs/costmodel.md).
+  const json config = name == "llama"  ? DecoderParent("LlamaForCausalLM", f.quick)
+                      : name == "qwen3" ? DecoderParent("Qwen3ForCausalLM", f.quick)
+                                        : NemotronHParent(f.quick);
   std::string dir = (std::filesystem::temp_directory_path() / "costmodel_llama_XXXXXX").string();
   if (mkdtemp(dir.data()) == nullptr) return absl::InternalError("cannot make a temp dir");
   const std::string load_before = LoadAverage();

@@ -178,6 +178,8 @@ std::array<double, 3> PhaseMedians(const ServedModel& s) {
 }
 
 double ReportedMiB(const ServedModel& s) { return s.weights_mib + s.state_mib + s.compute_mib; }
+// What the model's own layers and buffers take: the memory fit's target.
+double ModelMiB(const ServedModel& s) { return ReportedMiB(s) - s.stand_in_mib; }
 
 // A preempted or throttled run: its requests disagree, or the process got too little CPU
 // for its threads (another process ran on them).
@@ -270,10 +272,12 @@ std::vector<double> SolvePhase(const std::vector<const Unit*>& models,
     const std::array<double, 3> t = PhaseMedians(u->served);
     std::vector<double> x(n, 0.0);
     x[0] = 1;
-    for (const LayerSpec& l : u->config.layers) {
-      if (!l.present()) continue;
-      const size_t i = index.at(LayerKey(l, h));
-      if (free[i]) x[i] += 1;
+    for (const std::vector<LayerSpec>* layers : {&u->config.layers, &u->served.stand_in_layers}) {
+      for (const LayerSpec& l : *layers) {
+        if (!l.present()) continue;
+        const size_t i = index.at(LayerKey(l, h));
+        if (free[i]) x[i] += 1;
+      }
     }
     const double w = 1.0 / std::max(1e-12, t[2] * t[2]);
     for (size_t i = 0; i < n; ++i) {
@@ -299,8 +303,10 @@ std::vector<double> SolvePhase(const std::vector<const Unit*>& models,
 void FitTimesAt(int64_t h, const std::vector<const Unit*>& models, double ridge, TimeFit& fit) {
   std::map<std::string, size_t> index;  // unknown 0 is T0
   for (const Unit* u : models) {
-    for (const LayerSpec& l : u->config.layers) {
-      if (l.present()) index.emplace(LayerKey(l, h), index.size() + 1);
+    for (const std::vector<LayerSpec>* layers : {&u->config.layers, &u->served.stand_in_layers}) {
+      for (const LayerSpec& l : *layers) {
+        if (l.present()) index.emplace(LayerKey(l, h), index.size() + 1);
+      }
     }
   }
   for (int ph = 0; ph < 2; ++ph) {
@@ -380,7 +386,7 @@ MemoryFit FitMemory(const std::vector<Unit>& units, const engine::Workload& w, i
     const std::array<double, 3> f = FormulaMiB(u.config, w, bytes);
     const ServedModel& s = u.served;
     ww += f[0] * f[0];
-    wr += f[0] * s.weights_mib;
+    wr += f[0] * (s.weights_mib - s.stand_in_mib);
     aa += f[1] * f[1];
     am += f[1] * f[2];
     mm += f[2] * f[2];
@@ -464,7 +470,7 @@ absl::Status SetEps(const std::vector<Unit>& units, const CostModel& model,
   for (const Unit& u : units) {
     if (!u.profiling) continue;
     TAILOR_ASSIGN_OR_RETURN(Prediction p, model.Predict(u.config));
-    eps.push_back(ReportedMiB(u.served) - p.memory_mib);
+    eps.push_back(ModelMiB(u.served) - p.memory_mib);
   }
   memory.eps_mib = Median(eps);
   for (double e : eps) {

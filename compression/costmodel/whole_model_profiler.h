@@ -61,6 +61,13 @@ struct ServedModel {
   double weights_mib = 0;  // W
   double state_mib = 0;    // C: KV cache and recurrent state
   double compute_mib = 0;  // P: compute buffers
+  // Part of weights_mib that is no layer of the model: stand-in blocks an engine needs (a
+  // model without any attention or Mamba layer gets a zero one in llama.cpp). The memory fit
+  // leaves them out; left in, they inflated a Nemotron-H table's weights scale by 8%.
+  double stand_in_mib = 0;
+  // Those stand-ins as layers (at the model's hidden width): the time fit counts them, so
+  // their time does not land in T0.
+  std::vector<model::LayerSpec> stand_in_layers;
 };
 
 // Serves `config` with dummy weights drawn from `seed` (a fresh deployment per call) under

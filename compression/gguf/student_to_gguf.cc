@@ -105,14 +105,19 @@ class DeciTensors {
     for (int64_t d : shape) n *= d;
     const std::vector<float> values(n, value);
     buffers_.emplace_back(reinterpret_cast<const char*>(values.data()), n * sizeof(float));
+    constant_bytes_ += static_cast<int64_t>(buffers_.back().size());
     return w_.AddTensorBytes(gguf, shape, TensorType::kF32, buffers_.back().data(),
                              buffers_.back().size());
   }
+
+  // Bytes of every Constant so far: the stand-ins' weights, which the student does not have.
+  int64_t constant_bytes() const { return constant_bytes_; }
 
  private:
   const model::SafetensorsFile& weights_;
   GgufWriter& w_;
   std::deque<std::string> buffers_;  // outlive Write (AddTensorBytes keeps pointers)
+  int64_t constant_bytes_ = 0;
 };
 
 // Block `index` of the file; `d` is the head dim (the parent's, which pruning keeps).
@@ -211,8 +216,13 @@ absl::StatusOr<StudentGgufSummary> ExportDeci(const std::string& student_dir,
         AddDeciBlock(blocks[i], static_cast<int64_t>(i), s.hidden, p.head_dim, t));
     summary.zero_attention += blocks[i].zero_attention;
     summary.zero_ffn += blocks[i].zero_ffn;
+    if (blocks[i].zero_attention) {
+      summary.stand_in_layers.push_back(model::LayerSpec::Attention(1, 1, p.head_dim));
+    }
+    if (blocks[i].zero_ffn) summary.stand_in_layers.push_back(model::LayerSpec::Mlp(1));
   }
   summary.blocks = static_cast<int64_t>(blocks.size());
+  summary.stand_in_bytes = t.constant_bytes();
   TAILOR_RETURN_IF_ERROR(w.Write(path));
   return summary;
 }
@@ -517,6 +527,21 @@ absl::StatusOr<StudentGgufSummary> ExportNemotronH(const std::string& student_di
   summary.arch = arch;
   summary.zero_attention = stand_ins.attention >= 0;
   summary.zero_mamba = stand_ins.mamba >= 0;
+  summary.stand_in_bytes = constants.constant_bytes();
+  if (summary.zero_attention) {
+    model::LayerSpec a = model::LayerSpec::Attention(1, 1, shape.head_dim);
+    a.attention.rope = false;
+    summary.stand_in_layers.push_back(a);
+  }
+  if (summary.zero_mamba) {
+    const hf::MambaConfig& m = shape.mamba;
+    model::LayerSpec l =
+        model::LayerSpec::Mamba(m.num_heads, m.head_dim, m.state_size, m.conv_kernel,
+                                m.chunk_size);
+    l.mamba.groups = m.n_groups;
+    l.mamba.norm = model::MambaNorm::kPerGroup;
+    summary.stand_in_layers.push_back(l);
+  }
   summary.blocks = static_cast<int64_t>(shape.blocks.size());
   return summary;
 }

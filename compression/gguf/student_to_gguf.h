@@ -31,10 +31,12 @@
 // The search never picks the others (StudentShapeRulesOf).
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "compression/gguf/hf_to_gguf.h"
 #include "compression/hf/hf_checkpoint.h"
+#include "compression/model/config.h"
 
 namespace tailor::gguf {
 
@@ -44,6 +46,12 @@ struct StudentGgufSummary {
   int64_t zero_attention = 0;  // stand-in blocks (see above)
   int64_t zero_ffn = 0;
   int64_t zero_mamba = 0;
+  // Bytes of the stand-ins' tensors: what the file holds beyond the student's own weights
+  // (the whole-model profiler's memory fit takes them out of what llama.cpp reports).
+  int64_t stand_in_bytes = 0;
+  // The stand-ins as the layers llama.cpp runs (at the student's hidden width): the
+  // profiler's time fit counts them, so their time does not land in T0.
+  std::vector<model::LayerSpec> stand_in_layers;
 };
 
 // The student shapes the layouts tailor writes for `parent` can express: what the search

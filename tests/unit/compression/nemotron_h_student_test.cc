@@ -95,6 +95,17 @@ uint32_t U32(const gguf::GgufFile& f, const std::string& key) {
   return v != nullptr && std::holds_alternative<uint32_t>(*v) ? std::get<uint32_t>(*v) : 0;
 }
 
+// Bytes of every tensor in the file.
+int64_t TensorBytes(const std::string& path) {
+  absl::StatusOr<gguf::GgufFile> f = gguf::GgufFile::Read(path);
+  EXPECT_THAT(f.status(), IsOk());
+  int64_t bytes = 0;
+  if (f.ok()) {
+    for (const auto& t : f->tensors()) bytes += static_cast<int64_t>(f->TensorData(t).size());
+  }
+  return bytes;
+}
+
 std::string Export(const std::string& student, const Parent& p, gguf::StudentGgufSummary* s) {
   const std::string path = testing::NewTestDir("nemotron_gguf_") + "/student.gguf";
   absl::StatusOr<gguf::StudentGgufSummary> summary =
@@ -228,6 +239,14 @@ TEST(NemotronHStudentTest, StudentsWithoutAttentionOrMambaGetZeroStandIns) {
     EXPECT_EQ(s.blocks, 5);
     EXPECT_EQ(s.zero_attention, 1);
     EXPECT_EQ(s.zero_mamba, 0);
+    // One query and one KV head of 8 over hidden 32: norm, Q, K, V and the output, F32.
+    EXPECT_EQ(s.stand_in_bytes, 4 * (32 + 4 * 8 * 32));
+    ASSERT_EQ(s.stand_in_layers.size(), 1u);
+    EXPECT_EQ(s.stand_in_layers[0].kind, model::LayerKind::kAttention);
+    EXPECT_EQ(s.stand_in_layers[0].attention.heads, 1);
+    EXPECT_EQ(s.stand_in_layers[0].attention.kv_heads, 1);
+    EXPECT_EQ(s.stand_in_layers[0].attention.head_dim, 8);
+    EXPECT_EQ(TensorBytes(path), 4 * child->config().ParameterCount() + s.stand_in_bytes);
     if (missing.empty()) ExpectLlamaCppAgrees(child, path, "nemotron_h, zero attention");
   }
   {
@@ -245,6 +264,14 @@ TEST(NemotronHStudentTest, StudentsWithoutAttentionOrMambaGetZeroStandIns) {
     EXPECT_EQ(s.blocks, 4);
     EXPECT_EQ(s.zero_attention, 0);
     EXPECT_EQ(s.zero_mamba, 1);
+    EXPECT_GT(s.stand_in_bytes, 0);
+    // One Mamba head per B/C group (2), of the parent's head size and state (8).
+    ASSERT_EQ(s.stand_in_layers.size(), 1u);
+    EXPECT_EQ(s.stand_in_layers[0].kind, model::LayerKind::kMamba);
+    EXPECT_EQ(s.stand_in_layers[0].mamba.heads, 2);
+    EXPECT_EQ(s.stand_in_layers[0].mamba.head_dim, 8);
+    EXPECT_EQ(s.stand_in_layers[0].mamba.state, 8);
+    EXPECT_EQ(TensorBytes(path), 4 * child->config().ParameterCount() + s.stand_in_bytes);
     if (missing.empty()) ExpectLlamaCppAgrees(child, path, "nemotron_h, zero Mamba");
   }
 }

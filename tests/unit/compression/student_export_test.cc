@@ -184,6 +184,10 @@ TEST(StudentExportLlamaCppTest, HeterogeneousLlamaChildIsADeciFileEqualToTailor)
     EXPECT_EQ(s->arch, "deci");
     EXPECT_EQ(s->zero_attention, 1);
     EXPECT_EQ(s->zero_ffn, 1);
+    ASSERT_EQ(s->stand_in_layers.size(), 2u);
+    EXPECT_EQ(s->stand_in_layers[0].attention.heads, 1);
+    EXPECT_EQ(s->stand_in_layers[1].mlp.ffn, 1);
+    EXPECT_GT(s->stand_in_bytes, 0);
     ExpectLlamaCppAgrees(child, path, "deci with zero stand-ins");
   }
 }

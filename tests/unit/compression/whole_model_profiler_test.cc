@@ -391,6 +391,59 @@ TEST(WholeModelProfilerTest, KeptSharedExpertsServeOneExpertCountPerModel) {
   ExpectExactValidation(*r, o.workload);
 }
 
+// An engine that needs a stand-in block in models without attention (llama.cpp's zero
+// attention in `nemotron_h`) runs it and reports its bytes as weights; the fit counts it as
+// the layer it is and leaves its bytes out, so T0, the scales and the held-out predictions
+// stay the engine's own.
+TEST(WholeModelProfilerTest, StandInsStayOutOfTheFit) {
+  WholeModelProfileOptions o = Options();
+  const ServeModelFn synthetic = SyntheticServe(o.workload, 0.0);
+  const LayerSpec stand_in = LayerSpec::Attention(1, 1, 16);
+  int with_stand_in = 0;
+  auto serve = [&](const model::HybridConfig& c, uint64_t seed) -> absl::StatusOr<ServedModel> {
+    absl::StatusOr<ServedModel> s = synthetic(c, seed);
+    const bool attention = std::any_of(c.layers.begin(), c.layers.end(), [](const LayerSpec& l) {
+      return l.kind == LayerKind::kAttention && l.present();
+    });
+    if (s.ok() && !attention) {
+      s->stand_in_mib = 0.02 * static_cast<double>(c.hidden) / 32;
+      s->weights_mib += s->stand_in_mib;
+      s->stand_in_layers = {stand_in};
+      for (ServedRequest& r : s->requests) {
+        r.prefill_ms += Truth::LayerMs(stand_in, c.hidden, 0);
+        r.decode_ms += Truth::LayerMs(stand_in, c.hidden, 1);
+        r.request_ms = r.cpu_ms = r.prefill_ms + r.decode_ms;
+      }
+      ++with_stand_in;
+    }
+    return s;
+  };
+  absl::StatusOr<ProfileResult> r = ProfileCostTableWholeModel(NemotronHStyleParent(), o, serve);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(with_stand_in, 10);
+  EXPECT_NEAR(r->table.memory.weights_scale, 0.5, 1e-12);
+  EXPECT_NEAR(r->table.memory.eps_mib, 0.0, 1e-9);
+  for (const CostEntryData& e : r->table.entries) {
+    if (e.layer_kind != kFixedKind) continue;
+    const int64_t h = static_cast<int64_t>(e.params.at("hidden"));
+    EXPECT_NEAR(e.time_ms, Truth::FixedMs(h, e.phase == kPrefill ? 0 : 1), 1e-9) << e.config;
+  }
+  // Held-out rows with attention (those without ran a stand-in the table cannot know of).
+  ProfileResult with_attention = *r;
+  auto& rows = with_attention.validation;
+  rows.erase(std::remove_if(rows.begin(), rows.end(),
+                            [](const ArchitectureMeasurement& m) {
+                              return std::none_of(m.config.layers.begin(), m.config.layers.end(),
+                                                  [](const LayerSpec& l) {
+                                                    return l.kind == LayerKind::kAttention &&
+                                                           l.present();
+                                                  });
+                            }),
+             rows.end());
+  EXPECT_GE(rows.size(), 6u);
+  ExpectExactValidation(with_attention, o.workload);
+}
+
 TEST(WholeModelProfilerTest, TwoPercentNoiseStaysWithinThreePercent) {
   for (const model::HybridConfig& parent : {QuickstartParent(), NemotronHStyleParent()}) {
     WholeModelProfileOptions o = Options();
