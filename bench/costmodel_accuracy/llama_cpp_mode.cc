@@ -224,9 +224,11 @@ void PrintRows(const costmodel::ProfileResult& r) {
 
 // What-if on the same measurements: the table's time fit redone on whole request times
 // (weights 1 / t^2 like the profiler's), with T0 either per hidden width (the profiler's
-// design; reproduces its predictions) or affine in the width, a + b hidden, over all widths
-// (every width's anchors then pin one T0 line). The whole time goes to the decode entries:
-// with the neutral interaction a prediction is the sum of the entries either way.
+// design) or affine in the width, a + b hidden, over all widths (every width's anchors then
+// pin one T0 line). The whole time goes to the decode entries: with the neutral interaction a
+// prediction is the sum of the entries either way. Neither counts llama.cpp's stand-in
+// blocks (the measurements do not carry them) nor holds times >= 0: the per-width row is the
+// profiler's fit as it was before it counted them, a before/after on one run.
 absl::StatusOr<std::vector<double>> RefitLatencies(const costmodel::ProfileResult& r,
                                                    bool affine_t0) {
   std::map<std::string, size_t> index;

@@ -1,11 +1,13 @@
 // A campaign measured in an engine tailor did not write, through real processes: a profiler
 // agent started with --engine llama.cpp (node-llama-cpp's prebuilt llama.cpp, every model in a
 // child process) registers the engine as node-llama-cpp reports it; an AUTOCOMPRESS campaign
-// on a tiny Nemotron-H checkpoint (pattern M*-M-) naming target.engine llama.cpp gets its cost table profiled
-// from whole requests of dummy GGUFs in llama.cpp, and its student verified there: the
+// on a tiny checkpoint naming target.engine llama.cpp gets its cost table profiled from whole
+// requests of dummy GGUFs in llama.cpp, and its student verified there: the
 // equivalence gate first (llama.cpp's next-token distribution against tailor's), then the
 // contract's request batch, latency at the contract's percentile of whole requests. Skips,
-// saying so, without node or the package (deploy/install-deps.sh installs both).
+// saying so, without node or the package (deploy/install-deps.sh installs both). Two parents:
+// Nemotron-H (pattern M*-M-: per-layer widths in `nemotron_h`) and Qwen3 (one width per kind
+// in `qwen3`: profiled on uniform models, searched and exported uniform).
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -44,14 +46,19 @@ nlohmann::json BudgetRow(const nlohmann::json& report, const std::string& resour
   return nlohmann::json();
 }
 
-TEST(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
+class LlamaCppEngineE2E : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
   const std::string missing = testing::LlamaCppSidecarMissing();
   if (!missing.empty()) GTEST_SKIP() << "llama.cpp sidecar unavailable: " << missing;
+  const std::string architecture = GetParam();
   Cluster cluster("llamacpp", Cluster::WithProductionLeases());
-  const std::string parent = cluster.dir() + "/NemotronHForCausalLM";
+  const std::string parent = cluster.dir() + "/" + architecture;
   std::filesystem::create_directories(parent);
-  // Mamba, attention and MLP layers (`nemotron_h`).
-  const nlohmann::json config = testing::TinyNemotronHConfig("M*-M-");
+  // Mamba, attention and MLP layers (`nemotron_h`), or Qwen3's attention and MLP (`qwen3`).
+  const nlohmann::json config = architecture == "NemotronHForCausalLM"
+                                    ? testing::TinyNemotronHConfig("M*-M-")
+                                    : testing::TinyHfConfig(architecture);
   ASSERT_TRUE(testing::WriteHfCheckpointFiles(
                   parent, config, testing::HfTestTensors(config, model::DType::kBF16, 1))
                   .ok());
@@ -104,6 +111,12 @@ TEST(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
   EXPECT_THAT(text.out, HasSubstr("equivalence gate passed over 512 positions"));
   std::printf("%s\n", text.out.c_str());
 }
+
+INSTANTIATE_TEST_SUITE_P(Parents, LlamaCppEngineE2E,
+                         ::testing::Values("NemotronHForCausalLM", "Qwen3ForCausalLM"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
 
 }  // namespace
 }  // namespace tailor::e2e
