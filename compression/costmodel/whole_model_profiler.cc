@@ -272,12 +272,19 @@ std::vector<double> SolvePhase(const std::vector<const Unit*>& models,
     const std::array<double, 3> t = PhaseMedians(u->served);
     std::vector<double> x(n, 0.0);
     x[0] = 1;
-    for (const std::vector<LayerSpec>* layers : {&u->config.layers, &u->served.stand_in_layers}) {
-      for (const LayerSpec& l : *layers) {
-        if (!l.present()) continue;
-        const size_t i = index.at(LayerKey(l, h));
-        if (free[i]) x[i] += 1;
-      }
+    for (const LayerSpec& l : u->config.layers) {
+      if (!l.present()) continue;
+      const size_t i = index.at(LayerKey(l, h));
+      if (free[i]) x[i] += 1;
+    }
+    // A stand-in counts where it is a node the plan measures on its own (an attention head
+    // of the grid's narrowest node, one Mamba head per group): its time then comes off T0.
+    // Any other (`deci`'s FFN of width 1 in every block that removed its FFN) always runs
+    // beside the same layers in the same numbers, so no fit could tell it from them; its
+    // time stays theirs, as it is in every candidate with such blocks.
+    for (const LayerSpec& l : u->served.stand_in_layers) {
+      const auto it = index.find(LayerKey(l, h));
+      if (it != index.end() && free[it->second]) x[it->second] += 1;
     }
     const double w = 1.0 / std::max(1e-12, t[2] * t[2]);
     for (size_t i = 0; i < n; ++i) {
@@ -303,10 +310,8 @@ std::vector<double> SolvePhase(const std::vector<const Unit*>& models,
 void FitTimesAt(int64_t h, const std::vector<const Unit*>& models, double ridge, TimeFit& fit) {
   std::map<std::string, size_t> index;  // unknown 0 is T0
   for (const Unit* u : models) {
-    for (const std::vector<LayerSpec>* layers : {&u->config.layers, &u->served.stand_in_layers}) {
-      for (const LayerSpec& l : *layers) {
-        if (l.present()) index.emplace(LayerKey(l, h), index.size() + 1);
-      }
+    for (const LayerSpec& l : u->config.layers) {
+      if (l.present()) index.emplace(LayerKey(l, h), index.size() + 1);
     }
   }
   for (int ph = 0; ph < 2; ++ph) {

@@ -65,8 +65,8 @@ struct ServedModel {
   // model without any attention or Mamba layer gets a zero one in llama.cpp). The memory fit
   // leaves them out; left in, they inflated a Nemotron-H table's weights scale by 8%.
   double stand_in_mib = 0;
-  // Those stand-ins as layers (at the model's hidden width): the time fit counts them, so
-  // their time does not land in T0.
+  // Those stand-ins as layers (at the model's hidden width): the time fit counts those that
+  // are nodes of the plan, so their time does not land in T0.
   std::vector<model::LayerSpec> stand_in_layers;
 };
 
