@@ -115,28 +115,26 @@ int ReportStoredResult(const RankEnv& env, const v1::AcquireJobResponse& assignm
   return kExitOk;
 }
 
-// Rank 0's stored result of an earlier attempt, sent to every rank (empty when there is none).
-// Only rank 0 decides: its checkpoint dir may be on another host, and a rank that looked for
-// itself could start after rank 0 had reported and dropped the file, then wait in the group
-// for a rank 0 that never comes.
+// Rank 0's stored result of an earlier attempt, if any, known to every rank. Only rank 0
+// decides: its checkpoint dir may be on another host, and a rank that looked for itself
+// could start after rank 0 had reported and dropped the file, then wait in the group for a
+// rank 0 that never comes. Only rank 0 reports it, so the others learn just whether it
+// exists (one byte: an empty result would serialize to nothing).
 absl::StatusOr<std::optional<v1::JobOutput>> AgreeOnStoredResult(const RankEnv& env,
                                                                   const std::string& job_id,
                                                                   Dist& dist) {
-  std::string bytes;
+  std::optional<v1::JobOutput> stored;
   if (env.rank == 0) {
-    auto stored = LoadFinishedResult(env.checkpoint_dir, job_id);
-    if (stored.ok()) {
-      bytes = stored->SerializeAsString();
-    } else if (stored.status().code() != absl::StatusCode::kNotFound) {
-      spdlog::warn("{}; running the job again", std::string(stored.status().message()));
+    absl::StatusOr<v1::JobOutput> loaded = LoadFinishedResult(env.checkpoint_dir, job_id);
+    if (loaded.ok()) {
+      stored = *std::move(loaded);
+    } else if (loaded.status().code() != absl::StatusCode::kNotFound) {
+      spdlog::warn("{}; running the job again", std::string(loaded.status().message()));
     }
   }
-  if (absl::Status st = dist.BroadcastBytes(bytes, 0); !st.ok()) return st;
-  if (bytes.empty()) return std::nullopt;
-  v1::JobOutput stored;
-  if (!stored.ParseFromString(bytes)) {
-    return absl::DataLossError("the stored result rank 0 sent does not parse");
-  }
+  std::string found(1, stored.has_value() ? '1' : '0');
+  if (absl::Status st = dist.BroadcastBytes(found, 0); !st.ok()) return st;
+  if (env.rank != 0 && found == "1") stored.emplace();  // a stand-in: only rank 0 reports it
   return stored;
 }
 

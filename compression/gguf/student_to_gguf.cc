@@ -533,15 +533,7 @@ absl::StatusOr<StudentGgufSummary> ExportNemotronH(const std::string& student_di
     a.attention.rope = false;
     summary.stand_in_layers.push_back(a);
   }
-  if (summary.zero_mamba) {
-    const hf::MambaConfig& m = shape.mamba;
-    model::LayerSpec l =
-        model::LayerSpec::Mamba(m.num_heads, m.head_dim, m.state_size, m.conv_kernel,
-                                m.chunk_size);
-    l.mamba.groups = m.n_groups;
-    l.mamba.norm = model::MambaNorm::kPerGroup;
-    summary.stand_in_layers.push_back(l);
-  }
+  if (summary.zero_mamba) summary.stand_in_layers.push_back(hf::NemotronHMambaLayer(shape.mamba));
   summary.blocks = static_cast<int64_t>(shape.blocks.size());
   return summary;
 }

@@ -112,6 +112,14 @@ absl::Status RefuseUnsupportedNemotronH(const HfConfig& c) {
   return absl::OkStatus();
 }
 
+model::LayerSpec NemotronHMambaLayer(const MambaConfig& m) {
+  model::LayerSpec l =
+      model::LayerSpec::Mamba(m.num_heads, m.head_dim, m.state_size, m.conv_kernel, m.chunk_size);
+  l.mamba.groups = m.n_groups;
+  l.mamba.norm = model::MambaNorm::kPerGroup;
+  return l;
+}
+
 absl::StatusOr<model::HybridConfig> NemotronHHybridConfig(const HfConfig& c) {
   TAILOR_RETURN_IF_ERROR(RefuseUnsupportedNemotronH(c));
   model::HybridConfig out;
@@ -123,11 +131,7 @@ absl::StatusOr<model::HybridConfig> NemotronHHybridConfig(const HfConfig& c) {
   for (LayerKind kind : c.layers) {
     model::LayerSpec l;
     if (kind == LayerKind::kMamba) {
-      const MambaConfig& m = c.mamba;
-      l = model::LayerSpec::Mamba(m.num_heads, m.head_dim, m.state_size, m.conv_kernel,
-                                  m.chunk_size);
-      l.mamba.groups = m.n_groups;
-      l.mamba.norm = model::MambaNorm::kPerGroup;
+      l = NemotronHMambaLayer(c.mamba);
     } else if (kind == LayerKind::kAttention) {
       l = model::LayerSpec::Attention(c.num_attention_heads, c.num_key_value_heads, c.head_dim);
       l.attention.rope = false;

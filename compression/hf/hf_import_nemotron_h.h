@@ -29,6 +29,9 @@ namespace tailor::hf {
 // time_step_limit that would clamp dt); OK otherwise.
 absl::Status RefuseUnsupportedNemotronH(const HfConfig& config);
 
+// A Nemotron-H 'M' layer as tailor's Mamba layer (per-group norm, the config's B/C groups).
+model::LayerSpec NemotronHMambaLayer(const MambaConfig& m);
+
 // The internal config; `config.family` must be kNemotronH.
 absl::StatusOr<model::HybridConfig> NemotronHHybridConfig(const HfConfig& config);
 
