@@ -134,12 +134,6 @@ absl::StatusOr<model::DType> ParentDType(const Json& config) {
       absl::StrCat("config.json: torch_dtype \"", name, "\" is not exported (F32, BF16, F16)"));
 }
 
-std::string TorchDTypeName(model::DType d) {
-  if (d == model::DType::kBF16) return "bfloat16";
-  if (d == model::DType::kF16) return "float16";
-  return "float32";
-}
-
 // The MoE keys of Mixtral / Qwen3-MoE configs. Qwen3-MoE's dense layers are listed
 // explicitly (mlp_only_layers, decoder_sparse_step 1): the parent's step pattern would
 // land on other layers once a layer is dropped.
@@ -284,6 +278,12 @@ absl::Status CopyTokenizerFiles(const HfCheckpoint& parent, const std::string& d
 }
 
 }  // namespace
+
+std::string TorchDTypeName(model::DType d) {
+  if (d == model::DType::kBF16) return "bfloat16";
+  if (d == model::DType::kF16) return "float16";
+  return "float32";
+}
 
 std::string ConvertF32(const char* data, int64_t count, model::DType to) {
   if (to == model::DType::kF32) return std::string(data, count * 4);

@@ -96,6 +96,9 @@ absl::StatusOr<HfExportSummary> ExportStudentAsHf(const std::string& student_dir
                                                   const std::string& out_dir,
                                                   const HfExportOptions& options = {});
 
+// config.json's torch_dtype name of `d` (F32, BF16 or F16).
+std::string TorchDTypeName(model::DType d);
+
 // F32 values as `to` (F32 copies; BF16 / F16 round to nearest even), little-endian bytes.
 std::string ConvertF32(const char* data, int64_t count, model::DType to);
 

@@ -6,9 +6,13 @@
 // --tokenizer puts the tokenizer of those ids in the parent's folder, so contracts can name
 // text datasets for it. --debian-corpus writes the offline demo's corpus first (compression/
 // data/debian_corpus.h: text, a BPE of --vocab tokens, ids) and trains on it.
+// --layout nemotron-h trains a Nemotron-H hybrid (Mamba-2, attention without RoPE and
+// squared-ReLU MLP layers, pattern M*-M-*M-) of the demo's width instead and writes it as a
+// NemotronHForCausalLM checkpoint (hf_export_nemotron_h.h): a parent llama.cpp serves, which
+// the quickstart's main contract compresses for llama.cpp.
 //
 //   tailor-train-parent --out DIR [--steps N] [--seed S] [--threads T] [--batch B]
-//                       [--lr LR] [--eval-samples N]
+//                       [--lr LR] [--eval-samples N] [--layout tailor|nemotron-h]
 //                       [--data FILE.jsonl --vocab V [--sequence-tokens L]
 //                        [--tokenizer tokenizer.json]]
 //                       [--debian-corpus CORPUS_DIR [--vocab V] [--sequence-tokens L]]
@@ -27,9 +31,13 @@
 #include "compression/data/debian_corpus.h"
 #include "compression/data/parent_vocabulary.h"
 #include "compression/data/text_dataset.h"
+#include "compression/hf/hf_config.h"
+#include "compression/hf/hf_export_nemotron_h.h"
+#include "compression/hf/hf_import_nemotron_h.h"
 #include "compression/model/config.h"
 #include "compression/model/hybrid_lm.h"
 #include "compression/tasks/suites.h"
+#include "compression/tasks/tokenizer.h"
 #include "compression/tasks/training.h"
 #include "compression/tokenizer/byte_level_bpe.h"
 #include "nlohmann/json.hpp"
@@ -53,6 +61,7 @@ struct Flags {
   int64_t sequence_tokens = 64;
   std::string tokenizer;      // copied into --out as tokenizer.json
   std::string debian_corpus;  // written first; then data and tokenizer are read from it
+  std::string layout = "tailor";  // or "nemotron-h"
 };
 
 // The demo corpus's vocabulary when --debian-corpus has no --vocab.
@@ -60,7 +69,7 @@ constexpr int64_t kDebianCorpusVocab = 512;
 
 constexpr char kUsage[] =
     "usage: tailor-train-parent --out DIR [--steps N] [--seed S] [--threads T] [--batch B]\n"
-    "                           [--lr LR] [--eval-samples N]\n"
+    "                           [--lr LR] [--eval-samples N] [--layout tailor|nemotron-h]\n"
     "                           [--data FILE.jsonl --vocab V [--sequence-tokens L]\n"
     "                            [--tokenizer tokenizer.json]]\n"
     "                           [--debian-corpus CORPUS_DIR [--vocab V] [--sequence-tokens L]]\n";
@@ -100,6 +109,9 @@ bool ParseFlags(int argc, char** argv, Flags& f, std::string& error) {
       f.tokenizer = v;
     } else if (arg == "--debian-corpus") {
       f.debian_corpus = v;
+    } else if (arg == "--layout") {
+      f.layout = v;
+      ok = v == "tailor" || v == "nemotron-h";
     } else if (arg == "--sequence-tokens") {
       ok = absl::SimpleAtoi(v, &f.sequence_tokens) && f.sequence_tokens >= 2;
     } else {
@@ -179,6 +191,67 @@ SampleSource DataBatches(const Flags& f, const model::HybridConfig& config) {
   };
 }
 
+// The demo's Nemotron-H parent: the width of DefaultParentConfig (hidden 128, 4 query and 2 KV
+// heads of 32, Mamba 4 heads of 32 with a 16-wide state, MLP 256) over eight layers of the
+// three kinds `nemotron_h` serves with per-layer widths. No RoPE: position comes from the
+// Mamba layers, so max_position_embeddings is only the context the engines allocate.
+nlohmann::json DemoNemotronHConfig(int64_t vocab) {
+  return {{"architectures", {"NemotronHForCausalLM"}},
+          {"model_type", "nemotron_h"},
+          {"vocab_size", vocab},
+          {"hidden_size", 128},
+          {"hybrid_override_pattern", "M*-M-*M-"},
+          {"num_hidden_layers", 8},
+          {"num_attention_heads", 4},
+          {"num_key_value_heads", 2},
+          {"head_dim", 32},
+          {"attention_bias", false},
+          {"intermediate_size", 256},
+          {"mlp_hidden_act", "relu2"},
+          {"mamba_num_heads", 4},
+          {"mamba_head_dim", 32},
+          {"ssm_state_size", 16},
+          {"n_groups", 2},
+          {"conv_kernel", 4},
+          {"expand", 1},
+          {"chunk_size", 16},
+          {"use_conv_bias", true},
+          {"mamba_hidden_act", "silu"},
+          {"layer_norm_epsilon", 1e-5},
+          {"max_position_embeddings", 256},
+          {"tie_word_embeddings", false},
+          {"bos_token_id", tasks::kBos},
+          {"eos_token_id", tasks::kEos},
+          {"pad_token_id", tasks::kPad}};
+}
+
+// The parent's internal config; for --layout nemotron-h also the config.json it is written
+// with (`hf_config`).
+absl::StatusOr<model::HybridConfig> ParentConfig(const Flags& f, nlohmann::json& hf_config) {
+  const int64_t vocab = f.data.empty() ? kVocabSize : f.vocab;
+  if (f.layout == "tailor") {
+    model::HybridConfig config = DefaultParentConfig();
+    config.vocab = vocab;
+    return config;
+  }
+  hf_config = DemoNemotronHConfig(vocab);
+  absl::StatusOr<hf::HfConfig> hf = hf::ParseHfConfigJson(hf_config.dump(), "config.json", "");
+  if (!hf.ok()) return hf.status();
+  return hf::NemotronHHybridConfig(*hf);
+}
+
+// Writes the trained parent in its layout, with the tokenizer of its ids when there is one.
+absl::Status SaveParent(const Flags& f, const model::HybridLM& model,
+                        const nlohmann::json& hf_config, const std::string& tokenizer_json) {
+  absl::Status saved = f.layout == "tailor"
+                           ? model::SaveHybridLM(model, f.out)
+                           : hf::WriteNemotronHCheckpoint(model, hf_config, f.out);
+  if (saved.ok() && !tokenizer_json.empty()) {
+    saved = model::WriteFileAtomically(f.out + "/tokenizer.json", tokenizer_json);
+  }
+  return saved;
+}
+
 // The tokenizer of the training ids, checked (it loads, its ids fit --vocab) before any
 // training; its bytes are what the parent's folder gets.
 absl::StatusOr<std::string> ReadTokenizer(const Flags& f) {
@@ -217,8 +290,13 @@ int Run(const Flags& f) {
     }
     tokenizer_json = *std::move(t);
   }
-  model::HybridConfig config = DefaultParentConfig();
-  if (!f.data.empty()) config.vocab = f.vocab;
+  nlohmann::json hf_config;
+  absl::StatusOr<model::HybridConfig> parent_config = ParentConfig(f, hf_config);
+  if (!parent_config.ok()) {
+    std::fprintf(stderr, "error: %s\n", parent_config.status().ToString().c_str());
+    return 1;
+  }
+  const model::HybridConfig& config = *parent_config;
   absl::StatusOr<model::HybridLM> created = model::CreateHybridLM(config, f.seed);
   if (!created.ok()) {
     std::fprintf(stderr, "error: %s\n", created.status().ToString().c_str());
@@ -266,10 +344,7 @@ int Run(const Flags& f) {
   }
   const double mean = views.empty() ? 0.0 : sum / views.size();
   std::fprintf(stderr, "mean exact-match accuracy %.3f, training %.1fs\n", mean, trained->seconds);
-  absl::Status saved = model::SaveHybridLM(model, f.out);
-  if (saved.ok() && !tokenizer_json.empty()) {
-    saved = model::WriteFileAtomically(f.out + "/tokenizer.json", tokenizer_json);
-  }
+  absl::Status saved = SaveParent(f, model, hf_config, tokenizer_json);
   if (!saved.ok()) {
     std::fprintf(stderr, "error: %s\n", saved.ToString().c_str());
     return 1;
@@ -289,6 +364,7 @@ int Run(const Flags& f) {
       {"mean_accuracy", mean},
       {"data", f.data},
       {"vocab", config.vocab},
+      {"layout", f.layout},
   };
   saved = model::WriteFileAtomically(f.out + "/train_report.json", report.dump(2) + "\n");
   if (!saved.ok()) {

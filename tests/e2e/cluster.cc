@@ -135,10 +135,10 @@ std::string Cluster::WriteFile(const std::string& name, const std::string& conte
   return path;
 }
 
-std::string Cluster::TrainTinyParent() {
+std::string Cluster::TrainTinyParent(const std::string& layout) {
   const std::string parent = dir_ + "/parent";
   RunResult train = Run({BinDir() + "/tailor-train-parent", "--out", parent, "--steps", "2",
-                         "--eval-samples", "1"},
+                         "--eval-samples", "1", "--layout", layout},
                         absl::Seconds(300));
   EXPECT_EQ(train.exit_code, 0) << train.out << train.err;
   return train.exit_code == 0 ? parent : "";

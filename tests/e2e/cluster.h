@@ -77,7 +77,8 @@ class Cluster {
   std::string WriteFile(const std::string& name, const std::string& content);
   // A parent trained for two steps (tailor-train-parent) under dir()/parent: enough to run
   // every job kind, in seconds. "" on failure (the failure is reported as a test failure).
-  std::string TrainTinyParent();
+  // `layout` is tailor-train-parent's --layout (tailor's format, or a nemotron-h checkpoint).
+  std::string TrainTinyParent(const std::string& layout = "tailor");
   const std::string& dir() const { return dir_; }
   std::string db_path() const { return dir_ + "/data/tailor.db"; }
   int port() const { return port_; }

@@ -6,8 +6,9 @@
 // equivalence gate first (llama.cpp's next-token distribution against tailor's), then the
 // contract's request batch, latency at the contract's percentile of whole requests. Skips,
 // saying so, without node or the package (deploy/install-deps.sh installs both). Two parents:
-// Nemotron-H (pattern M*-M-: per-layer widths in `nemotron_h`) and Qwen3 (one width per kind
-// in `qwen3`: profiled on uniform models, searched and exported uniform).
+// the quickstart's Nemotron-H checkpoint (tailor-train-parent --layout nemotron-h, two steps:
+// pattern M*-M-*M-, per-layer widths in `nemotron_h`) and Qwen3 (one width per kind in
+// `qwen3`: profiled on uniform models, searched and exported uniform).
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -53,15 +54,19 @@ TEST_P(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
   if (!missing.empty()) GTEST_SKIP() << "llama.cpp sidecar unavailable: " << missing;
   const std::string architecture = GetParam();
   Cluster cluster("llamacpp", Cluster::WithProductionLeases());
-  const std::string parent = cluster.dir() + "/" + architecture;
-  std::filesystem::create_directories(parent);
-  // Mamba, attention and MLP layers (`nemotron_h`), or Qwen3's attention and MLP (`qwen3`).
-  const nlohmann::json config = architecture == "NemotronHForCausalLM"
-                                    ? testing::TinyNemotronHConfig("M*-M-")
-                                    : testing::TinyHfConfig(architecture);
-  ASSERT_TRUE(testing::WriteHfCheckpointFiles(
-                  parent, config, testing::HfTestTensors(config, model::DType::kBF16, 1))
-                  .ok());
+  std::string parent = cluster.dir() + "/" + architecture;
+  if (architecture == "NemotronHForCausalLM") {
+    // Mamba, attention and MLP layers (`nemotron_h`), as the quickstart trains them.
+    parent = cluster.TrainTinyParent("nemotron-h");
+    ASSERT_FALSE(parent.empty());
+  } else {
+    // Qwen3's attention and MLP (`qwen3`), random BF16 weights.
+    std::filesystem::create_directories(parent);
+    const nlohmann::json config = testing::TinyHfConfig(architecture);
+    ASSERT_TRUE(testing::WriteHfCheckpointFiles(
+                    parent, config, testing::HfTestTensors(config, model::DType::kBF16, 1))
+                    .ok());
+  }
   ASSERT_TRUE(cluster.StartCoordinator());
   cluster.StartAgent("llama0", {"--engine", "llama.cpp", "--profile-rounds", "2",
                                 "--profile-validation", "4", "--verify-repetitions", "3",
