@@ -41,7 +41,6 @@ std::string ConfigDifference(const model::HybridConfig& have, const model::Hybri
 // One HF tensor being assembled from the internal tensors that ImportNemotronH cuts it into.
 struct HfTensorParts {
   std::vector<at::Tensor> rows;  // row slices in row order, or the one whole tensor
-  std::map<int64_t, at::Tensor> experts;
   bool whole = false;
 };
 
