@@ -68,19 +68,12 @@ absl::StatusOr<std::vector<std::pair<std::string, at::Tensor>>> HfTensors(
     if (it == state.end()) {
       return absl::InternalError(absl::StrCat("the model has no tensor ", s.internal));
     }
-    if (s.expert >= 0) {
-      // One internal [E, ...] tensor per expert name: HF's experts.<e>.* are its rows.
-      const std::string hf = s.hf;
-      if (parts.find(hf) == parts.end()) order.push_back(hf);
-      HfTensorParts& p = parts[hf];
-      p.whole = true;
-      p.rows = {it->second.select(0, s.expert)};
-      continue;
-    }
+    // An expert's HF tensor is one entry of the internal [E, ...] stack, taken whole.
+    const at::Tensor source = s.expert >= 0 ? it->second.select(0, s.expert) : it->second;
     if (parts.find(s.hf) == parts.end()) order.push_back(s.hf);
     HfTensorParts& p = parts[s.hf];
     p.whole = s.rows < 0;
-    p.rows.push_back(it->second);  // slices are listed in row order (AddMambaSlices)
+    p.rows.push_back(source);  // slices are listed in row order (AddMambaSlices)
   }
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const std::string& name : order) out.emplace_back(name, Assemble(name, parts.at(name)));
