@@ -211,6 +211,9 @@ std::string RenderTableCheck(const v1::CampaignReport& r) {
     return absl::StrCat("COST TABLE SUSPECT: ", c.cost_table_id(), " ", c.reason(),
                         "; it will not be reused (the next campaign profiles again)\n");
   }
+  if (c.measurement_disturbed() && !c.reason().empty()) {
+    return absl::StrCat("cost table ", c.cost_table_id(), " not judged: ", c.reason(), "\n");
+  }
   return absl::StrFormat(
       "cost table %s: predicted within %.1f%% of the measurement, inside its validated error "
       "(worst %.1f%%)\n",

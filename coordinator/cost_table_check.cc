@@ -26,6 +26,16 @@ std::optional<v1::CostTableCheck> JudgeCostTable(const v1::CostTable& table,
   check.set_validated_mape(table.latency_mape());
   check.set_validated_max_error(table.latency_max_error());
   const double bound = std::max(table.latency_max_error(), table.latency_mape());
+  // A measurement the host disturbed (still, after re-serving) measured the host: it is
+  // reported, and not held against the table.
+  check.set_measurement_disturbed(measured.disturbed());
+  if (measured.disturbed() && check.error() > bound) {
+    check.set_reason(absl::StrFormat(
+        "campaign %s: predicted %.2f ms, measured %.2f ms (%.1f%% off), but the measurement "
+        "was disturbed (%s): the table is not judged on it",
+        campaign_id, predicted.latency_ms(), m, 100 * check.error(), measured.disturbance()));
+    return check;
+  }
   // A table validated on nothing has no error range to be outside of.
   if (table.validated_architectures() > 0 && check.error() > bound) {
     check.set_suspect(true);

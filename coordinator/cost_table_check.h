@@ -13,8 +13,9 @@ namespace tailor::coordinator {
 // compared is the median whole request when the engine reports one (tables are fitted to
 // medians; the judged percentile may be p90 or p99), else the judged latency. The bound is the
 // table's own validation: its worst held-out architecture, and never less than its MAPE (a
-// single architecture beyond the MAPE alone is ordinary: the MAPE is a mean). nullopt when
-// either side carries no latency.
+// single architecture beyond the MAPE alone is ordinary: the MAPE is a mean). A measurement
+// the engine reports as disturbed by interference never marks the table suspect; the check's
+// reason says why. nullopt when either side carries no latency.
 std::optional<v1::CostTableCheck> JudgeCostTable(const v1::CostTable& table,
                                                  const v1::ModelCosts& predicted,
                                                  const v1::ModelCosts& measured,

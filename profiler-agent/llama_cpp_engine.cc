@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "compression/costmodel/cost_table_proto.h"
+#include "compression/costmodel/calm_serving.h"
 #include "compression/costmodel/whole_model_profiler.h"
 #include "compression/gguf/hf_to_gguf.h"
 #include "compression/gguf/llama_cpp_serve.h"
@@ -19,6 +20,7 @@
 #include "compression/hf/hf_import.h"
 #include "compression/hf/parent_architecture.h"
 #include "nlohmann/json.hpp"
+#include "profiler-agent/request_latency.h"
 #include "profiler-agent/verify_data.h"
 
 namespace tailor::profiler {
@@ -134,20 +136,10 @@ gguf::ServeBenchmarkOptions ServeOptions(const engine::Workload& w, int warmup, 
 v1::ModelCosts CostsOf(const gguf::LlamaCppServeMeasurement& m, const engine::Workload& w,
                        v1::LatencyPercentile percentile) {
   v1::ModelCosts c;
-  const double latency = engine::Percentile(m.request_ms, PercentileOf(percentile));
-  c.set_latency_ms(latency);
-  c.set_latency_statistic(absl::StrCat("p", PercentileOf(percentile), " of ",
-                                       m.request_ms.size(), " whole requests"));
-  c.set_throughput_tokens_per_s(
-      latency > 0 ? static_cast<double>(w.batch_size * w.output_tokens) * 1000.0 / latency : 0);
-  c.set_request_p50_ms(engine::Percentile(m.request_ms, 50));
-  c.set_request_p90_ms(engine::Percentile(m.request_ms, 90));
-  c.set_request_p99_ms(engine::Percentile(m.request_ms, 99));
-  c.set_median_request_ms(engine::Median(m.request_ms));
+  SetWholeRequestLatency(m.request_ms, w, percentile, c);
   c.set_prefill_ms(engine::Median(m.prefill_ms));
   c.set_decode_ms(engine::Median(m.decode_ms));
   c.set_cpu_ms(engine::Median(m.cpu_ms));
-  c.set_repetitions(static_cast<int>(m.request_ms.size()));
   // What llama.cpp allocates: the weights, and the context's buffers (the KV / recurrent
   // cache for every cell of the context, and the compute buffers).
   const double weights = m.weights_bytes / kMiB;
@@ -169,6 +161,32 @@ absl::Status Permanent(absl::Status st) {
     return absl::FailedPreconditionError(st.message());
   }
   return st;
+}
+
+// A served GGUF's figures as the whole-model profiler takes them.
+costmodel::ServedModel ServedModelOf(const gguf::LlamaCppServeMeasurement& m) {
+  costmodel::ServedModel s;
+  for (size_t i = 0; i < m.request_ms.size(); ++i) {
+    s.requests.push_back({m.request_ms[i], m.prefill_ms[i], m.decode_ms[i], m.cpu_ms[i]});
+  }
+  s.weights_mib = m.weights_bytes / kMiB;
+  s.state_mib = (m.context_buffer_bytes - m.compute_buffer_bytes) / kMiB;
+  s.compute_mib = m.compute_buffer_bytes / kMiB;
+  return s;
+}
+
+// Serves the verified model until a run without interference (request_latency.h): a run
+// another process preempted or starved measures the host, not the model.
+absl::StatusOr<v1::ModelCosts> MeasureCalmly(const std::string& gguf_path,
+                                             const gguf::ServeBenchmarkOptions& o,
+                                             const engine::Workload& w,
+                                             v1::LatencyPercentile percentile) {
+  auto serve = [&]() -> absl::StatusOr<VerifyRun> {
+    absl::StatusOr<gguf::LlamaCppServeMeasurement> m = gguf::RunServeBenchmark(gguf_path, o);
+    if (!m.ok()) return Permanent(m.status());
+    return VerifyRun{CostsOf(*m, w, percentile), ServedModelOf(*m)};
+  };
+  return MeasureUntilCalm(serve, VerifyCalmOptions(o.threads));
 }
 
 // The gate's figures as budget checks, so every report and verdict shows them.
@@ -280,18 +298,6 @@ v1::EngineInfo LlamaCppEngine::Info() const {
   return info;
 }
 
-// A served GGUF's figures as the whole-model profiler takes them.
-costmodel::ServedModel ServedModelOf(const gguf::LlamaCppServeMeasurement& m) {
-  costmodel::ServedModel s;
-  for (size_t i = 0; i < m.request_ms.size(); ++i) {
-    s.requests.push_back({m.request_ms[i], m.prefill_ms[i], m.decode_ms[i], m.cpu_ms[i]});
-  }
-  s.weights_mib = m.weights_bytes / kMiB;
-  s.state_mib = (m.context_buffer_bytes - m.compute_buffer_bytes) / kMiB;
-  s.compute_mib = m.compute_buffer_bytes / kMiB;
-  return s;
-}
-
 absl::StatusOr<ProfileJobOutput> LlamaCppEngine::Profile(const v1::DeploymentContract& contract,
                                                          const std::string& parent_dir,
                                                          const std::string& work_dir,
@@ -307,7 +313,7 @@ absl::StatusOr<ProfileJobOutput> LlamaCppEngine::Profile(const v1::DeploymentCon
   o.workload = costmodel::WorkloadFromProto(contract.workload());
   TAILOR_RETURN_IF_ERROR(engine::ValidateWorkload(o.workload));
   o.seed = contract.seed();
-  o.threads = options_.sidecar.threads;
+  o.calm.threads = options_.sidecar.threads;
   if (config_.profile_validation_architectures > 0) {
     o.validation_architectures = config_.profile_validation_architectures;
   }
@@ -344,12 +350,17 @@ absl::StatusOr<costmodel::RecheckResult> LlamaCppEngine::Recheck(
                                     options_.sidecar));
   // As the whole-model profiler measured its held-out architectures: the median request, and
   // memory as llama.cpp allocated it.
+  costmodel::CalmServingOptions calm_options;
+  calm_options.threads = options_.sidecar.threads;
   auto recheck_serve = [&](const model::HybridConfig& arch,
                            uint64_t seed) -> absl::StatusOr<costmodel::RecheckServed> {
-    TAILOR_ASSIGN_OR_RETURN(costmodel::ServedModel served, serve(arch, seed));
+    // Served as the table's own models were: again while interference shows.
+    TAILOR_ASSIGN_OR_RETURN(
+        costmodel::CalmServed calm,
+        costmodel::ServeUntilCalm([&] { return serve(arch, seed); }, calm_options));
+    const costmodel::ServedModel& served = calm.served;
     std::vector<double> request;
     for (const costmodel::ServedRequest& r : served.requests) request.push_back(r.request_ms);
-    if (request.empty()) return absl::InternalError("llama.cpp served no request");
     return costmodel::RecheckServed{engine::Median(std::move(request)),
                                     served.weights_mib + served.state_mib + served.compute_mib};
   };
@@ -403,10 +414,11 @@ absl::StatusOr<v1::JobOutput> LlamaCppEngine::Verify(const v1::DeploymentContrac
   const int repetitions = RepetitionsFor(percentile, config_.verify_repetitions);
   TAILOR_RETURN_IF_ERROR(report(0.35, absl::StrCat("serving the contract's request batch ",
                                                    repetitions, " times in llama.cpp")));
-  absl::StatusOr<gguf::LlamaCppServeMeasurement> m = gguf::RunServeBenchmark(
-      *gguf_path, ServeOptions(w, kVerifyWarmup, repetitions, contract.seed(), options_.sidecar));
-  if (!m.ok()) return Permanent(m.status());
-  *result.mutable_measured() = CostsOf(*m, w, percentile);
+  TAILOR_ASSIGN_OR_RETURN(
+      *result.mutable_measured(),
+      MeasureCalmly(*gguf_path,
+                    ServeOptions(w, kVerifyWarmup, repetitions, contract.seed(), options_.sidecar),
+                    w, percentile));
   TAILOR_RETURN_IF_ERROR(report(0.7, "evaluating the task suites (tailor's engine)"));
   TAILOR_ASSIGN_OR_RETURN(*result.mutable_quality(),
                           TaskQuality(**ours, contract.seed(), config_.verify_task_samples));
@@ -475,22 +487,6 @@ costmodel::ServeModelFn LlamaCppServeModelFn(const hf::HfCheckpoint& parent,
     return ServeDummyModel(config, seed, parent,
                            absl::StrCat(scratch_dir, "/model-", (*served)++), options);
   };
-}
-
-double PercentileOf(v1::LatencyPercentile percentile) {
-  switch (percentile) {
-    case v1::LATENCY_P90:
-      return 90;
-    case v1::LATENCY_P99:
-      return 99;
-    default:
-      return 50;
-  }
-}
-
-int RepetitionsFor(v1::LatencyPercentile percentile, int configured) {
-  const double tail = 1.0 - PercentileOf(percentile) / 100.0;
-  return std::max(configured, static_cast<int>(std::ceil(5.0 / tail - 1e-9)));
 }
 
 absl::StatusOr<v1::EquivalenceCheck> JudgeEquivalence(

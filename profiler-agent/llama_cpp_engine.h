@@ -87,11 +87,6 @@ costmodel::ServeModelFn LlamaCppServeModelFn(const hf::HfCheckpoint& parent,
                                              const std::string& scratch_dir,
                                              const gguf::ServeBenchmarkOptions& options);
 
-// Requests served for a percentile: enough that >= 5 samples lie at or above it (p50: 10,
-// p90: 50, p99: 500), and never fewer than `configured`.
-int RepetitionsFor(v1::LatencyPercentile percentile, int configured);
-double PercentileOf(v1::LatencyPercentile percentile);  // 50, 90, 99 (unspecified: 50)
-
 }  // namespace tailor::profiler
 
 #endif  // TAILOR_PROFILER_AGENT_LLAMA_CPP_ENGINE_H_

@@ -24,6 +24,7 @@
 #include "compression/tasks/suites.h"
 #include "compression/tasks/tokenizer.h"
 #include "compression/tasks/training.h"
+#include "profiler-agent/request_latency.h"
 #include "profiler-agent/verify_data.h"
 #include "methods/api/job_kinds.h"
 
@@ -219,6 +220,30 @@ absl::StatusOr<ProfileJobOutput> RunProfile(const v1::DeploymentContract& contra
   return out;
 }
 
+// A built-in measurement as verify reports it: latency judged on whole requests at the
+// contract's percentile; prefill_ms and decode_ms stay the per-piece medians the engine's cost
+// tables are fitted to (diagnostics).
+v1::ModelCosts BuiltinCostsOf(const engine::Measurement& m, const engine::Workload& w,
+                              v1::LatencyPercentile percentile) {
+  v1::ModelCosts c;
+  SetWholeRequestLatency(m.request_ms, w, percentile, c);
+  c.set_memory_mib(static_cast<double>(m.peak_bytes) / (1 << 20));
+  c.set_weight_memory_mib(static_cast<double>(m.weight_bytes) / (1 << 20));
+  c.set_cache_mib(static_cast<double>(m.cache_bytes) / (1 << 20));
+  c.set_prefill_ms(m.prefill_ms);
+  c.set_decode_ms(m.decode_ms);
+  c.set_cpu_ms(m.cpu_ms);
+  return c;
+}
+
+costmodel::ServedModel BuiltinServedOf(const engine::Measurement& m) {
+  costmodel::ServedModel s;
+  for (size_t i = 0; i < m.request_ms.size(); ++i) {
+    s.requests.push_back({m.request_ms[i], 0, 0, m.request_cpu_ms[i]});
+  }
+  return s;
+}
+
 absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
                                         const std::string& model_dir, const MlJobConfig& config,
                                         const MlProgressFn& progress, const EvalSample* eval) {
@@ -239,26 +264,21 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
     return IsBadModel(e.status().code()) ? BadModel("model", e.status()) : e.status();
   }
   engine::Engine& eng = **e;
-  TAILOR_RETURN_IF_ERROR(report(0.1, "serving the contract's request batch"));
+  const v1::LatencyPercentile percentile = contract.budget().latency_percentile();
   engine::MeasureOptions mo;
-  mo.repetitions = config.verify_repetitions;
+  mo.repetitions = RepetitionsFor(percentile, config.verify_repetitions);
   mo.seed = contract.seed();
-  TAILOR_ASSIGN_OR_RETURN(engine::Measurement m, eng.Measure(w, mo));
-
+  TAILOR_RETURN_IF_ERROR(report(0.1, absl::StrCat("serving the contract's request batch ",
+                                                  mo.repetitions, " times")));
+  auto serve = [&]() -> absl::StatusOr<VerifyRun> {
+    TAILOR_ASSIGN_OR_RETURN(engine::Measurement m, eng.Measure(w, mo));
+    return VerifyRun{BuiltinCostsOf(m, w, percentile), BuiltinServedOf(m)};
+  };
+  // The serving thread's own CPU time is what the engine reports: one thread's worth when
+  // nothing preempts it. On a GPU it mostly waits, and tells nothing.
   v1::JobOutput result;
-  v1::ModelCosts& measured = *result.mutable_measured();
-  const double memory_mib = static_cast<double>(m.peak_bytes) / (1 << 20);
-  const double weight_mib = static_cast<double>(m.weight_bytes) / (1 << 20);
-  measured.set_latency_ms(m.latency_ms);
-  measured.set_throughput_tokens_per_s(m.throughput_tokens_per_s);
-  measured.set_memory_mib(memory_mib);
-  measured.set_weight_memory_mib(weight_mib);
-  measured.set_cache_mib(static_cast<double>(m.cache_bytes) / (1 << 20));
-  measured.set_prefill_ms(m.prefill_ms);
-  measured.set_decode_ms(m.decode_ms);
-  measured.set_median_request_ms(m.median_request_ms);
-  measured.set_cpu_ms(m.cpu_ms);
-  measured.set_repetitions(m.repetitions);
+  TAILOR_ASSIGN_OR_RETURN(*result.mutable_measured(),
+                          MeasureUntilCalm(serve, VerifyCalmOptions(options.device == "cpu")));
 
   // Quality on the task suites, served at the contract's precision.
   TAILOR_RETURN_IF_ERROR(report(0.6, "evaluating the task suites"));
@@ -274,8 +294,6 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
                         std::exp(q.nll_sum / static_cast<double>(tokens)),
                         *result.mutable_quality());
   }
-  measured.set_latency_statistic(
-      absl::StrCat("per-step medians summed over ", m.repetitions, " requests"));
   JudgeBudgets(contract.budget(), result);
   v1::EngineInfo& eng_info = *result.mutable_engine();
   eng_info.set_name(engine::kEngineName);

@@ -390,13 +390,13 @@ absl::StatusOr<costmodel::ProfileResult> Profile(const json& config, const std::
   costmodel::WholeModelProfileOptions o;
   o.space = profiler::LlamaCppServableSpace(hf);  // as the agent's profile job
   o.workload = f.workload;
-  o.threads = f.threads;
+  o.calm.threads = f.threads;
   o.max_points_per_axis = f.max_points;
   o.max_hidden_points = f.max_hidden_points;
   o.validation_architectures = f.validation;
-  o.max_spread = f.max_spread;
-  o.min_thread_utilization = f.min_utilization;
-  o.max_remeasures = f.max_remeasures;
+  o.calm.max_spread = f.max_spread;
+  o.calm.min_thread_utilization = f.min_utilization;
+  o.calm.max_remeasures = f.max_remeasures;
   o.seed = f.seed;
   o.progress = [](double fraction, const std::string& message,
                   const std::map<std::string, double>&) {

@@ -181,41 +181,18 @@ double ReportedMiB(const ServedModel& s) { return s.weights_mib + s.state_mib + 
 // What the model's own layers and buffers take: the memory fit's target.
 double ModelMiB(const ServedModel& s) { return ReportedMiB(s) - s.stand_in_mib; }
 
-// A preempted or throttled run: its requests disagree, or the process got too little CPU
-// for its threads (another process ran on them).
-bool Disturbed(const ServedModel& s, const Options& options) {
-  if (RequestSpread(s) > options.max_spread) return true;
-  if (options.min_thread_utilization <= 0) return false;
-  std::vector<double> use;
-  for (const ServedRequest& r : s.requests) {
-    if (r.cpu_ms > 0 && r.request_ms > 0) use.push_back(r.cpu_ms / r.request_ms);
-  }
-  return !use.empty() && Median(use) < options.min_thread_utilization * options.threads;
-}
-
-// Serves `u` until a calm measurement (at most 1 + max_remeasures times); keeps the calmest.
+// Serves `u` until a calm measurement (calm_serving.h).
 absl::Status Measure(Unit& u, const Options& options, const ServeModelFn& serve) {
-  double best = 0;
-  for (int attempt = 0;; ++attempt) {
-    absl::StatusOr<ServedModel> s = serve(u.config, u.seed);
-    if (!s.ok()) {
-      return absl::Status(s.status().code(),
-                          absl::StrCat("serving ", u.description, ": ", s.status().message()));
-    }
-    if (s->requests.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("serving ", u.description, ": the engine timed no request"));
-    }
-    const bool disturbed = Disturbed(*s, options);
-    const double spread = RequestSpread(*s);
-    if (!disturbed || attempt == 0 || spread < best) {
-      best = spread;
-      u.served = *std::move(s);
-    }
-    u.disturbed = disturbed;
-    if (!disturbed || attempt >= options.max_remeasures) return absl::OkStatus();
-    ++u.remeasures;
+  absl::StatusOr<CalmServed> s =
+      ServeUntilCalm([&] { return serve(u.config, u.seed); }, options.calm);
+  if (!s.ok()) {
+    return absl::Status(s.status().code(),
+                        absl::StrCat("serving ", u.description, ": ", s.status().message()));
   }
+  u.served = std::move(s->served);
+  u.disturbed = s->disturbance.disturbed;
+  u.remeasures = s->remeasures;
+  return absl::OkStatus();
 }
 
 absl::Status Report(const Options& options, double fraction, const std::string& message,
@@ -543,13 +520,12 @@ absl::StatusOr<ProfileResult> BuildResult(const std::vector<Unit>& units,
 absl::Status ValidateOptions(const Options& o, const ServeModelFn& serve) {
   TAILOR_RETURN_IF_ERROR(engine::ValidateWorkload(o.workload));
   if (o.max_points_per_axis < 2 || o.max_hidden_points < 1 || o.validation_architectures < 0 ||
-      o.threads < 1 || o.max_remeasures < 0 || !(o.max_spread > 0) || !(o.ridge >= 0) ||
-      !(o.min_thread_utilization >= 0)) {
+      !(o.ridge >= 0)) {
     return absl::InvalidArgumentError(
         "whole-model profile options: max_points_per_axis >= 2, max_hidden_points >= 1, "
-        "validation_architectures >= 0, threads >= 1, max_remeasures >= 0, max_spread > 0, "
-        "ridge >= 0, min_thread_utilization >= 0");
+        "validation_architectures >= 0, ridge >= 0");
   }
+  TAILOR_RETURN_IF_ERROR(ValidateCalmServingOptions(o.calm));
   if (!serve) return absl::InvalidArgumentError("whole-model profile: no serve function");
   return absl::OkStatus();
 }
@@ -559,14 +535,6 @@ int64_t PositionsFor(const model::HybridConfig& parent, const Options& options) 
 }
 
 }  // namespace
-
-double RequestSpread(const ServedModel& served) {
-  if (served.requests.size() < 2) return 0;
-  std::vector<double> t;
-  for (const ServedRequest& r : served.requests) t.push_back(r.request_ms);
-  const auto [lo, hi] = std::minmax_element(t.begin(), t.end());
-  return (*hi - *lo) / std::max(1e-12, Median(t));
-}
 
 absl::StatusOr<std::vector<model::HybridConfig>> PlanWholeModelProfiling(
     const model::HybridConfig& parent, const WholeModelProfileOptions& options) {

@@ -39,36 +39,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compression/costmodel/calm_serving.h"
 #include "compression/costmodel/profile_grid.h"
 #include "compression/costmodel/search_space.h"
 #include "compression/engine/workload.h"
 #include "compression/model/config.h"
 
 namespace tailor::costmodel {
-
-// One request as the engine timed it: prefill = until the first token, decode = the rest.
-// cpu_ms is the process CPU time over the request (0 when the engine cannot tell).
-struct ServedRequest {
-  double request_ms = 0;
-  double prefill_ms = 0;
-  double decode_ms = 0;
-  double cpu_ms = 0;
-};
-
-// One model served under the workload, with memory as the engine allocated it.
-struct ServedModel {
-  std::vector<ServedRequest> requests;
-  double weights_mib = 0;  // W
-  double state_mib = 0;    // C: KV cache and recurrent state
-  double compute_mib = 0;  // P: compute buffers
-  // Part of weights_mib that is no layer of the model: stand-in blocks an engine needs (a
-  // model without any attention or Mamba layer gets a zero one in llama.cpp). The memory fit
-  // leaves them out; left in, they inflated a Nemotron-H table's weights scale by 8%.
-  double stand_in_mib = 0;
-  // Those stand-ins as layers (at the model's hidden width): the time fit counts those that
-  // are nodes of the plan, so their time does not land in T0.
-  std::vector<model::LayerSpec> stand_in_layers;
-};
 
 // Serves `config` with dummy weights drawn from `seed` (a fresh deployment per call) under
 // the profile's workload and precision.
@@ -86,14 +63,9 @@ struct WholeModelProfileOptions {
   int max_hidden_points = 4;
   int validation_architectures = 12;
   uint64_t seed = 1;
-  // Threads the engine computes with: a request whose CPU time is below
-  // min_thread_utilization * threads * wall time was preempted (0 disables the check, e.g.
-  // on GPUs, where the host thread mostly waits).
-  int threads = 1;
-  double min_thread_utilization = 0.5;
-  // A model whose (max - min) / median of request times exceeds this is served again.
-  double max_spread = 0.10;
-  int max_remeasures = 2;
+  // When a model's measurement shows interference it is served again (calm_serving.h);
+  // calm.threads is the threads the engine computes with.
+  CalmServingOptions calm;
   // Relative ridge of the time fit (times the largest diagonal of the normal equations). The
   // plan makes every node identifiable, so none is needed (it would bias exact data); raise
   // it only to damp a plan of one's own.
@@ -117,9 +89,6 @@ absl::StatusOr<std::vector<model::HybridConfig>> PlanWholeModelProfiling(
 // so the identifiable sums it takes part in stay exact. The time fit's solver.
 std::vector<double> SolveNormalEquations(std::vector<std::vector<double>> a,
                                          std::vector<double> b);
-
-// (max - min) / median of the request times; 0 for fewer than two requests.
-double RequestSpread(const ServedModel& served);
 
 }  // namespace tailor::costmodel
 

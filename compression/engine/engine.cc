@@ -428,6 +428,8 @@ absl::StatusOr<Measurement> Engine::Measure(const Workload& workload,
   m.median_request_ms = Median(latency);
   m.cpu_ms = Median(cpu);
   m.repetitions = options.repetitions;
+  m.request_ms = std::move(latency);
+  m.request_cpu_ms = std::move(cpu);
   return m;
 }
 

@@ -108,6 +108,10 @@ struct Measurement {
   int64_t weight_bytes = 0;
   int64_t cache_bytes = 0;
   int repetitions = 0;
+  // Per recorded request: its steady-clock latency and the serving thread's CPU time (what
+  // a verify judges at a percentile, and checks for interference).
+  std::vector<double> request_ms;
+  std::vector<double> request_cpu_ms;
 };
 
 struct MeasureOptions {

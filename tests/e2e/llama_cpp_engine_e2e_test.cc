@@ -98,7 +98,12 @@ TEST_P(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
   EXPECT_EQ(verify["engine"]["version"], "3.21.1");
   EXPECT_TRUE(verify["equivalence"].value("passed", false)) << verify.dump(2);
   EXPECT_EQ(verify["equivalence"]["positions"], 16 * 32);
-  EXPECT_EQ(verify["measured"]["latency_statistic"], "p90 of 50 whole requests");
+  // Under a loaded ctest the run may have been served again, or stayed disturbed: the
+  // statistic then says so after this.
+  EXPECT_THAT(verify["measured"].value("latency_statistic", ""),
+              ::testing::StartsWith("p90 of 50 whole requests"));
+  EXPECT_TRUE(verify["measured"].contains("request_spread")) << verify["measured"].dump(2);
+  EXPECT_LE(verify["measured"].value("remeasures", 0), 2);
   EXPECT_EQ(verify["measured"]["latency_ms"], verify["measured"]["request_p90_ms"]);
 
   const nlohmann::json report = cluster.Report(id);

@@ -281,6 +281,14 @@ TEST(RenderReportTest, CostTableCheckHeldOrSuspect) {
   EXPECT_THAT(RenderReport(r, Options()),
               HasSubstr("cost table ct-1: predicted within 1.8% of the measurement, inside its "
                         "validated error (worst 3.1%)\n"));
+  c.set_measurement_disturbed(true);  // within the bound: judged all the same
+  EXPECT_THAT(RenderReport(r, Options()), HasSubstr("cost table ct-1: predicted within 1.8%"));
+  c.set_error(0.058);
+  c.set_reason("campaign cmp-6: predicted 38.30 ms, measured 36.20 ms (5.8% off), but ...");
+  EXPECT_THAT(RenderReport(r, Options()),
+              HasSubstr("cost table ct-1 not judged: campaign cmp-6: predicted 38.30 ms, "
+                        "measured 36.20 ms (5.8% off), but ...\n"));
+  c.set_measurement_disturbed(false);
   c.set_suspect(true);
   c.set_reason("campaign cmp-6: predicted 38.30 ms, measured 36.20 ms (5.8% off; ...)");
   EXPECT_THAT(RenderReport(r, Options()),

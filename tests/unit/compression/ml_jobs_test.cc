@@ -127,6 +127,15 @@ TEST(MlJobsTest, VerifyMeasuresEvaluatesAndChecksBudgets) {
     EXPECT_GT(fig.value, 0) << fig.name;
   }
   EXPECT_NEAR(measured.weight_memory_mib(), Small().ParameterCount() * 4.0 / (1 << 20), 1e-12);
+  // The judged latency is the whole request's at the contract's percentile (p50 by default,
+  // over the 10 requests p50 needs), served until calm; the per-piece medians stay apart.
+  EXPECT_THAT(measured.latency_statistic(), ::testing::StartsWith("p50 of 10 whole requests"));
+  EXPECT_EQ(measured.repetitions(), 10);
+  EXPECT_EQ(measured.latency_ms(), measured.request_p50_ms());
+  EXPECT_TRUE(measured.has_request_spread());
+  EXPECT_TRUE(measured.has_thread_utilization());
+  EXPECT_LE(measured.remeasures(), 2);
+  EXPECT_EQ(measured.disturbed(), !measured.disturbance().empty());
   const v1::ModelQuality& quality = r->quality();
   EXPECT_EQ(quality.parameters(), Small().ParameterCount());
   EXPECT_EQ(quality.per_task_size(), 8);

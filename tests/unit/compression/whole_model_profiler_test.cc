@@ -499,8 +499,8 @@ TEST(WholeModelProfilerTest, DisturbedFirstServeIsRemeasuredOnce) {
 
 TEST(WholeModelProfilerTest, StarvedCpuIsRemeasuredAndPersistentNoiseIsCounted) {
   WholeModelProfileOptions o = Options();
-  o.threads = 4;
-  o.max_remeasures = 3;
+  o.calm.threads = 4;
+  o.calm.max_remeasures = 3;
   const ServeModelFn calm = SyntheticServe(o.workload, 0.0);
   int serves = 0;
   // Always 1 thread's worth of CPU time for 4 threads: every model stays disturbed.
@@ -518,7 +518,7 @@ TEST(WholeModelProfilerTest, StarvedCpuIsRemeasuredAndPersistentNoiseIsCounted) 
   EXPECT_EQ(r->noisy_models, models);
   EXPECT_THAT(r->validation[0].description, HasSubstr("[disturbed after 3 re-measures]"));
   // With utilization checks off (e.g. a GPU) the same engine is calm.
-  o.min_thread_utilization = 0;
+  o.calm.min_thread_utilization = 0;
   serves = 0;
   r = ProfileCostTableWholeModel(TinyParent(), o, serve);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -573,7 +573,7 @@ TEST(WholeModelProfilerTest, CancelsBetweenModels) {
 
 TEST(WholeModelProfilerTest, RejectsBadOptions) {
   WholeModelProfileOptions o = Options();
-  o.max_remeasures = -1;
+  o.calm.max_remeasures = -1;
   EXPECT_THAT(ProfileCostTableWholeModel(TinyParent(), o, SyntheticServe(o.workload, 0)).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(ProfileCostTableWholeModel(TinyParent(), Options(), nullptr).status(),

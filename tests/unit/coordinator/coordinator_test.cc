@@ -852,7 +852,8 @@ TEST_F(CoordinatorTest, ParentOfAnotherShapeProfilesAgain) {
 class CostTableCheckTest : public CoordinatorTest {
  protected:
   v1::Campaign RunCampaign(const v1::DeploymentContract& contract, const std::string& rid,
-                           double predicted_ms, double measured_ms) {
+                           double predicted_ms, double measured_ms,
+                           const std::string& disturbance = "") {
     RecordingLauncher launcher;
     core_->SetLauncher(&launcher);
     v1::Campaign c = Submit(contract, rid);
@@ -886,6 +887,10 @@ class CostTableCheckTest : public CoordinatorTest {
         done.mutable_output()->mutable_predicted()->set_latency_ms(predicted_ms);
       } else if (a.job().key() == "verify") {
         done.mutable_output()->mutable_measured()->set_latency_ms(measured_ms);
+        if (!disturbance.empty()) {
+          done.mutable_output()->mutable_measured()->set_disturbed(true);
+          done.mutable_output()->mutable_measured()->set_disturbance(disturbance);
+        }
       } else if (a.job().key() == "distill") {
         done.mutable_output()->set_model_digest(std::string(64, 'd'));
       }
@@ -941,6 +946,27 @@ TEST_F(CostTableCheckTest, VerifyBeyondTheValidatedErrorMarksTheTableSuspect) {
   const v1::Campaign again = Submit(contract, "r2");
   EXPECT_EQ(again.jobs(0).kind(), "profile");
   EXPECT_EQ(again.jobs(0).state(), v1::JOB_RUNNABLE) << "a suspect table is never reused";
+}
+
+// The same disagreement in a measurement the agent reports as disturbed (another process ran
+// on the engine's threads through every re-serve) measured the host: said, not held against
+// the table, which stays in use.
+TEST_F(CostTableCheckTest, DisturbedVerifyDoesNotMarkTheTableSuspect) {
+  v1::DeploymentContract contract = AutocompressContract();
+  contract.mutable_parent()->set_path(WriteParentConfig(dir_ / "parent", 64));
+  const v1::Campaign c =
+      RunCampaign(contract, "r1", 38.3, 36.2, "the engine used 31% of its 2 threads (min 50%)");
+  ASSERT_EQ(c.state(), v1::CAMPAIGN_SUCCEEDED);
+  const v1::CostTableCheck& check = c.cost_table_check();
+  EXPECT_FALSE(check.suspect());
+  EXPECT_TRUE(check.measurement_disturbed());
+  EXPECT_EQ(check.reason(),
+            absl::StrCat("campaign ", c.id(),
+                         ": predicted 38.30 ms, measured 36.20 ms (5.8% off), but the "
+                         "measurement was disturbed (the engine used 31% of its 2 threads (min "
+                         "50%)): the table is not judged on it"));
+  EXPECT_THAT(EventTypes(c.id()), ::testing::Not(::testing::Contains("cost_table_suspect")));
+  EXPECT_EQ(Submit(contract, "r2").jobs(0).state(), v1::JOB_SKIPPED);
 }
 
 // Recompression after an engine upgrade: the drift check in the new version (played here by

@@ -1,0 +1,48 @@
+#ifndef TAILOR_PROFILER_AGENT_REQUEST_LATENCY_H_
+#define TAILOR_PROFILER_AGENT_REQUEST_LATENCY_H_
+
+// What every engine's verify judges a latency budget on: the whole request's wall time at the
+// percentile the contract names, over enough requests for that percentile, measured in a run
+// without interference (docs/contract.md, "budget"). Per-piece figures stay as diagnostics.
+
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compression/costmodel/calm_serving.h"
+#include "compression/engine/workload.h"
+#include "tailor/v1/contract.pb.h"
+#include "tailor/v1/job_output.pb.h"
+
+namespace tailor::profiler {
+
+// Requests served for a percentile: enough that >= 5 samples lie at or above it (p50: 10,
+// p90: 50, p99: 500), and never fewer than `configured`.
+int RepetitionsFor(v1::LatencyPercentile percentile, int configured);
+double PercentileOf(v1::LatencyPercentile percentile);  // 50, 90, 99 (unspecified: 50)
+
+// Sets the judged latency_ms (`percentile` of `request_ms`), what it is (latency_statistic),
+// the throughput it implies, and the p50 / p90 / p99 / median requests and repetitions.
+void SetWholeRequestLatency(const std::vector<double>& request_ms, const engine::Workload& w,
+                            v1::LatencyPercentile percentile, v1::ModelCosts& costs);
+
+// A verify measurement served until calm: `serve` measures once (the run's own costs and its
+// requests as the interference check reads them); the kept run's costs come back with how
+// calm it was, and the statistic says when it is the calmest of several or still disturbed.
+struct VerifyRun {
+  v1::ModelCosts costs;
+  costmodel::ServedModel served;
+};
+absl::StatusOr<v1::ModelCosts> MeasureUntilCalm(
+    const std::function<absl::StatusOr<VerifyRun>()>& serve,
+    const costmodel::CalmServingOptions& options);
+
+// A verify's interference check: sustained interference only (the interquartile spread over
+// 25%, and
+// the engine's CPU time for `threads` threads; threads 0 = CPU time tells nothing, e.g. an
+// engine that waits on a GPU).
+costmodel::CalmServingOptions VerifyCalmOptions(int threads);
+
+}  // namespace tailor::profiler
+
+#endif  // TAILOR_PROFILER_AGENT_REQUEST_LATENCY_H_
