@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <utility>
@@ -248,7 +249,7 @@ std::vector<double> SolvePhase(const std::vector<const Unit*>& models,
   for (const Unit* u : models) {
     const std::array<double, 3> t = PhaseMedians(u->served);
     std::vector<double> x(n, 0.0);
-    x[0] = 1;
+    x[0] = free[0] ? 1 : 0;
     for (const LayerSpec& l : u->config.layers) {
       if (!l.present()) continue;
       const size_t i = index.at(LayerKey(l, h));
@@ -280,10 +281,11 @@ std::vector<double> SolvePhase(const std::vector<const Unit*>& models,
 
 // T0(h) and every node's time at hidden width h, per phase: least squares of the models'
 // times on [1, count of each node], weighted by 1 / latency^2 so every model's relative
-// error counts alike (whole-model noise is multiplicative). No layer takes negative time: a
+// error counts alike (whole-model noise is multiplicative). Nothing takes negative time: a
 // node the fit puts below 0 (noise on a node worth little next to the whole model) is held at
 // 0 and the rest solved again, the most negative first, until none is (an active-set
-// non-negative fit; T0 is free).
+// non-negative fit). T0 is held too: layers fitted a little slow under load put it below 0,
+// and a candidate with few layers left then predicted a negative request time.
 void FitTimesAt(int64_t h, const std::vector<const Unit*>& models, double ridge, TimeFit& fit) {
   std::map<std::string, size_t> index;  // unknown 0 is T0
   for (const Unit* u : models) {
@@ -300,14 +302,14 @@ void FitTimesAt(int64_t h, const std::vector<const Unit*>& models, double ridge,
       // time between layer kinds is free (header), and the solver's choice of it can put a
       // whole kind below 0; holding its reference at 0 fixes the split and the rest solve
       // exactly, where holding every negative node at once would lose their differences.
-      size_t worst = 0;
-      for (size_t i = 1; i < x.size(); ++i) {
-        if (free[i] && x[i] < 0 && (worst == 0 || x[i] < x[worst])) worst = i;
+      std::optional<size_t> worst;
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (free[i] && x[i] < 0 && (!worst || x[i] < x[*worst])) worst = i;
       }
-      if (worst == 0) break;
-      free[worst] = false;
+      if (!worst) break;
+      free[*worst] = false;
     }
-    fit.fixed[h][ph] = x[0];
+    fit.fixed[h][ph] = std::max(0.0, x[0]);
     for (const auto& [key, i] : index) fit.layer[key][ph] = std::max(0.0, x[i]);
   }
 }

@@ -121,8 +121,8 @@ struct Truth {
 
 // Serves `requests` requests with each phase scaled by (1 + noise * N(0, 1)).
 ServeModelFn SyntheticServe(const engine::Workload& w, double noise, int requests = 5,
-                            int* calls = nullptr) {
-  auto rng = std::make_shared<std::mt19937_64>(7);
+                            int* calls = nullptr, uint64_t seed = 7) {
+  auto rng = std::make_shared<std::mt19937_64>(seed);
   return [=](const model::HybridConfig& c, uint64_t) -> absl::StatusOr<ServedModel> {
     if (calls != nullptr) ++*calls;
     std::normal_distribution<double> n(0.0, 1.0);
@@ -463,16 +463,25 @@ TEST(WholeModelProfilerTest, TwoPercentNoiseStaysWithinThreePercent) {
   }
 }
 
-TEST(WholeModelProfilerTest, HeavyNoiseNeverFitsANegativeLayerTime) {
+TEST(WholeModelProfilerTest, HeavyNoiseNeverFitsANegativeTime) {
   // 60% noise (a profile run beside other heavy jobs on 2 cores): the plain least-squares fit
-  // put some small nodes below 0 and predicted negative request times; none may be.
+  // put some small nodes below 0, and with them held, T0 (CI: -1.1 ms for the narrowest
+  // candidate); the request times it predicted were negative. None may be.
   WholeModelProfileOptions o = Options();
-  absl::StatusOr<ProfileResult> r =
-      ProfileCostTableWholeModel(NemotronHStyleParent(), o, SyntheticServe(o.workload, 0.6));
-  ASSERT_TRUE(r.ok()) << r.status();
-  for (const CostEntryData& e : r->table.entries) {
-    if (e.layer_kind != "fixed") EXPECT_GE(e.time_ms, 0.0) << e.layer_kind << " " << e.config;
+  int held_t0 = 0;  // fits whose T0 came out below 0 and was held
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    absl::StatusOr<ProfileResult> r = ProfileCostTableWholeModel(
+        NemotronHStyleParent(), o, SyntheticServe(o.workload, 0.6, 5, nullptr, seed));
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (const CostEntryData& e : r->table.entries) {
+      EXPECT_GE(e.time_ms, 0.0) << e.layer_kind << " " << e.config;
+      held_t0 += e.layer_kind == kFixedKind && e.time_ms == 0.0;
+    }
+    for (const ArchitectureMeasurement& a : r->validation) {
+      EXPECT_GT(a.predicted_latency_ms, 0.0) << a.description;
+    }
   }
+  EXPECT_GT(held_t0, 0);  // the seeds do reach the case
 }
 
 TEST(WholeModelProfilerTest, DisturbedFirstServeIsRemeasuredOnce) {
