@@ -163,18 +163,6 @@ absl::Status Permanent(absl::Status st) {
   return st;
 }
 
-// A served GGUF's figures as the whole-model profiler takes them.
-costmodel::ServedModel ServedModelOf(const gguf::LlamaCppServeMeasurement& m) {
-  costmodel::ServedModel s;
-  for (size_t i = 0; i < m.request_ms.size(); ++i) {
-    s.requests.push_back({m.request_ms[i], m.prefill_ms[i], m.decode_ms[i], m.cpu_ms[i]});
-  }
-  s.weights_mib = m.weights_bytes / kMiB;
-  s.state_mib = (m.context_buffer_bytes - m.compute_buffer_bytes) / kMiB;
-  s.compute_mib = m.compute_buffer_bytes / kMiB;
-  return s;
-}
-
 // Serves the verified model until a run without interference (request_latency.h): a run
 // another process preempted or starved measures the host, not the model.
 absl::StatusOr<v1::ModelCosts> MeasureCalmly(const std::string& gguf_path,
@@ -435,6 +423,17 @@ absl::StatusOr<v1::JobOutput> LlamaCppEngine::Verify(const v1::DeploymentContrac
 }
 
 }  // namespace
+
+costmodel::ServedModel ServedModelOf(const gguf::LlamaCppServeMeasurement& m) {
+  costmodel::ServedModel s;
+  for (size_t i = 0; i < m.request_ms.size(); ++i) {
+    s.requests.push_back({m.request_ms[i], m.prefill_ms[i], m.decode_ms[i], m.cpu_ms[i]});
+  }
+  s.weights_mib = m.weights_bytes / kMiB;
+  s.state_mib = (m.context_buffer_bytes - m.compute_buffer_bytes) / kMiB;
+  s.compute_mib = m.compute_buffer_bytes / kMiB;
+  return s;
+}
 
 namespace {
 

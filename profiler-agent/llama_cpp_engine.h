@@ -79,6 +79,10 @@ absl::StatusOr<v1::EquivalenceCheck> CheckEquivalence(model::HybridLM& model,
 // (gguf::StudentShapeRulesOf). Profiling and drift re-measures draw only from it.
 costmodel::SearchSpaceOptions LlamaCppServableSpace(const hf::HfCheckpoint& parent);
 
+// A served GGUF's figures as the whole-model profiler and verify take them: every request's
+// phases and CPU time, and llama.cpp's buffers as weights, state and compute MiB.
+costmodel::ServedModel ServedModelOf(const gguf::LlamaCppServeMeasurement& m);
+
 // The whole-model profiler's serve function in llama.cpp: each call draws `config`'s dummy
 // weights, writes them as a student of `parent` in `scratch_dir` (which must exist), exports
 // an F32 GGUF, serves it under `options` in a child process and deletes both files. `parent`

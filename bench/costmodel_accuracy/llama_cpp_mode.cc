@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/common/bench_parents.h"
 #include "bench/costmodel_accuracy/accuracy_stats.h"
 #include "common/status_macros.h"
 #include "compression/costmodel/cost_model.h"
@@ -171,20 +172,6 @@ bool ParseLlamaFlags(int argc, char** argv, LlamaFlags& f, std::string& error) {
 // The parents, sized so layer costs dominate the fixed ones (embedding, head, node's request
 // overhead) without a run of the bench passing ~10 minutes per parent on 2 cores. Shapes stay
 // consistent: heads x head_dim = hidden, Mamba heads x head_dim = expand x hidden.
-// A decoder family's tiny test config at the bench's size: hidden 256, 8 layers of 8 heads /
-// 4 KV heads of 32, FFN 768.
-json DecoderParent(const std::string& architecture, bool quick) {
-  json c = testing::TinyHfConfig(architecture);
-  if (quick) return c;
-  c["hidden_size"] = 256;
-  c["intermediate_size"] = 768;
-  c["num_hidden_layers"] = 8;
-  c["num_attention_heads"] = 8;
-  c["num_key_value_heads"] = 4;
-  if (c.contains("head_dim")) c["head_dim"] = 32;
-  return c;
-}
-
 json NemotronHParent(bool quick) {
   if (quick) return testing::TinyNemotronHConfig("M*-");
   json c = testing::TinyNemotronHConfig("M-M*-M-M*-");

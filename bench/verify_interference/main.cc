@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/common/bench_parents.h"
 #include "bench/common/bench_report.h"
 #include "compression/costmodel/calm_serving.h"
 #include "compression/engine/workload.h"
@@ -35,6 +36,7 @@
 #include "compression/gguf/llama_cpp_sidecar.h"
 #include "compression/hf/hf_checkpoint.h"
 #include "nlohmann/json.hpp"
+#include "profiler-agent/llama_cpp_engine.h"
 #include "profiler-agent/request_latency.h"
 #include "tests/testing/hf_test_checkpoint.h"
 
@@ -84,19 +86,6 @@ bool ParseFlags(int argc, char** argv, Flags& f) {
   return true;
 }
 
-// The llama parent of bench_costmodel_accuracy's size (hidden 256, 8 layers): a request of
-// ~20 ms, about the quickstart student's; --quick: the tiny test config.
-json Parent(bool quick) {
-  json c = testing::TinyHfConfig("LlamaForCausalLM");
-  if (quick) return c;
-  c["hidden_size"] = 256;
-  c["intermediate_size"] = 768;
-  c["num_hidden_layers"] = 8;
-  c["num_attention_heads"] = 8;
-  c["num_key_value_heads"] = 4;
-  return c;
-}
-
 // `n` processes that load the host for `d`, then exit: spinning on the CPU, or streaming
 // through 64 MiB each (caches and memory bandwidth, which a CPU share does not show).
 std::vector<pid_t> StartCompetitors(int n, absl::Duration d, bool memory) {
@@ -128,14 +117,6 @@ void Reap(const std::vector<pid_t>& pids) {
   }
 }
 
-costmodel::ServedModel ServedOf(const gguf::LlamaCppServeMeasurement& m) {
-  costmodel::ServedModel s;
-  for (size_t i = 0; i < m.request_ms.size(); ++i) {
-    s.requests.push_back({m.request_ms[i], m.prefill_ms[i], m.decode_ms[i], m.cpu_ms[i]});
-  }
-  return s;
-}
-
 double MedianRequest(const costmodel::ServedModel& s) {
   std::vector<double> t;
   for (const costmodel::ServedRequest& r : s.requests) t.push_back(r.request_ms);
@@ -156,7 +137,7 @@ absl::Status RunRounds(const std::string& gguf, const gguf::ServeBenchmarkOption
   auto serve = [&]() -> absl::StatusOr<costmodel::ServedModel> {
     absl::StatusOr<gguf::LlamaCppServeMeasurement> m = gguf::RunServeBenchmark(gguf, o);
     if (!m.ok()) return m.status();
-    return ServedOf(*m);
+    return profiler::ServedModelOf(*m);
   };
   for (int r = 0; r < f.rounds; ++r) {
     const absl::Time start = absl::Now();
@@ -231,7 +212,7 @@ int Run(const Flags& f) {
     return WriteJson(out, f.json_out, "bench_verify_interference") ? 0 : 1;
   }
   const std::string dir = testing::NewTestDir("verify_interference");
-  const json config = Parent(f.quick);
+  const json config = DecoderParent("LlamaForCausalLM", f.quick);
   absl::Status st = testing::WriteHfCheckpointFiles(
       dir, config, testing::HfTestTensors(config, model::DType::kF32, 1), 1, true);
   absl::StatusOr<hf::HfCheckpoint> hf =

@@ -327,7 +327,9 @@ TEST_P(LlamaCppUniformProfileTest, ProfilesOnModelsTheLayoutHolds) {
       auto [it, first] = one.emplace(l.kind, l);
       EXPECT_TRUE(first || it->second == l) << a.description;
     }
-    if (arch == "Qwen2ForCausalLM") EXPECT_EQ(a.config.hidden, 32) << a.description;
+    if (arch == "Qwen2ForCausalLM") {
+      EXPECT_EQ(a.config.hidden, 32) << a.description;
+    }
   }
   for (const costmodel::ArchitectureMeasurement& m : out->result.profiling_models) {
     EXPECT_GT(m.measured_latency_ms, 0) << m.description;
