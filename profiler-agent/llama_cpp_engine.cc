@@ -33,8 +33,11 @@ constexpr double kDefaultMaxKl = 1e-3;
 constexpr double kDefaultMinAgreement = 0.99;
 constexpr double kMiB = 1024.0 * 1024.0;
 // Unrecorded requests per served model (ServeOptions).
-constexpr int kVerifyWarmup = 32;
-constexpr int kProfileWarmup = 16;
+// node's sidecar slows requests ~6-35 of every model by 30-100% (its JIT, whatever the model's
+// size), and a table profiled past 16 of them was off by 12.1% at the quickstart's size
+// against 7.5% past 40 (docs/benchmarks.md, "Profiling the quickstart's parent").
+constexpr int kVerifyWarmup = 40;
+constexpr int kProfileWarmup = 40;
 // Timed requests per served model when --profile-rounds is 0. A served model's cost is mostly
 // its load and warm-up, so 15 requests cost little more than 5 (3m40s vs 3m34s for the
 // quickstart parent's 56 models) and the median of 15 is what made its held-out error drop
@@ -174,7 +177,7 @@ absl::StatusOr<v1::ModelCosts> MeasureCalmly(const std::string& gguf_path,
     if (!m.ok()) return Permanent(m.status());
     return VerifyRun{CostsOf(*m, w, percentile), ServedModelOf(*m)};
   };
-  return MeasureUntilCalm(serve, VerifyCalmOptions(o.threads));
+  return MeasureUntilCalm(serve, RequestCalmOptions(o.threads));
 }
 
 // The gate's figures as budget checks, so every report and verdict shows them.
@@ -295,13 +298,18 @@ absl::StatusOr<ProfileJobOutput> LlamaCppEngine::Profile(const v1::DeploymentCon
   TAILOR_ASSIGN_OR_RETURN(hf::HfCheckpoint parent, OpenHfParent(contract, parent_dir));
   costmodel::WholeModelProfileOptions o;
   o.space = LlamaCppServableSpace(parent);
+  o.stand_ins = gguf::StudentShapeRulesOf(parent.config()).stand_ins;
   o.engine = identity_.name;
   o.engine_version = identity_.version;
   o.device_kind = config_.device_kind;
   o.workload = costmodel::WorkloadFromProto(contract.workload());
   TAILOR_RETURN_IF_ERROR(engine::ValidateWorkload(o.workload));
   o.seed = contract.seed();
-  o.calm.threads = options_.sidecar.threads;
+  // A model's figure is the median of its requests: only sustained interference biases it, and
+  // node's own jitter spreads every calm run's requests (max - min) by 20-60% at the
+  // quickstart's size, so the profiler's default re-served every model twice and kept the run
+  // with the fewest slow requests (docs/benchmarks.md, "Profiling the quickstart's parent").
+  o.calm = RequestCalmOptions(options_.sidecar.threads);
   if (config_.profile_validation_architectures > 0) {
     o.validation_architectures = config_.profile_validation_architectures;
   }
@@ -327,6 +335,7 @@ absl::StatusOr<costmodel::RecheckResult> LlamaCppEngine::Recheck(
   TAILOR_ASSIGN_OR_RETURN(ParentForProfile p, ReadParentForProfile(contract, parent_dir));
   TAILOR_ASSIGN_OR_RETURN(hf::HfCheckpoint parent, OpenHfParent(contract, parent_dir));
   TAILOR_ASSIGN_OR_RETURN(costmodel::CostModel model, costmodel::CostModel::FromTable(table));
+  model.SetStandIns(gguf::StudentShapeRulesOf(parent.config()).stand_ins);
   const engine::Workload w = costmodel::WorkloadFromProto(contract.workload());
   TAILOR_RETURN_IF_ERROR(engine::ValidateWorkload(w));
   const int repetitions =
@@ -338,8 +347,7 @@ absl::StatusOr<costmodel::RecheckResult> LlamaCppEngine::Recheck(
                                     options_.sidecar));
   // As the whole-model profiler measured its held-out architectures: the median request, and
   // memory as llama.cpp allocated it.
-  costmodel::CalmServingOptions calm_options;
-  calm_options.threads = options_.sidecar.threads;
+  const costmodel::CalmServingOptions calm_options = RequestCalmOptions(options_.sidecar.threads);
   auto recheck_serve = [&](const model::HybridConfig& arch,
                            uint64_t seed) -> absl::StatusOr<costmodel::RecheckServed> {
     // Served as the table's own models were: again while interference shows.

@@ -278,7 +278,7 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
   // nothing preempts it. On a GPU it mostly waits, and tells nothing.
   v1::JobOutput result;
   TAILOR_ASSIGN_OR_RETURN(*result.mutable_measured(),
-                          MeasureUntilCalm(serve, VerifyCalmOptions(options.device == "cpu")));
+                          MeasureUntilCalm(serve, RequestCalmOptions(options.device == "cpu")));
 
   // Quality on the task suites, served at the contract's precision.
   TAILOR_RETURN_IF_ERROR(report(0.6, "evaluating the task suites"));

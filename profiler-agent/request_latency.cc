@@ -65,7 +65,7 @@ absl::StatusOr<v1::ModelCosts> MeasureUntilCalm(
   return c;
 }
 
-costmodel::CalmServingOptions VerifyCalmOptions(int threads) {
+costmodel::CalmServingOptions RequestCalmOptions(int threads) {
   costmodel::CalmServingOptions o;
   o.spread_quantile = 0.75;
   // Quiet 15-request runs of a ~55 ms llama.cpp model spread 7-16% interquartile on this

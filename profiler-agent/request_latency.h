@@ -37,11 +37,11 @@ absl::StatusOr<v1::ModelCosts> MeasureUntilCalm(
     const std::function<absl::StatusOr<VerifyRun>()>& serve,
     const costmodel::CalmServingOptions& options);
 
-// A verify's interference check: sustained interference only (the interquartile spread over
-// 25%, and
-// the engine's CPU time for `threads` threads; threads 0 = CPU time tells nothing, e.g. an
-// engine that waits on a GPU).
-costmodel::CalmServingOptions VerifyCalmOptions(int threads);
+// The interference check of a figure taken over many requests (a verify's percentile, a
+// profiled model's median): sustained interference only, the interquartile spread over 25%,
+// and the engine's CPU time for `threads` threads; threads 0 = CPU time tells nothing, e.g.
+// an engine that waits on a GPU.
+costmodel::CalmServingOptions RequestCalmOptions(int threads);
 
 }  // namespace tailor::profiler
 

@@ -1,6 +1,6 @@
 // Verify under interference: how far other processes' load moves the latency a verify judges
 // in llama.cpp, and what serving until calm (compression/costmodel/calm_serving.h, with the
-// verify's own thresholds, profiler::VerifyCalmOptions) buys back.
+// verify's own thresholds, profiler::RequestCalmOptions) buys back.
 //
 // Each round serves one model three ways, side by side in the same run:
 //   quiet    : nothing else runs (the reference);
@@ -133,7 +133,7 @@ struct Mode {
 
 absl::Status RunRounds(const std::string& gguf, const gguf::ServeBenchmarkOptions& o,
                        const Flags& f, Mode& quiet, Mode& once, Mode& guarded) {
-  const costmodel::CalmServingOptions calm = profiler::VerifyCalmOptions(o.threads);
+  const costmodel::CalmServingOptions calm = profiler::RequestCalmOptions(o.threads);
   auto serve = [&]() -> absl::StatusOr<costmodel::ServedModel> {
     absl::StatusOr<gguf::LlamaCppServeMeasurement> m = gguf::RunServeBenchmark(gguf, o);
     if (!m.ok()) return m.status();

@@ -149,6 +149,26 @@ absl::StatusOr<LayerColumns> TabulateLayer(const costmodel::CostModel& model,
   return out;
 }
 
+// Stand-in `s` at every hidden choice.
+absl::StatusOr<LayerColumns> TabulateStandIn(const costmodel::CostModel& model,
+                                             const model::StandInLayer& s,
+                                             const std::vector<int64_t>& hidden) {
+  LayerColumns out;
+  for (int64_t h : hidden) {
+    absl::StatusOr<costmodel::LayerCost> c = model.CostOfLayer(s.spec, h);
+    if (!c.ok()) {
+      return absl::Status(c.status().code(),
+                          absl::StrCat("the engine's stand-in ", model::LayerKindName(s.absent),
+                                       " layer: ", c.status().message()));
+    }
+    out.time[0].push_back(c->prefill_ms);
+    out.time[1].push_back(c->decode_ms);
+    out.static_mib.push_back(c->static_mib);
+    out.workspace.push_back(c->workspace_mib);
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const SpaceCostModel>> SpaceCostModel::Build(
@@ -164,8 +184,11 @@ absl::StatusOr<std::shared_ptr<const SpaceCostModel>> SpaceCostModel::Build(
   out->tokens_per_request_ = static_cast<double>(w.batch_size * w.output_tokens);
 
   try {
+    // The empty model lacks every kind: its prediction holds no stand-in only without them.
+    costmodel::CostModel bare = model;
+    bare.SetStandIns({});
     TAILOR_ASSIGN_OR_RETURN(const FixedColumns fixed,
-                            TabulateFixed(model, parent, hidden, out->interaction_));
+                            TabulateFixed(bare, parent, hidden, out->interaction_));
     for (int ph = 0; ph < 2; ++ph) out->fixed_time_[ph] = Doubles(fixed.time[ph], {h_count});
     out->fixed_memory_ = Doubles(fixed.memory, {h_count});
     out->fixed_workspace_ = Doubles(fixed.workspace, {h_count});
@@ -181,6 +204,18 @@ absl::StatusOr<std::shared_ptr<const SpaceCostModel>> SpaceCostModel::Build(
       t.workspace = Doubles(c.workspace, {h_count, k_count});
       t.present = Doubles(c.present, {k_count});
       out->layers_.push_back(std::move(t));
+    }
+    for (const model::StandInLayer& s : model.stand_ins()) {
+      TAILOR_ASSIGN_OR_RETURN(const LayerColumns c, TabulateStandIn(model, s, hidden));
+      StandInTable t;
+      t.kind = static_cast<int>(s.absent);
+      for (int l = 0; l < parent.num_layers(); ++l) {
+        if (parent.layers[l].kind == s.absent) t.layers.push_back(l);
+      }
+      for (int ph = 0; ph < 2; ++ph) t.time[ph] = Doubles(c.time[ph], {h_count});
+      t.static_mib = Doubles(c.static_mib, {h_count});
+      t.workspace = Doubles(c.workspace, {h_count});
+      out->stand_ins_.push_back(std::move(t));
     }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("SpaceCostModel: ", e.what_without_backtrace()));
@@ -220,13 +255,24 @@ absl::StatusOr<CostPrediction> SpaceCostModel::Predict(
     std::vector<at::Tensor> time[2];
     at::Tensor static_sum = fixed_memory_;
     std::vector<at::Tensor> ws = {fixed_workspace_};
+    std::vector<at::Tensor> kept;  // per layer, the probability it is present
     for (const LayerTable& t : layers_) {
       at::Tensor q = torch::ones({1}, torch::kFloat64);
       for (int a : t.axes) q = (q.unsqueeze(1) * y[a].unsqueeze(0)).reshape({-1});
-      counts[t.kind] = counts[t.kind] + torch::dot(q, t.present);
+      kept.push_back(torch::dot(q, t.present));
+      counts[t.kind] = counts[t.kind] + kept.back();
       for (int ph = 0; ph < 2; ++ph) time[ph].push_back(torch::mv(t.time[ph], q));
       static_sum = static_sum + torch::mv(t.static_mib, q);
       ws.push_back(torch::mv(t.workspace, q));
+    }
+    std::vector<at::Tensor> absent;  // per stand-in, the probability the engine adds it
+    for (const StandInTable& s : stand_ins_) {
+      at::Tensor a = torch::ones({}, torch::kFloat64);
+      for (int l : s.layers) a = a * (1.0 - kept[l]);
+      absent.push_back(a);
+      counts[s.kind] = counts[s.kind] + a;
+      static_sum = static_sum + a * s.static_mib;
+      ws.push_back(a * s.workspace);
     }
 
     auto factor = [&](int row, int ph) -> at::Tensor {
@@ -246,6 +292,11 @@ absl::StatusOr<CostPrediction> SpaceCostModel::Predict(
         const int kind = layers_[l].kind;
         if (!f[kind].defined()) f[kind] = factor(kind, ph);
         latency_h = latency_h + time[ph][l] * f[kind];
+      }
+      for (size_t i = 0; i < stand_ins_.size(); ++i) {
+        const int kind = stand_ins_[i].kind;
+        if (!f[kind].defined()) f[kind] = factor(kind, ph);
+        latency_h = latency_h + absent[i] * stand_ins_[i].time[ph] * f[kind];
       }
     }
     out.latency_ms = torch::dot(p, latency_h);

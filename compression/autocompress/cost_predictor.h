@@ -22,6 +22,10 @@
 //   F_r,ph = exp(sum_j gamma_ph[r][j] (n_j - reference_j))          (interaction correction)
 //   T      = sum_ph [ F_fixed,ph (p . T0_ph) + sum_l F_kind(l),ph (p . t_ph[l] q_l) ]
 //   M      = p . ( fixed + sum_l S[l] q_l + max(P0, max_l W[l] q_l) )
+// A stand-in the engine adds when no layer of its kind is kept (model::StandInLayer) enters
+// T, M and n_j like one more layer, weighted by the probability that none is kept:
+// a_s = prod_{l of its kind} (1 - q_l . present_l).
+
 //   X      = 1000 * batch * output_tokens / T                       (tokens/s)
 // For one-hot y every expectation picks a single entry, n_j are the true counts, and the
 // result equals CostModel::Predict(ChildConfig(...)) up to rounding.
@@ -78,11 +82,22 @@ class SpaceCostModel {
     at::Tensor present;     // [K]
   };
 
+  // A layer the engine adds when every layer of `kind` is removed (CostModel::stand_ins):
+  // priced with the probability that the choices keep none of `layers`.
+  struct StandInTable {
+    int kind = 0;
+    std::vector<int> layers;  // the parent's layers of that kind
+    at::Tensor time[2];       // [H]
+    at::Tensor static_mib;    // [H]
+    at::Tensor workspace;     // [H]
+  };
+
   SpaceCostModel() = default;
 
   std::vector<int64_t> axis_sizes_;
   int hidden_axis_ = -1;
   std::vector<LayerTable> layers_;
+  std::vector<StandInTable> stand_ins_;
   at::Tensor fixed_time_[2];    // [H]
   at::Tensor fixed_memory_;     // [H]
   at::Tensor fixed_workspace_;  // [H]

@@ -161,7 +161,7 @@ absl::StatusOr<Prediction> CostModel::Predict(const model::HybridConfig& arch) c
   return Predict(arch, table_.workload);
 }
 
-absl::StatusOr<Prediction> CostModel::Predict(const model::HybridConfig& arch,
+absl::StatusOr<Prediction> CostModel::Predict(const model::HybridConfig& requested,
                                               const engine::Workload& w) const {
   if (!(w == table_.workload)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -171,6 +171,7 @@ absl::StatusOr<Prediction> CostModel::Predict(const model::HybridConfig& arch,
         table_.workload.cached_prefix_tokens,
         " (batch/input/output/prefix): cost tables are tied to their contract"));
   }
+  const model::HybridConfig arch = model::WithStandIns(requested, stand_ins_);
   Prediction out;
   const InteractionModel& im = table_.interaction;
   const KindCounts counts = PresentCounts(arch);

@@ -30,6 +30,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -100,6 +101,15 @@ class CostModel {
   const CostTableData& table() const { return table_; }
   const engine::Workload& workload() const { return table_.workload; }
 
+  // The layers the engine adds to a model that lacks a kind (model::StandInLayer): Predict
+  // prices model::WithStandIns(arch), what the engine runs. A property of the parent's file
+  // layout in the table's engine, not of the table: the profiler and the search set it from
+  // gguf::StudentShapeRules. None by default.
+  void SetStandIns(std::vector<model::StandInLayer> stand_ins) {
+    stand_ins_ = std::move(stand_ins);
+  }
+  const std::vector<model::StandInLayer>& stand_ins() const { return stand_ins_; }
+
   // The table's workload.
   absl::StatusOr<Prediction> Predict(const model::HybridConfig& arch) const;
   // INVALID_ARGUMENT unless `workload` is the table's: times are only valid for the
@@ -132,6 +142,7 @@ class CostModel {
 
   CostTableData table_;
   std::map<GridKey, std::shared_ptr<const Grid>> grids_;
+  std::vector<model::StandInLayer> stand_ins_;
 };
 
 // The interpolation class and coordinates of a layer (its LayerParams). Layers of one

@@ -510,9 +510,12 @@ absl::StatusOr<ProfileResult> BuildResult(const std::vector<Unit>& units,
   t.memory = memory.scales;
   AddEntries(nodes, FitTimes(units, options.ridge), memory, parent, t);
   SetNeutralInteraction(units, t);
+  // eps is fitted on each model's own memory (ModelMiB: without the stand-ins' bytes), so
+  // the model that fits it prices no stand-in.
   TAILOR_ASSIGN_OR_RETURN(CostModel uncalibrated, CostModel::FromData(t));
   TAILOR_RETURN_IF_ERROR(SetEps(units, uncalibrated, t.memory));
   TAILOR_ASSIGN_OR_RETURN(CostModel model, CostModel::FromData(t));
+  model.SetStandIns(options.stand_ins);
   TAILOR_RETURN_IF_ERROR(AddMeasurements(units, model, options.workload, result));
   t.validation = Summarize(result.validation);
   SetParentCosts(model, parent, options.workload, t);

@@ -59,6 +59,10 @@ struct WholeModelProfileOptions {
   engine::Precision precision = engine::Precision::kFp32;
   engine::Workload workload;
   SearchSpaceOptions space;
+  // What the engine adds to a model that lacks a kind (CostModel::SetStandIns): the held-out
+  // architectures are predicted as the engine runs them. The fit already counts the stand-ins
+  // each served model reports (ServedModel::stand_in_layers).
+  std::vector<model::StandInLayer> stand_ins;
   int max_points_per_axis = 2;
   int max_hidden_points = 4;
   int validation_architectures = 12;

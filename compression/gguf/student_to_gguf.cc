@@ -297,8 +297,21 @@ absl::Status CheckMoe(int64_t i, const model::MoeSpec& m, FirstOfKind& first) {
   return absl::OkStatus();
 }
 
+// The exact zero blocks StudentNemotronHShape adds to a student without attention or without
+// Mamba, as tailor's layers: one attention head without RoPE, and a Mamba block of one head
+// per B/C group.
+std::vector<model::StandInLayer> NemotronHStandIns(const hf::HfConfig& p) {
+  const NemotronHShape shape = NemotronHShapeOf(p);
+  model::LayerSpec attention = model::LayerSpec::Attention(1, 1, shape.head_dim);
+  attention.attention.rope = false;
+  hf::MambaConfig mamba = shape.mamba;
+  mamba.num_heads = p.mamba.n_groups;
+  return {{model::LayerKind::kAttention, attention},
+          {model::LayerKind::kMamba, hf::NemotronHMambaLayer(mamba)}};
+}
+
 // Blocks of the file that are zero stand-ins (see the header), -1 when none.
-struct NemotronHStandIns {
+struct NemotronHStandInBlocks {
   int64_t attention = -1;
   int64_t mamba = -1;
 };
@@ -309,7 +322,7 @@ struct NemotronHStandIns {
 absl::StatusOr<NemotronHShape> StudentNemotronHShape(const hf::HfConfig& p,
                                                      const model::HybridConfig& s,
                                                      std::map<int64_t, int64_t>& blocks_of,
-                                                     NemotronHStandIns& stand_ins) {
+                                                     NemotronHStandInBlocks& stand_ins) {
   if (s.num_layers() != static_cast<int64_t>(p.layers.size())) {
     return absl::InvalidArgumentError(absl::StrCat("the student has ", s.num_layers(),
                                                    " layers; a child of this parent has ",
@@ -500,7 +513,7 @@ absl::StatusOr<StudentGgufSummary> ExportNemotronH(const std::string& student_di
                                                    const GgufExportOptions& options) {
   const hf::HfConfig& p = parent.config();
   std::map<int64_t, int64_t> blocks_of;
-  NemotronHStandIns stand_ins;
+  NemotronHStandInBlocks stand_ins;
   TAILOR_ASSIGN_OR_RETURN(NemotronHShape shape,
                           StudentNemotronHShape(p, s, blocks_of, stand_ins));
   TAILOR_ASSIGN_OR_RETURN(std::string arch, NemotronHGgufArchitecture(shape, kNemotronStudent));
@@ -528,12 +541,11 @@ absl::StatusOr<StudentGgufSummary> ExportNemotronH(const std::string& student_di
   summary.zero_attention = stand_ins.attention >= 0;
   summary.zero_mamba = stand_ins.mamba >= 0;
   summary.stand_in_bytes = constants.constant_bytes();
-  if (summary.zero_attention) {
-    model::LayerSpec a = model::LayerSpec::Attention(1, 1, shape.head_dim);
-    a.attention.rope = false;
-    summary.stand_in_layers.push_back(a);
+  for (const model::StandInLayer& l : NemotronHStandIns(p)) {
+    if (l.absent == model::LayerKind::kAttention ? summary.zero_attention : summary.zero_mamba) {
+      summary.stand_in_layers.push_back(l.spec);
+    }
   }
-  if (summary.zero_mamba) summary.stand_in_layers.push_back(hf::NemotronHMambaLayer(shape.mamba));
   summary.blocks = static_cast<int64_t>(shape.blocks.size());
   return summary;
 }
@@ -580,6 +592,7 @@ StudentShapeRules StudentShapeRulesOf(const hf::HfConfig& parent) {
                              "llama.cpp's `nemotron_h_moe` needs every 'E' layer's shared expert "
                              "at one width, so an MoE layer keeps it whole or is removed whole");
   }
+  if (parent.family == hf::Family::kNemotronH) rules.stand_ins = NemotronHStandIns(parent);
   if (parent.architecture == hf::Architecture::kQwen2) {
     rules.prune_hidden_and_heads = false;
     rules.why = absl::StrCat(rules.why, rules.why.empty() ? "" : "; ",

@@ -69,6 +69,9 @@ struct StudentShapeRules {
   // `nemotron_h_moe` needs the shared expert and has one width for it: an MoE layer keeps its
   // shared expert whole whenever it keeps routed experts, else it is removed whole.
   bool keep_shared_experts = false;
+  // What the layout adds to a student that keeps no layer of a kind (`nemotron_h`: a zero
+  // attention block, a zero Mamba block): the cost model prices it (CostModel::SetStandIns).
+  std::vector<model::StandInLayer> stand_ins;
   std::string why;  // each restriction's reason, "" without any
 };
 StudentShapeRules StudentShapeRulesOf(const hf::HfConfig& parent);

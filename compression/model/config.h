@@ -214,6 +214,19 @@ struct HybridConfig {
   bool operator!=(const HybridConfig& other) const { return !(*this == other); }
 };
 
+// A layer an engine's file layout adds to a model that keeps no layer of kind `absent`:
+// llama.cpp's `nemotron_h` aborts without an attention or without a Mamba block, so tailor
+// writes an exact zero one instead (gguf::StudentShapeRules::stand_ins). It computes nothing
+// but costs what such a layer costs.
+struct StandInLayer {
+  LayerKind absent = LayerKind::kAttention;
+  LayerSpec spec;
+};
+
+// `config` as the engine runs it: each stand-in whose kind `config` keeps no present layer of
+// appended as one more layer.
+HybridConfig WithStandIns(const HybridConfig& config, const std::vector<StandInLayer>& stand_ins);
+
 // The least common multiple of the groups of `config`'s Mamba layers (1 without any): global
 // Mamba head choices are multiples of it, so KeptMambaHeads never has to round a choice.
 int64_t MambaHeadMultiple(const HybridConfig& config);

@@ -161,6 +161,9 @@ absl::StatusOr<costmodel::CostModel> ModelOf(const v1::CostTable& table) {
   return m;
 }
 
+// The engine that serves the exported GGUF (profiler-agent's kLlamaCppEngineName).
+constexpr char kLlamaCppEngine[] = "llama.cpp";
+
 std::string Clip(std::string s) {
   if (s.size() > kMaxMessage) s = s.substr(0, kMaxMessage) + "...";
   return s;
@@ -169,14 +172,22 @@ std::string Clip(std::string s) {
 // The space's shape: restricted to the student shapes the export layouts can write for the
 // parent (gguf::StudentShapeRulesOf: one width per kind for Qwen3, Qwen2 and the MoE
 // families; Qwen2 keeps hidden width and heads), so the student the search picks is one the
-// export writes. Every rank reads the same config.json.
-absl::StatusOr<autocompress::SpaceOptions> SpaceOptionsFor(WorkerContext& ctx) {
-  autocompress::SpaceOptions o;
+// export writes; and the layers that layout adds to a student without a kind, which the cost
+// model prices. Every rank reads the same config.json.
+struct ExportShape {
+  autocompress::SpaceOptions space;
+  std::vector<model::StandInLayer> stand_ins;
+};
+
+absl::StatusOr<ExportShape> ExportShapeFor(WorkerContext& ctx) {
+  ExportShape out;
+  autocompress::SpaceOptions& o = out.space;
   const v1::ModelRef& ref = ctx.contract().parent();
-  if (ref.path().empty() || !hf::IsHfCheckpointDir(ref.path(), ref.format())) return o;
+  if (ref.path().empty() || !hf::IsHfCheckpointDir(ref.path(), ref.format())) return out;
   TAILOR_ASSIGN_OR_RETURN(const hf::HfConfig parent,
                           hf::ReadHfConfig(ref.path() + "/config.json", ref.format()));
   const gguf::StudentShapeRules rules = gguf::StudentShapeRulesOf(parent);
+  out.stand_ins = rules.stand_ins;
   o.uniform_layers = !rules.per_layer_widths;
   o.prune_hidden_and_heads = rules.prune_hidden_and_heads;
   o.keep_shared_experts = rules.keep_shared_experts;
@@ -184,7 +195,7 @@ absl::StatusOr<autocompress::SpaceOptions> SpaceOptionsFor(WorkerContext& ctx) {
     ctx.Progress(0.0, Clip(absl::StrCat("search space restricted to what the export writes: ",
                                         rules.why)));
   }
-  return o;
+  return out;
 }
 
 absl::StatusOr<Inputs> LoadInputs(WorkerContext& ctx) {
@@ -205,9 +216,9 @@ absl::StatusOr<Inputs> LoadInputs(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(in.table, FetchCostTable(ctx, table_id));
   TAILOR_ASSIGN_OR_RETURN(in.teacher, FetchModel(ctx, in.teacher_digest, "teacher"));
   for (at::Tensor& p : in.teacher->parameters()) p.requires_grad_(false);  // frozen
-  TAILOR_ASSIGN_OR_RETURN(const autocompress::SpaceOptions space_options, SpaceOptionsFor(ctx));
+  TAILOR_ASSIGN_OR_RETURN(const ExportShape shape, ExportShapeFor(ctx));
   TAILOR_ASSIGN_OR_RETURN(in.space,
-                          autocompress::BuildSearchSpace(in.teacher->config(), space_options));
+                          autocompress::BuildSearchSpace(in.teacher->config(), shape.space));
   const v1::Budget& b = ctx.contract().budget();
   if (b.has_latency_ms_max()) in.budgets.latency_ms = b.latency_ms_max();
   if (b.has_memory_mib_max()) in.budgets.memory_mib = b.memory_mib_max();
@@ -215,6 +226,9 @@ absl::StatusOr<Inputs> LoadInputs(WorkerContext& ctx) {
     in.budgets.throughput = b.throughput_tokens_per_s_min();
   }
   TAILOR_ASSIGN_OR_RETURN(costmodel::CostModel cost_model, ModelOf(in.table));
+  // The stand-ins are what llama.cpp serves of the exported file; the built-in engine runs
+  // tailor's own model, which has none.
+  if (in.table.engine() == kLlamaCppEngine) cost_model.SetStandIns(shape.stand_ins);
   in.cost_model.emplace(std::move(cost_model));
   TAILOR_RETURN_IF_ERROR(PlanBudgets(in, *in.cost_model, ctx.contract().search().dead_zone()));
   const v1::DataParams& data = ctx.contract().data();

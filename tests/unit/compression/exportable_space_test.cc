@@ -223,7 +223,9 @@ TEST(ExportableSpaceTest, EveryStudentOfANemotronHMoeSpaceExports) {
   ASSERT_THAT(s.status(), IsOk());
   for (const autocompress::ChoiceAxis& a : s->axes) {
     EXPECT_EQ(a.name.find("shared_ffn"), std::string::npos) << a.name;
-    if (a.name.find("expert") != std::string::npos) EXPECT_GT(a.widths.front(), 0) << a.name;
+    if (a.name.find("expert") != std::string::npos) {
+      EXPECT_GT(a.widths.front(), 0) << a.name;
+    }
   }
   for (int i = 0; i < 5; ++i) {
     for (int skew : {-2, 0, 2}) {

@@ -136,7 +136,9 @@ TEST(NemotronHStudentTest, UntouchedParentIsTheHfExportTensorForTensor) {
     for (size_t i = 0; i < ours->metadata().size(); ++i) {
       const auto& [key, value] = ours->metadata()[i];
       EXPECT_EQ(key, theirs->metadata()[i].first) << pattern;
-      if (key != "general.name") EXPECT_EQ(value, theirs->metadata()[i].second) << key;
+      if (key != "general.name") {
+        EXPECT_EQ(value, theirs->metadata()[i].second) << key;
+      }
     }
     ASSERT_EQ(ours->tensors().size(), theirs->tensors().size()) << pattern;
     for (const gguf::TensorInfo& t : theirs->tensors()) {
@@ -229,6 +231,13 @@ TEST(NemotronHStudentTest, HeterogeneousMoeStudentEqualsTailorInLlamaCpp) {
 TEST(NemotronHStudentTest, StudentsWithoutAttentionOrMambaGetZeroStandIns) {
   Parent p = ImportNemotron("M*-M-");
   const std::string missing = testing::LlamaCppSidecarMissing();
+  // The cost model prices what the export adds (gguf::StudentShapeRules::stand_ins): the
+  // same layers as the files below.
+  const std::vector<model::StandInLayer> rules =
+      gguf::StudentShapeRulesOf(p.checkpoint.config()).stand_ins;
+  ASSERT_EQ(rules.size(), 2u);
+  EXPECT_EQ(rules[0].absent, model::LayerKind::kAttention);
+  EXPECT_EQ(rules[1].absent, model::LayerKind::kMamba);
   {
     model::HybridLM child = nullptr;
     const std::string dir = SaveChild(
@@ -246,6 +255,7 @@ TEST(NemotronHStudentTest, StudentsWithoutAttentionOrMambaGetZeroStandIns) {
     EXPECT_EQ(s.stand_in_layers[0].attention.heads, 1);
     EXPECT_EQ(s.stand_in_layers[0].attention.kv_heads, 1);
     EXPECT_EQ(s.stand_in_layers[0].attention.head_dim, 8);
+    EXPECT_EQ(s.stand_in_layers[0], rules[0].spec);
     EXPECT_EQ(TensorBytes(path), 4 * child->config().ParameterCount() + s.stand_in_bytes);
     if (missing.empty()) ExpectLlamaCppAgrees(child, path, "nemotron_h, zero attention");
   }
@@ -271,6 +281,7 @@ TEST(NemotronHStudentTest, StudentsWithoutAttentionOrMambaGetZeroStandIns) {
     EXPECT_EQ(s.stand_in_layers[0].mamba.heads, 2);
     EXPECT_EQ(s.stand_in_layers[0].mamba.head_dim, 8);
     EXPECT_EQ(s.stand_in_layers[0].mamba.state, 8);
+    EXPECT_EQ(s.stand_in_layers[0], rules[1].spec);
     EXPECT_EQ(TensorBytes(path), 4 * child->config().ParameterCount() + s.stand_in_bytes);
     if (missing.empty()) ExpectLlamaCppAgrees(child, path, "nemotron_h, zero Mamba");
   }

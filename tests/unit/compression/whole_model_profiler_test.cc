@@ -394,11 +394,14 @@ TEST(WholeModelProfilerTest, KeptSharedExpertsServeOneExpertCountPerModel) {
 // An engine that needs a stand-in block in models without attention (llama.cpp's zero
 // attention in `nemotron_h`) runs it and reports its bytes as weights; the fit counts it as
 // the layer it is and leaves its bytes out, so T0, the scales and the held-out predictions
-// stay the engine's own.
-TEST(WholeModelProfilerTest, StandInsStayOutOfTheFit) {
+// stay the engine's own; and a held-out model without attention is predicted with the
+// stand-in it runs.
+TEST(WholeModelProfilerTest, StandInsStayOutOfTheFitAndArePriced) {
   WholeModelProfileOptions o = Options();
   const ServeModelFn synthetic = SyntheticServe(o.workload, 0.0);
   const LayerSpec stand_in = LayerSpec::Attention(1, 1, 16);
+  o.stand_ins = {{LayerKind::kAttention, stand_in}};
+  o.validation_architectures = 40;  // enough to draw a few without attention
   int with_stand_in = 0;
   auto serve = [&](const model::HybridConfig& c, uint64_t seed) -> absl::StatusOr<ServedModel> {
     absl::StatusOr<ServedModel> s = synthetic(c, seed);
@@ -428,18 +431,27 @@ TEST(WholeModelProfilerTest, StandInsStayOutOfTheFit) {
     const int64_t h = static_cast<int64_t>(e.params.at("hidden"));
     EXPECT_NEAR(e.time_ms, Truth::FixedMs(h, e.phase == kPrefill ? 0 : 1), 1e-9) << e.config;
   }
-  // Held-out rows with attention (those without ran a stand-in the table cannot know of).
+  // Held-out rows with attention are exact; those without cost their own layers plus the
+  // stand-in, which is what the table predicts for them.
   ProfileResult with_attention = *r;
   auto& rows = with_attention.validation;
+  int without_attention = 0;
   rows.erase(std::remove_if(rows.begin(), rows.end(),
-                            [](const ArchitectureMeasurement& m) {
-                              return std::none_of(m.config.layers.begin(), m.config.layers.end(),
-                                                  [](const LayerSpec& l) {
-                                                    return l.kind == LayerKind::kAttention &&
-                                                           l.present();
-                                                  });
+                            [&](const ArchitectureMeasurement& m) {
+                              if (model::WithStandIns(m.config, o.stand_ins) == m.config) {
+                                return false;
+                              }
+                              const double truth = Truth::PhaseMs(m.config, 0) +
+                                                   Truth::PhaseMs(m.config, 1) +
+                                                   Truth::LayerMs(stand_in, m.config.hidden, 0) +
+                                                   Truth::LayerMs(stand_in, m.config.hidden, 1);
+                              EXPECT_LT(RelativeError(m.predicted_latency_ms, truth), 1e-6)
+                                  << m.description;
+                              ++without_attention;
+                              return true;
                             }),
              rows.end());
+  EXPECT_GE(without_attention, 1);
   EXPECT_GE(rows.size(), 6u);
   ExpectExactValidation(with_attention, o.workload);
 }

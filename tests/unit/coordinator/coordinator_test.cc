@@ -1056,8 +1056,12 @@ TEST_F(CostTableCheckTest, RecompressRedoesOnlyWhatTheDriftCheckFoundChanged) {
   EXPECT_TRUE(redo.recompress().table_reprofiled());
   EXPECT_TRUE(redo.recompress().recompressed());
   for (const v1::Job& job : redo.jobs()) {
-    if (job.key() == "profile") EXPECT_EQ(job.state(), v1::JOB_RUNNABLE);
-    if (job.key() == "search") EXPECT_EQ(job.state(), v1::JOB_PENDING);
+    if (job.key() == "profile") {
+      EXPECT_EQ(job.state(), v1::JOB_RUNNABLE);
+    }
+    if (job.key() == "search") {
+      EXPECT_EQ(job.state(), v1::JOB_PENDING);
+    }
   }
   EXPECT_THAT(redo.recompress().reason(),
               HasSubstr("drifted in tailor-builtin 2: 1 architectures re-measured, latency MAPE "
