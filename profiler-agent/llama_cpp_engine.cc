@@ -47,7 +47,8 @@ constexpr int kProfileRepetitions = 15;
 // Prompt i of the gate: deterministic ids over [0, vocab) (splitmix64 of seed and i).
 std::vector<int64_t> GatePrompt(uint64_t seed, int i, int length, int64_t vocab) {
   std::vector<int64_t> out;
-  uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i) * 0xd1b54a32d192ed03ull;
+  uint64_t x =
+      (seed + 1) * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i) * 0xd1b54a32d192ed03ull;
   for (int t = 0; t < length; ++t) {
     x += 0x9e3779b97f4a7c15ull;
     uint64_t z = x;

@@ -583,8 +583,9 @@ LayerSpec LayerSpec::Mlp(int64_t ffn) {
 HybridConfig WithStandIns(const HybridConfig& config, const std::vector<StandInLayer>& stand_ins) {
   HybridConfig out = config;
   for (const StandInLayer& s : stand_ins) {
-    const bool kept = std::any_of(config.layers.begin(), config.layers.end(),
-                                  [&](const LayerSpec& l) { return l.kind == s.absent && l.present(); });
+    const bool kept =
+        std::any_of(config.layers.begin(), config.layers.end(),
+                    [&](const LayerSpec& l) { return l.kind == s.absent && l.present(); });
     if (!kept) out.layers.push_back(s.spec);
   }
   return out;

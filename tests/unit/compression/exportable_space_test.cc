@@ -294,7 +294,8 @@ TEST(ExportableSpaceLlamaCppTest, SearchSpaceStudentsOfEveryFamilyEqualLlamaCpp)
     const char* gguf_arch;
     bool hidden_pruned;
   };
-  for (const Case& c : {Case{"LlamaForCausalLM", "deci", true}, Case{"Qwen3ForCausalLM", "qwen3", true},
+  for (const Case& c : {Case{"LlamaForCausalLM", "deci", true},
+                        Case{"Qwen3ForCausalLM", "qwen3", true},
                         Case{"Qwen2ForCausalLM", "qwen2", false},
                         Case{"MixtralForCausalLM", "llama", true}}) {
     SCOPED_TRACE(c.arch);
