@@ -18,6 +18,28 @@ using Json = nlohmann::json;
 // file nested deeper is not one the families write, and recursion must stay bounded.
 constexpr int kMaxNesting = 4;
 
+// Typed reads of a field that may be missing or of another type in a hostile file: `o[key]`
+// when `o` is an object holding `key` of the wanted kind, else `fallback` (nlohmann's
+// value() throws on a wrong type, and a tokenizer.json is user input).
+std::string StringOr(const Json& o, const char* key, const std::string& fallback) {
+  if (!o.is_object()) return fallback;
+  const auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+bool BoolOr(const Json& o, const char* key, bool fallback) {
+  if (!o.is_object()) return fallback;
+  const auto it = o.find(key);
+  return it != o.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+
+// `o[key]` when `o` is an object holding `key` as an array (else an empty array).
+Json ArrayOr(const Json& o, const char* key) {
+  if (!o.is_object()) return Json::array();
+  const auto it = o.find(key);
+  return it != o.end() && it->is_array() ? *it : Json::array();
+}
+
 // True when any object in `j` has "type": "ByteLevel" (pre_tokenizer or decoder): the mark
 // of a byte-level BPE, which is what tokenizer.ggml.model "gpt2" means.
 bool HasByteLevel(const Json& j, int depth = 0) {
@@ -41,19 +63,20 @@ bool HasByteLevel(const Json& j, int depth = 0) {
 absl::StatusOr<PreTokenizer> DetectPreTokenizer(const Json& pt, int depth = 0) {
   if (!pt.is_object()) return absl::NotFoundError("no pre_tokenizer");
   if (depth > kMaxNesting) return absl::NotFoundError("a pre_tokenizer nested too deep");
-  const std::string type = pt.value("type", "");
-  if (type == "ByteLevel" && pt.value("use_regex", true)) return PreTokenizer::kGpt2;
+  const std::string type = StringOr(pt, "type", "");
+  if (type == "ByteLevel" && BoolOr(pt, "use_regex", true)) return PreTokenizer::kGpt2;
   if (type == "Split") {
-    const Json& pattern = pt.value("pattern", Json::object());
-    if (pattern.contains("Regex") && pattern["Regex"].is_string()) {
-      return PreTokenizerFromRegex(pattern["Regex"].get<std::string>());
+    const auto pattern = pt.find("pattern");
+    if (pattern != pt.end() && pattern->is_object() && pattern->contains("Regex") &&
+        (*pattern)["Regex"].is_string()) {
+      return PreTokenizerFromRegex((*pattern)["Regex"].get<std::string>());
     }
     return absl::NotFoundError("a Split pre-tokenizer without a Regex pattern");
   }
   if (type == "Sequence") {
-    for (const Json& p : pt.value("pretokenizers", Json::array())) {
+    for (const Json& p : ArrayOr(pt, "pretokenizers")) {
       absl::StatusOr<PreTokenizer> kind = DetectPreTokenizer(p, depth + 1);
-      if (kind.ok() || p.value("type", "") == "Split") return kind;
+      if (kind.ok() || StringOr(p, "type", "") == "Split") return kind;
     }
     return absl::NotFoundError("a pre-tokenizer Sequence without a split pattern");
   }
@@ -127,7 +150,7 @@ absl::StatusOr<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::FromJson(
     return bad("not JSON with a \"model\" object");
   }
   const Json& m = j["model"];
-  if (m.value("type", "") != "BPE") return bad("model.type is not \"BPE\"");
+  if (StringOr(m, "type", "") != "BPE") return bad("model.type is not \"BPE\"");
   bool byte_level = false;
   for (const char* part : {"pre_tokenizer", "decoder", "post_processor"}) {
     byte_level = byte_level || HasByteLevel(j.value(part, Json()));
@@ -140,14 +163,15 @@ absl::StatusOr<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::FromJson(
   } else if (options.require_pre_tokenizer) {
     return bad(pre.status().message());
   }
-  t->ignore_merges_ = m.value("ignore_merges", false);
+  t->ignore_merges_ = BoolOr(m, "ignore_merges", false);
   struct Entry {
     std::string text;
     int64_t id;
     TokenType type;
   };
   std::vector<Entry> entries;
-  const Json vocab = m.value("vocab", Json::object());
+  const Json vocab = m.contains("vocab") ? m["vocab"] : Json::object();
+  if (!vocab.is_object()) return bad("model.vocab is not an object");
   for (const auto& [token, id] : vocab.items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
         id.get<int64_t>() >= kMaxTokenizerVocab) {
@@ -155,7 +179,10 @@ absl::StatusOr<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::FromJson(
     }
     entries.push_back({token, id.get<int64_t>(), TokenType::kNormal});
   }
-  for (const Json& a : j.value("added_tokens", Json::array())) {
+  if (j.contains("added_tokens") && !j["added_tokens"].is_array()) {
+    return bad("added_tokens is not an array");
+  }
+  for (const Json& a : ArrayOr(j, "added_tokens")) {
     if (!a.is_object() || !a.value("content", Json()).is_string() ||
         !a.value("id", Json()).is_number_integer() || a["id"].get<int64_t>() < 0 ||
         a["id"].get<int64_t>() >= kMaxTokenizerVocab) {
@@ -163,7 +190,7 @@ absl::StatusOr<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::FromJson(
                  kMaxTokenizerVocab);
     }
     const WholeToken w{a["content"].get<std::string>(), a["id"].get<int32_t>()};
-    const bool special = a.value("special", false);
+    const bool special = BoolOr(a, "special", false);
     (special ? t->special_ : t->user_defined_).push_back(w);
     entries.push_back({w.text, w.id, special ? TokenType::kControl : TokenType::kUserDefined});
   }
@@ -193,7 +220,8 @@ absl::StatusOr<std::unique_ptr<ByteLevelBpe>> ByteLevelBpe::FromJson(
     // Ids no token names (padding rows of an embedding) get unused placeholders.
     if (!seen[id]) v.tokens[id] = absl::StrCat("<|tailor_unused_", id, "|>");
   }
-  const Json merges = m.value("merges", Json::array());
+  if (m.contains("merges") && !m["merges"].is_array()) return bad("model.merges is not an array");
+  const Json merges = ArrayOr(m, "merges");
   for (size_t i = 0; i < merges.size(); ++i) {
     absl::StatusOr<std::pair<std::string, std::string>> pair = MergePair(merges[i]);
     if (!pair.ok()) return bad("model.merges[", i, "] is ", pair.status().message());

@@ -172,6 +172,42 @@ TEST(ByteLevelBpeTest, BadFilesNameWhatIsWrong) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\"BPE\"")));
 }
 
+// Fields of another JSON type than the format's are errors or ignored, never an exception
+// (the fuzzer's crash of 2026-12-05: "pre_tokenizer": {"type": false} threw type_error 302).
+TEST(ByteLevelBpeTest, FieldsOfTheWrongTypeAreRefusedOrIgnored) {
+  auto from = [](const Json& j) { return ByteLevelBpe::FromJson(j.dump(), "t.json").status(); };
+  Json j = Json::parse(TestTokenizerJson(false));
+  j["decoder"] = {{"type", "ByteLevel"}};  // still a byte-level BPE without its pre-tokenizer
+  j["pre_tokenizer"] = {{"type", false}, {"use_regex", true}};
+  EXPECT_THAT(from(j), StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("pre-tokenizer type \"\" is not one tailor")));
+  j = Json::parse(TestTokenizerJson(false));
+  j["decoder"] = {{"type", "ByteLevel"}};
+  j["pre_tokenizer"]["pretokenizers"] = {7, "x", {{"type", 1}}};
+  EXPECT_THAT(from(j), StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("a pre-tokenizer Sequence without a split pattern")));
+  j = Json::parse(TestTokenizerJson(false));
+  j["model"]["type"] = 3;
+  EXPECT_THAT(from(j), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\"BPE\"")));
+  j = Json::parse(TestTokenizerJson(false));
+  j["model"]["merges"] = "a b";
+  EXPECT_THAT(from(j), StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("model.merges is not an array")));
+  j = Json::parse(TestTokenizerJson(false));
+  j["model"]["vocab"] = Json::array({1, 2});
+  EXPECT_THAT(from(j), StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("model.vocab is not an object")));
+  j = Json::parse(TestTokenizerJson(false));
+  j["added_tokens"] = "x";
+  EXPECT_THAT(from(j), StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("added_tokens is not an array")));
+  // Flags of the wrong type keep their defaults.
+  j = Json::parse(TestTokenizerJson(false));
+  j["model"]["ignore_merges"] = "yes";
+  j["added_tokens"][0]["special"] = 1;
+  EXPECT_THAT(from(j), IsOk());
+}
+
 TEST(BpeTrainerTest, MergesTheMostFrequentPairFirstAndStopsBelowTheMinimum) {
   BpeTrainOptions options;
   options.vocab_size = 1000;
