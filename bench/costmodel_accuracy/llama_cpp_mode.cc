@@ -179,34 +179,31 @@ bool ParseLlamaFlags(int argc, char** argv, LlamaFlags& f, std::string& error) {
 // The parents, sized so layer costs dominate the fixed ones (embedding, head, node's request
 // overhead) without a run of the bench passing ~10 minutes per parent on 2 cores. Shapes stay
 // consistent: heads x head_dim = hidden, Mamba heads x head_dim = expand x hidden.
-json NemotronHParent(bool quick) {
-  if (quick) return testing::TinyNemotronHConfig("M*-");
-  json c = testing::TinyNemotronHConfig("M-M*-M-M*-");
-  c["hidden_size"] = 256;
-  c["intermediate_size"] = 768;
-  c["num_attention_heads"] = 8;
-  c["num_key_value_heads"] = 4;
+// A Nemotron-H of `pattern` at hidden width `hidden`: heads of 32 (hidden / 32 query and Mamba
+// heads, half as many KV heads), SSM state 16, MLP width `ffn`.
+json NemotronHAt(const char* pattern, int64_t hidden, int64_t ffn) {
+  json c = testing::TinyNemotronHConfig(pattern);
+  c["hidden_size"] = hidden;
+  c["intermediate_size"] = ffn;
+  c["num_attention_heads"] = hidden / 32;
+  c["num_key_value_heads"] = hidden / 64;
   c["head_dim"] = 32;
-  c["mamba_num_heads"] = 8;
+  c["mamba_num_heads"] = hidden / 32;
   c["mamba_head_dim"] = 32;
   c["ssm_state_size"] = 16;
   return c;
 }
 
+json NemotronHParent(bool quick) {
+  return quick ? testing::TinyNemotronHConfig("M*-") : NemotronHAt("M-M*-M-M*-", 256, 768);
+}
+
 // The shape deploy/quickstart.sh trains and compresses (tailor-train-parent --layout
-// nemotron-h): hidden 128, pattern M*-M-*M-, vocabulary 64, where a request is mostly fixed
-// cost and a layer ~1 ms, so the table's noise shows most.
+// nemotron-h): hidden 128, pattern M*-M-*M-, 2 B/C groups, vocabulary 64, where a request is
+// mostly fixed cost and a layer ~1 ms, so the table's noise shows most.
 json QuickstartParent() {
-  json c = testing::TinyNemotronHConfig("M*-M-*M-");
-  c["hidden_size"] = 128;
-  c["intermediate_size"] = 256;
-  c["num_attention_heads"] = 4;
-  c["num_key_value_heads"] = 2;
-  c["head_dim"] = 32;
-  c["mamba_num_heads"] = 4;
-  c["mamba_head_dim"] = 32;
+  json c = NemotronHAt("M*-M-*M-", 128, 256);
   c["n_groups"] = 2;
-  c["ssm_state_size"] = 16;
   c["vocab_size"] = 64;
   return c;
 }

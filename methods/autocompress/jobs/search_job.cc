@@ -34,6 +34,7 @@
 #include "compression/autocompress/uniform.h"
 #include "compression/costmodel/cost_model.h"
 #include "compression/costmodel/cost_table_proto.h"
+#include "compression/engine/workload.h"
 #include "compression/gguf/student_to_gguf.h"
 #include "compression/hf/hf_config.h"
 #include "compression/hf/hf_import.h"
@@ -161,9 +162,6 @@ absl::StatusOr<costmodel::CostModel> ModelOf(const v1::CostTable& table) {
   return m;
 }
 
-// The engine that serves the exported GGUF (profiler-agent's kLlamaCppEngineName).
-constexpr char kLlamaCppEngine[] = "llama.cpp";
-
 std::string Clip(std::string s) {
   if (s.size() > kMaxMessage) s = s.substr(0, kMaxMessage) + "...";
   return s;
@@ -226,9 +224,9 @@ absl::StatusOr<Inputs> LoadInputs(WorkerContext& ctx) {
     in.budgets.throughput = b.throughput_tokens_per_s_min();
   }
   TAILOR_ASSIGN_OR_RETURN(costmodel::CostModel cost_model, ModelOf(in.table));
-  // The stand-ins are what llama.cpp serves of the exported file; the built-in engine runs
+  // The stand-ins are in the exported file the other engines serve; the built-in engine runs
   // tailor's own model, which has none.
-  if (in.table.engine() == kLlamaCppEngine) cost_model.SetStandIns(shape.stand_ins);
+  if (in.table.engine() != engine::kEngineName) cost_model.SetStandIns(shape.stand_ins);
   in.cost_model.emplace(std::move(cost_model));
   TAILOR_RETURN_IF_ERROR(PlanBudgets(in, *in.cost_model, ctx.contract().search().dead_zone()));
   const v1::DataParams& data = ctx.contract().data();
