@@ -299,7 +299,9 @@ absl::StatusOr<ProfileJobOutput> LlamaCppEngine::Profile(const v1::DeploymentCon
   TAILOR_ASSIGN_OR_RETURN(hf::HfCheckpoint parent, OpenHfParent(contract, parent_dir));
   costmodel::WholeModelProfileOptions o;
   o.space = LlamaCppServableSpace(parent);
-  o.stand_ins = gguf::StudentShapeRulesOf(parent.config()).stand_ins;
+  const gguf::StudentShapeRules rules = gguf::StudentShapeRulesOf(parent.config());
+  o.stand_ins = rules.stand_ins;
+  o.kv_cache_layout = rules.kv_cache_layout;
   o.engine = identity_.name;
   o.engine_version = identity_.version;
   o.device_kind = config_.device_kind;
@@ -336,7 +338,9 @@ absl::StatusOr<costmodel::RecheckResult> LlamaCppEngine::Recheck(
   TAILOR_ASSIGN_OR_RETURN(ParentForProfile p, ReadParentForProfile(contract, parent_dir));
   TAILOR_ASSIGN_OR_RETURN(hf::HfCheckpoint parent, OpenHfParent(contract, parent_dir));
   TAILOR_ASSIGN_OR_RETURN(costmodel::CostModel model, costmodel::CostModel::FromTable(table));
-  model.SetStandIns(gguf::StudentShapeRulesOf(parent.config()).stand_ins);
+  const gguf::StudentShapeRules rules = gguf::StudentShapeRulesOf(parent.config());
+  model.SetStandIns(rules.stand_ins);
+  model.SetKvCacheLayout(rules.kv_cache_layout);
   const engine::Workload w = costmodel::WorkloadFromProto(contract.workload());
   TAILOR_RETURN_IF_ERROR(engine::ValidateWorkload(w));
   const int repetitions =

@@ -398,7 +398,9 @@ absl::StatusOr<costmodel::ProfileResult> Profile(const json& config, const std::
   s.sidecar.threads = f.threads;
   costmodel::WholeModelProfileOptions o;
   o.space = profiler::LlamaCppServableSpace(hf);  // as the agent's profile job
-  o.stand_ins = gguf::StudentShapeRulesOf(hf.config()).stand_ins;
+  const gguf::StudentShapeRules rules = gguf::StudentShapeRulesOf(hf.config());
+  o.stand_ins = rules.stand_ins;
+  o.kv_cache_layout = rules.kv_cache_layout;
   o.workload = f.workload;
   o.calm.threads = f.threads;
   o.max_points_per_axis = f.max_points;

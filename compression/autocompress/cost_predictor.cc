@@ -2,11 +2,13 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "compression/costmodel/interaction.h"
+#include "compression/costmodel/memory_model.h"
 
 namespace tailor::autocompress {
 namespace {
@@ -91,8 +93,17 @@ absl::StatusOr<FixedColumns> TabulateFixed(const costmodel::CostModel& model,
 // [H, K]; present is [K].
 struct LayerColumns {
   std::vector<int> axes;  // the axes the layer depends on, in the order k is flattened
-  std::vector<double> time[2], static_mib, workspace, present;
+  std::vector<double> time[2], static_mib, workspace, present, value_mib;
 };
+
+// One side (K or V) of an attention layer's cache in MiB, at the table's scale.
+double HalfCacheMiB(const costmodel::CostModel& model, const LayerSpec& spec) {
+  const costmodel::MemoryModelData& m = model.table().memory;
+  const double bytes =
+      static_cast<double>(costmodel::LayerCacheBytes(spec, model.workload(), m.element_bytes));
+  return bytes * m.attention_cache_scale / 2.0 / (1024.0 * 1024.0);
+}
+
 
 // The axes layer `l` depends on: the global Mamba-heads axis for a Mamba layer, then its own.
 std::vector<int> AxesOfLayer(const HybridConfig& parent, const SearchSpace& space,
@@ -143,6 +154,7 @@ absl::StatusOr<LayerColumns> TabulateLayer(const costmodel::CostModel& model,
       out.time[1].push_back(c->decode_ms);
       out.static_mib.push_back(c->static_mib);
       out.workspace.push_back(c->workspace_mib);
+      out.value_mib.push_back(spec.kind == LayerKind::kAttention ? HalfCacheMiB(model, spec) : 0);
       if (h == 0) out.present[k] = spec.present() ? 1.0 : 0.0;
     }
   }
@@ -203,7 +215,15 @@ absl::StatusOr<std::shared_ptr<const SpaceCostModel>> SpaceCostModel::Build(
       t.static_mib = Doubles(c.static_mib, {h_count, k_count});
       t.workspace = Doubles(c.workspace, {h_count, k_count});
       t.present = Doubles(c.present, {k_count});
+      t.value_mib = Doubles(c.value_mib, {h_count, k_count});
       out->layers_.push_back(std::move(t));
+    }
+    out->deci_blocks_ = model.kv_cache_layout() == model::KvCacheLayout::kDeciBlocks &&
+                        costmodel::PairsAsDeciBlocks(parent);
+    if (out->deci_blocks_) {
+      int64_t head_dim = 0;
+      for (const LayerSpec& l : parent.layers) head_dim = std::max(head_dim, l.attention.head_dim);
+      out->deci_one_head_mib_ = HalfCacheMiB(model, LayerSpec::Attention(1, 1, head_dim));
     }
     for (const model::StandInLayer& s : model.stand_ins()) {
       TAILOR_ASSIGN_OR_RETURN(const LayerColumns c, TabulateStandIn(model, s, hidden));
@@ -255,7 +275,8 @@ absl::StatusOr<CostPrediction> SpaceCostModel::Predict(
     std::vector<at::Tensor> time[2];
     at::Tensor static_sum = fixed_memory_;
     std::vector<at::Tensor> ws = {fixed_workspace_};
-    std::vector<at::Tensor> kept;  // per layer, the probability it is present
+    std::vector<at::Tensor> kept;    // per layer, the probability it is present
+    std::vector<at::Tensor> values;  // per layer, its expected V rows (deci only), [H]
     for (const LayerTable& t : layers_) {
       at::Tensor q = torch::ones({1}, torch::kFloat64);
       for (int a : t.axes) q = (q.unsqueeze(1) * y[a].unsqueeze(0)).reshape({-1});
@@ -264,7 +285,9 @@ absl::StatusOr<CostPrediction> SpaceCostModel::Predict(
       for (int ph = 0; ph < 2; ++ph) time[ph].push_back(torch::mv(t.time[ph], q));
       static_sum = static_sum + torch::mv(t.static_mib, q);
       ws.push_back(torch::mv(t.workspace, q));
+      if (deci_blocks_) values.push_back(torch::mv(t.value_mib, q));
     }
+    if (deci_blocks_) static_sum = static_sum + DeciCacheCorrection(values, kept);
     std::vector<at::Tensor> absent;  // per stand-in, the probability the engine adds it
     for (const StandInTable& s : stand_ins_) {
       at::Tensor a = torch::ones({}, torch::kFloat64);
@@ -307,6 +330,31 @@ absl::StatusOr<CostPrediction> SpaceCostModel::Predict(
     return absl::InternalError(absl::StrCat("cost predictor: ", e.what_without_backtrace()));
   }
   return out;
+}
+
+// The `deci` cache minus the per-layer V rows already in S (see the header), [H].
+at::Tensor SpaceCostModel::DeciCacheCorrection(const std::vector<at::Tensor>& values,
+                                               const std::vector<at::Tensor>& kept) const {
+  const at::Tensor one = torch::ones({}, torch::kFloat64);
+  at::Tensor blocks = torch::zeros({}, torch::kFloat64);
+  at::Tensor before = one;  // probability that every earlier block is absent
+  at::Tensor first_without_attention = torch::zeros({}, torch::kFloat64);
+  at::Tensor per_layer = torch::zeros_like(fixed_memory_);
+  std::vector<at::Tensor> widths;  // each attention layer's V rows, and the stand-in's
+  for (size_t i = 0; i + 1 < layers_.size(); i += 2) {
+    const at::Tensor& ka = kept[i];
+    const at::Tensor& km = kept[i + 1];
+    widths.push_back(values[i]);
+    per_layer = per_layer + values[i];
+    const at::Tensor absent = (one - ka) * (one - km);
+    blocks = blocks + (one - absent);
+    first_without_attention = first_without_attention + before * (one - ka) * km;
+    before = before * absent;
+  }
+  const at::Tensor stand_in = first_without_attention * deci_one_head_mib_;
+  widths.push_back(stand_in.expand_as(per_layer));
+  const at::Tensor widest = torch::stack(widths).amax(0);
+  return blocks * widest + stand_in - per_layer;
 }
 
 CostPredictor SpaceCostModel::AsPredictor(std::shared_ptr<const SpaceCostModel> self) {

@@ -25,6 +25,12 @@
 // A stand-in the engine adds when no layer of its kind is kept (model::StandInLayer) enters
 // T, M and n_j like one more layer, weighted by the probability that none is kept:
 // a_s = prod_{l of its kind} (1 - q_l . present_l).
+// A `deci` KV cache (model::KvCacheLayout::kDeciBlocks, CostModel::kv_cache_layout) caches
+// V rows for the widest block in every block: each attention layer's V part of S (v_l) is
+// replaced by B * max(max_l v_l . q_l, f v1), B = sum_i (1 - (1 - k_a,i)(1 - k_m,i)) the
+// expected blocks (k: the probability that block i's attention / MLP is kept), and the K
+// rows of the 1-head stand-in attention of a first block without one (v1 per side) are
+// added with its probability f = sum_i prod_{j<i} (1 - k_a,j)(1 - k_m,j) (1 - k_a,i) k_m,i.
 
 //   X      = 1000 * batch * output_tokens / T                       (tokens/s)
 // For one-hot y every expectation picks a single entry, n_j are the true counts, and the
@@ -80,6 +86,7 @@ class SpaceCostModel {
     at::Tensor static_mib;  // [H, K]
     at::Tensor workspace;   // [H, K]
     at::Tensor present;     // [K]
+    at::Tensor value_mib;   // [H, K] the V rows of an attention layer's cache (deci only)
   };
 
   // A layer the engine adds when every layer of `kind` is removed (CostModel::stand_ins):
@@ -93,11 +100,16 @@ class SpaceCostModel {
   };
 
   SpaceCostModel() = default;
+  // `values`: each layer's expected V rows [H]; `kept`: each layer's keep probability.
+  at::Tensor DeciCacheCorrection(const std::vector<at::Tensor>& values,
+                                 const std::vector<at::Tensor>& kept) const;
 
   std::vector<int64_t> axis_sizes_;
   int hidden_axis_ = -1;
   std::vector<LayerTable> layers_;
   std::vector<StandInTable> stand_ins_;
+  bool deci_blocks_ = false;     // the parent's layers pair up as `deci` blocks
+  double deci_one_head_mib_ = 0;  // one KV head's K (or V) rows
   at::Tensor fixed_time_[2];    // [H]
   at::Tensor fixed_memory_;     // [H]
   at::Tensor fixed_workspace_;  // [H]

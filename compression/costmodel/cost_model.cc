@@ -33,9 +33,12 @@ double ScaledCacheBytes(const model::LayerSpec& spec, const engine::Workload& w,
 }
 
 double ScaledCacheMiB(const model::HybridConfig& arch, const engine::Workload& w,
-                      const MemoryModelData& m) {
-  double b = 0;
-  for (const model::LayerSpec& l : arch.layers) b += ScaledCacheBytes(l, w, m);
+                      const MemoryModelData& m, model::KvCacheLayout layout) {
+  double b = static_cast<double>(AttentionCacheBytes(arch, w, m.element_bytes, layout)) *
+             m.attention_cache_scale;
+  for (const model::LayerSpec& l : arch.layers) {
+    if (l.kind != model::LayerKind::kAttention) b += ScaledCacheBytes(l, w, m);
+  }
   return BytesToMiB(b);
 }
 
@@ -200,7 +203,7 @@ absl::StatusOr<Prediction> CostModel::Predict(const model::HybridConfig& request
   MemoryBreakdown& m = out.memory;
   m.weights_mib =
       BytesToMiB(static_cast<double>(WeightBytes(arch, mm.element_bytes)) * mm.weights_scale);
-  m.cache_mib = ScaledCacheMiB(arch, w, mm);
+  m.cache_mib = ScaledCacheMiB(arch, w, mm, kv_cache_layout_);
   m.workspace_mib = workspace;
   m.runtime_mib = ScaledRuntimeMiB(arch.hidden, w, mm);
   m.eps_mib = table_.memory.eps_mib;

@@ -39,6 +39,7 @@
 #include "compression/costmodel/interpolation.h"
 #include "compression/costmodel/search_space.h"
 #include "compression/model/config.h"
+#include "compression/model/kv_cache_layout.h"
 
 namespace tailor::v1 {
 class CostTable;
@@ -109,6 +110,10 @@ class CostModel {
     stand_ins_ = std::move(stand_ins);
   }
   const std::vector<model::StandInLayer>& stand_ins() const { return stand_ins_; }
+  // How the engine's file layout sizes the KV cache (model::KvCacheLayout): Predict's C. Like
+  // the stand-ins, set from gguf::StudentShapeRules; per layer by default.
+  void SetKvCacheLayout(model::KvCacheLayout layout) { kv_cache_layout_ = layout; }
+  model::KvCacheLayout kv_cache_layout() const { return kv_cache_layout_; }
 
   // The table's workload.
   absl::StatusOr<Prediction> Predict(const model::HybridConfig& arch) const;
@@ -143,6 +148,7 @@ class CostModel {
   CostTableData table_;
   std::map<GridKey, std::shared_ptr<const Grid>> grids_;
   std::vector<model::StandInLayer> stand_ins_;
+  model::KvCacheLayout kv_cache_layout_ = model::KvCacheLayout::kPerLayer;
 };
 
 // The interpolation class and coordinates of a layer (its LayerParams). Layers of one

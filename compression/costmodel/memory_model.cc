@@ -1,5 +1,9 @@
 #include "compression/costmodel/memory_model.h"
 
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
 namespace tailor::costmodel {
 
 int64_t LayerParameterCount(const model::LayerSpec& spec, int64_t hidden) {
@@ -45,6 +49,52 @@ int64_t LayerCacheBytes(const model::LayerSpec& spec, const engine::Workload& w,
       return 0;
   }
   return 0;
+}
+
+bool PairsAsDeciBlocks(const model::HybridConfig& config) {
+  if (config.layers.empty() || config.layers.size() % 2 != 0) return false;
+  for (size_t i = 0; i < config.layers.size(); i += 2) {
+    if (config.layers[i].kind != model::LayerKind::kAttention ||
+        config.layers[i + 1].kind != model::LayerKind::kMlp) {
+      return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+
+// KV heads of each `deci` block (gguf's DeciBlocks writes the same blocks).
+std::vector<int64_t> DeciBlockKvHeads(const model::HybridConfig& config) {
+  std::vector<int64_t> kv;
+  for (size_t i = 0; i < config.layers.size(); i += 2) {
+    const model::LayerSpec& a = config.layers[i];
+    if (!a.present() && !config.layers[i + 1].present()) continue;
+    kv.push_back(a.present() ? a.attention.kv_heads : kv.empty() ? 1 : 0);
+  }
+  return kv;
+}
+
+}  // namespace
+
+int64_t AttentionCacheBytes(const model::HybridConfig& config, const engine::Workload& w,
+                            int64_t bytes, model::KvCacheLayout layout) {
+  if (layout == model::KvCacheLayout::kDeciBlocks && PairsAsDeciBlocks(config)) {
+    int64_t head_dim = 0;  // one for the whole file (deci's attention.key_length)
+    for (size_t i = 0; i < config.layers.size(); i += 2) {
+      head_dim = std::max(head_dim, config.layers[i].attention.head_dim);
+    }
+    const std::vector<int64_t> kv = DeciBlockKvHeads(config);
+    const int64_t keys = std::accumulate(kv.begin(), kv.end(), int64_t{0});
+    const int64_t widest = kv.empty() ? 0 : *std::max_element(kv.begin(), kv.end());
+    const int64_t values = static_cast<int64_t>(kv.size()) * widest;
+    return (keys + values) * w.batch_size * w.cache_positions() * head_dim * bytes;
+  }
+  int64_t n = 0;
+  for (const model::LayerSpec& l : config.layers) {
+    if (l.kind == model::LayerKind::kAttention) n += LayerCacheBytes(l, w, bytes);
+  }
+  return n;
 }
 
 int64_t CacheBytes(const model::HybridConfig& config, const engine::Workload& w, int64_t bytes) {

@@ -18,6 +18,7 @@
 
 #include "compression/engine/workload.h"
 #include "compression/model/config.h"
+#include "compression/model/kv_cache_layout.h"
 
 namespace tailor::costmodel {
 
@@ -35,6 +36,12 @@ int64_t LayerCacheBytes(const model::LayerSpec& spec, const engine::Workload& wo
                         int64_t bytes);
 int64_t CacheBytes(const model::HybridConfig& config, const engine::Workload& workload,
                    int64_t bytes);
+// Whether `config`'s layers pair up (attention, MLP), as llama.cpp's `deci` blocks do.
+bool PairsAsDeciBlocks(const model::HybridConfig& config);
+// The attention part of C as `layout` allocates it (kPerLayer: the sum of the attention
+// layers' LayerCacheBytes).
+int64_t AttentionCacheBytes(const model::HybridConfig& config, const engine::Workload& workload,
+                            int64_t bytes, model::KvCacheLayout layout);
 
 int64_t RuntimeBytes(int64_t hidden, const engine::Workload& workload, int64_t bytes);
 

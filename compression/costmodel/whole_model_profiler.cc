@@ -328,12 +328,13 @@ TimeFit FitTimes(const std::vector<Unit>& units, double ridge) {
 
 // Formula bytes of a config, split as the scales apply: W, attention C, Mamba C.
 std::array<double, 3> FormulaMiB(const model::HybridConfig& c, const engine::Workload& w,
-                                 int64_t bytes) {
-  std::array<double, 3> f{static_cast<double>(WeightBytes(c, bytes)) / kMiB, 0, 0};
+                                 int64_t bytes, model::KvCacheLayout layout) {
+  std::array<double, 3> f{static_cast<double>(WeightBytes(c, bytes)) / kMiB,
+                          static_cast<double>(AttentionCacheBytes(c, w, bytes, layout)) / kMiB,
+                          0};
   for (const LayerSpec& l : c.layers) {
-    const double cache = static_cast<double>(LayerCacheBytes(l, w, bytes)) / kMiB;
-    if (l.kind == LayerKind::kAttention) f[1] += cache;
-    if (l.kind == LayerKind::kMamba) f[2] += cache;
+    if (l.kind != LayerKind::kMamba) continue;
+    f[2] += static_cast<double>(LayerCacheBytes(l, w, bytes)) / kMiB;
   }
   return f;
 }
@@ -360,14 +361,15 @@ void FitCacheScales(double aa, double am, double mm, double as, double ms, Memor
   }
 }
 
-MemoryFit FitMemory(const std::vector<Unit>& units, const engine::Workload& w, int64_t bytes) {
+MemoryFit FitMemory(const std::vector<Unit>& units, const engine::Workload& w, int64_t bytes,
+                    model::KvCacheLayout layout) {
   MemoryFit fit;
   fit.scales.element_bytes = bytes;
   fit.scales.runtime_scale = 0;
   double ww = 0, wr = 0, aa = 0, am = 0, mm = 0, as = 0, ms = 0;
   for (const Unit& u : units) {
     if (!u.profiling) continue;
-    const std::array<double, 3> f = FormulaMiB(u.config, w, bytes);
+    const std::array<double, 3> f = FormulaMiB(u.config, w, bytes, layout);
     const ServedModel& s = u.served;
     ww += f[0] * f[0];
     wr += f[0] * (s.weights_mib - s.stand_in_mib);
@@ -506,16 +508,19 @@ absl::StatusOr<ProfileResult> BuildResult(const std::vector<Unit>& units,
   t.workload = options.workload;
   t.vocab = parent.vocab;
   const MemoryFit memory =
-      FitMemory(units, options.workload, engine::PrecisionBytes(options.precision));
+      FitMemory(units, options.workload, engine::PrecisionBytes(options.precision),
+                options.kv_cache_layout);
   t.memory = memory.scales;
   AddEntries(nodes, FitTimes(units, options.ridge), memory, parent, t);
   SetNeutralInteraction(units, t);
   // eps is fitted on each model's own memory (ModelMiB: without the stand-ins' bytes), so
   // the model that fits it prices no stand-in.
   TAILOR_ASSIGN_OR_RETURN(CostModel uncalibrated, CostModel::FromData(t));
+  uncalibrated.SetKvCacheLayout(options.kv_cache_layout);
   TAILOR_RETURN_IF_ERROR(SetEps(units, uncalibrated, t.memory));
   TAILOR_ASSIGN_OR_RETURN(CostModel model, CostModel::FromData(t));
   model.SetStandIns(options.stand_ins);
+  model.SetKvCacheLayout(options.kv_cache_layout);
   TAILOR_RETURN_IF_ERROR(AddMeasurements(units, model, options.workload, result));
   t.validation = Summarize(result.validation);
   SetParentCosts(model, parent, options.workload, t);

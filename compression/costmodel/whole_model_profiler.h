@@ -44,6 +44,7 @@
 #include "compression/costmodel/search_space.h"
 #include "compression/engine/workload.h"
 #include "compression/model/config.h"
+#include "compression/model/kv_cache_layout.h"
 
 namespace tailor::costmodel {
 
@@ -63,6 +64,9 @@ struct WholeModelProfileOptions {
   // architectures are predicted as the engine runs them. The fit already counts the stand-ins
   // each served model reports (ServedModel::stand_in_layers).
   std::vector<model::StandInLayer> stand_ins;
+  // How the engine's layout sizes the KV cache (CostModel::SetKvCacheLayout): the memory fit
+  // and every prediction use it.
+  model::KvCacheLayout kv_cache_layout = model::KvCacheLayout::kPerLayer;
   int max_points_per_axis = 2;
   int max_hidden_points = 4;
   int validation_architectures = 12;

@@ -584,6 +584,8 @@ StudentShapeRules StudentShapeRulesOf(const hf::HfConfig& parent) {
   if (!deci.ok()) {
     rules.per_layer_widths = false;
     rules.why = std::string(deci.message());
+  } else if (parent.family != hf::Family::kNemotronH) {
+    rules.kv_cache_layout = model::KvCacheLayout::kDeciBlocks;
   }
   if (parent.family == hf::Family::kNemotronH && parent.moe.shared_intermediate > 0 &&
       parent.moe.num_experts > 0) {

@@ -37,6 +37,7 @@
 #include "compression/gguf/hf_to_gguf.h"
 #include "compression/hf/hf_checkpoint.h"
 #include "compression/model/config.h"
+#include "compression/model/kv_cache_layout.h"
 
 namespace tailor::gguf {
 
@@ -72,6 +73,9 @@ struct StudentShapeRules {
   // What the layout adds to a student that keeps no layer of a kind (`nemotron_h`: a zero
   // attention block, a zero Mamba block): the cost model prices it (CostModel::SetStandIns).
   std::vector<model::StandInLayer> stand_ins;
+  // How llama.cpp sizes the student's KV cache (`deci`: by block, V at the widest block's
+  // KV heads): the cost model's C (CostModel::SetKvCacheLayout).
+  model::KvCacheLayout kv_cache_layout = model::KvCacheLayout::kPerLayer;
   std::string why;  // each restriction's reason, "" without any
 };
 StudentShapeRules StudentShapeRulesOf(const hf::HfConfig& parent);

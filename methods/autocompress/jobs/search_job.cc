@@ -175,6 +175,7 @@ std::string Clip(std::string s) {
 struct ExportShape {
   autocompress::SpaceOptions space;
   std::vector<model::StandInLayer> stand_ins;
+  model::KvCacheLayout kv_cache_layout = model::KvCacheLayout::kPerLayer;
 };
 
 absl::StatusOr<ExportShape> ExportShapeFor(WorkerContext& ctx) {
@@ -186,6 +187,7 @@ absl::StatusOr<ExportShape> ExportShapeFor(WorkerContext& ctx) {
                           hf::ReadHfConfig(ref.path() + "/config.json", ref.format()));
   const gguf::StudentShapeRules rules = gguf::StudentShapeRulesOf(parent);
   out.stand_ins = rules.stand_ins;
+  out.kv_cache_layout = rules.kv_cache_layout;
   o.uniform_layers = !rules.per_layer_widths;
   o.prune_hidden_and_heads = rules.prune_hidden_and_heads;
   o.keep_shared_experts = rules.keep_shared_experts;
@@ -224,9 +226,12 @@ absl::StatusOr<Inputs> LoadInputs(WorkerContext& ctx) {
     in.budgets.throughput = b.throughput_tokens_per_s_min();
   }
   TAILOR_ASSIGN_OR_RETURN(costmodel::CostModel cost_model, ModelOf(in.table));
-  // The stand-ins are in the exported file the other engines serve; the built-in engine runs
-  // tailor's own model, which has none.
-  if (in.table.engine() != engine::kEngineName) cost_model.SetStandIns(shape.stand_ins);
+  // The stand-ins and the KV cache layout are the exported file's, which the other engines
+  // serve; the built-in engine runs tailor's own model.
+  if (in.table.engine() != engine::kEngineName) {
+    cost_model.SetStandIns(shape.stand_ins);
+    cost_model.SetKvCacheLayout(shape.kv_cache_layout);
+  }
   in.cost_model.emplace(std::move(cost_model));
   TAILOR_RETURN_IF_ERROR(PlanBudgets(in, *in.cost_model, ctx.contract().search().dead_zone()));
   const v1::DataParams& data = ctx.contract().data();

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "compression/autocompress/space.h"
 #include "compression/costmodel/cost_model.h"
+#include "compression/costmodel/memory_model.h"
 #include "compression/costmodel/search_space.h"
 #include "compression/model/config.h"
 #include "gtest/gtest.h"
@@ -99,6 +100,25 @@ Priced Price(const HybridConfig& parent, const SearchSpace& space,
   return {*std::move(model), *std::move(pred)};
 }
 
+// The student `idx` names and both predictions of it (one-hot choices for `pred`).
+struct BothPredictions {
+  HybridConfig child;
+  costmodel::Prediction want;
+  CostPrediction got;
+};
+
+std::optional<BothPredictions> PredictBoth(const costmodel::CostModel& model,
+                                           const SpaceCostModel& pred, const HybridConfig& parent,
+                                           const SearchSpace& space, const std::vector<int>& idx) {
+  absl::StatusOr<HybridConfig> child = ChildConfig(parent, space, idx);
+  if (!child.ok()) return (ADD_FAILURE() << child.status(), std::nullopt);
+  absl::StatusOr<costmodel::Prediction> want = model.Predict(*child);
+  if (!want.ok()) return (ADD_FAILURE() << want.status(), std::nullopt);
+  absl::StatusOr<CostPrediction> got = pred.Predict(OneHot(space, idx));
+  if (!got.ok()) return (ADD_FAILURE() << got.status(), std::nullopt);
+  return BothPredictions{*std::move(child), *std::move(want), *std::move(got)};
+}
+
 TEST(CostPredictorTest, OneHotEqualsCostModelPredict) {
   const HybridConfig parent = Parent();
   absl::StatusOr<SearchSpace> space = BuildSearchSpace(parent);
@@ -117,12 +137,11 @@ TEST(CostPredictorTest, OneHotEqualsCostModelPredict) {
   for (int i = 0; i < 300; ++i) archs.push_back(RandomIndices(*space, rng));
   std::set<int> peaks;  // which layer (or -1: the fixed part) holds the workspace peak
   for (const std::vector<int>& idx : archs) {
-    absl::StatusOr<HybridConfig> child = ChildConfig(parent, *space, idx);
-    ASSERT_TRUE(child.ok()) << child.status();
-    absl::StatusOr<costmodel::Prediction> want = model->Predict(*child);
-    ASSERT_TRUE(want.ok()) << want.status();
-    absl::StatusOr<CostPrediction> got = (*pred)->Predict(OneHot(*space, idx));
-    ASSERT_TRUE(got.ok()) << got.status();
+    const std::optional<BothPredictions> both = PredictBoth(*model, **pred, parent, *space, idx);
+    ASSERT_TRUE(both.has_value());
+    const HybridConfig* child = &both->child;
+    const costmodel::Prediction* want = &both->want;
+    const CostPrediction* got = &both->got;
     const std::string arch = absl::StrCat("hidden=", child->hidden, " idx0=", idx[0]);
     ExpectRelNear(got->latency_ms.item<double>(), want->latency_ms, "latency " + arch);
     ExpectRelNear(got->memory_mib.item<double>(), want->memory_mib, "memory " + arch);
@@ -184,6 +203,51 @@ TEST(CostPredictorTest, StandInsArePricedExactlyWhenNoLayerOfTheirKindIsKept) {
   // The sample holds students with and without a stand-in (the first: every layer removed).
   EXPECT_GT(with_stand_in, 1);
   EXPECT_LT(with_stand_in, static_cast<int>(archs.size()));
+}
+
+TEST(CostPredictorTest, DeciKvCacheIsPricedExactlyForOneHotChoices) {
+  // llama.cpp's `deci` caches V rows for the widest block in every block, and K rows for a
+  // first block's 1-head stand-in (model::KvCacheLayout::kDeciBlocks).
+  HybridConfig parent;
+  parent.vocab = 64;
+  parent.hidden = 128;
+  parent.max_seq = 64;
+  for (int64_t kv : {2, 4, 2, 4}) {
+    parent.layers.push_back(LayerSpec::Attention(2 * kv, kv, 32));
+    parent.layers.push_back(LayerSpec::Mlp(256));
+  }
+  absl::StatusOr<SearchSpace> space = BuildSearchSpace(parent);
+  ASSERT_TRUE(space.ok()) << space.status();
+  CostTableData table = SyntheticTable(parent);
+  table.memory.attention_cache_scale = 0.5;
+  absl::StatusOr<costmodel::CostModel> model = costmodel::CostModel::FromData(table);
+  ASSERT_TRUE(model.ok()) << model.status();
+  model->SetKvCacheLayout(model::KvCacheLayout::kDeciBlocks);
+  absl::StatusOr<std::shared_ptr<const SpaceCostModel>> pred =
+      SpaceCostModel::Build(*model, parent, *space);
+  ASSERT_TRUE(pred.ok()) << pred.status();
+
+  std::mt19937_64 rng(11);
+  std::vector<std::vector<int>> archs = {std::vector<int>(space->axes.size(), 0)};
+  for (int i = 0; i < 300; ++i) archs.push_back(RandomIndices(*space, rng));
+  int widened = 0, stand_ins = 0;
+  const engine::Workload& w = table.workload;
+  for (const std::vector<int>& idx : archs) {
+    const std::optional<BothPredictions> p = PredictBoth(*model, **pred, parent, *space, idx);
+    ASSERT_TRUE(p.has_value());
+    ExpectRelNear(p->got.memory_mib.item<double>(), p->want.memory_mib, "memory");
+    const HybridConfig& child = p->child;
+    const int64_t blocks =
+        costmodel::AttentionCacheBytes(child, w, 4, model::KvCacheLayout::kDeciBlocks);
+    const int64_t layers =
+        costmodel::AttentionCacheBytes(child, w, 4, model::KvCacheLayout::kPerLayer);
+    widened += blocks > layers ? 1 : 0;
+    stand_ins += !child.layers[0].present() && child.layers[1].present() ? 1 : 0;
+  }
+  // The sample holds students whose blocks differ in KV heads or lack attention, and first
+  // blocks with the stand-in.
+  EXPECT_GT(widened, 10);
+  EXPECT_GT(stand_ins, 10);
 }
 
 TEST(CostPredictorTest, TiedAxesPriceEveryLayerTheyCover) {

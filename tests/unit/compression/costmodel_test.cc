@@ -85,6 +85,48 @@ TEST(MemoryModelTest, CacheAndRuntimeByHand) {
   EXPECT_DOUBLE_EQ(ToMiB(3 * 1024 * 1024), 3.0);
 }
 
+// llama.cpp's `deci` KV cache (3.21.1, measured by the profiler's sidecar): blocks of
+// (attention, MLP) with KV heads {4, 1, 2, 4, 3, 3, 4, 4} allocated 0.89 MiB at 256 f16
+// cells and head_dim 32, i.e. K rows for 25 heads and V rows for 8 x 4, not 2 x 25; an MLP
+// stack (a zero 1-head attention in the first block, none after) 4.48 x 32 KiB: K for 1
+// head, V for 8 x 1.
+TEST(MemoryModelTest, DeciBlocksCacheValuesAtTheWidestBlock) {
+  engine::Workload w;
+  w.input_tokens = 64;
+  w.output_tokens = 16;  // 80 positions
+  auto deci = [](const std::vector<int64_t>& kv, const std::vector<int64_t>& ffn) {
+    model::HybridConfig c;
+    c.vocab = 64;
+    c.hidden = 128;
+    for (size_t i = 0; i < kv.size(); ++i) {
+      c.layers.push_back(kv[i] > 0 ? LayerSpec::Attention(kv[i], kv[i], 32)
+                                   : LayerSpec::Attention(0, 0, 32));
+      c.layers.push_back(LayerSpec::Mlp(ffn[i]));
+    }
+    return c;
+  };
+  const int64_t row = 80 * 32 * 4;  // one head's K (or V) rows, FP32
+  const model::HybridConfig mixed = deci({4, 1, 2, 4, 3, 3, 4, 4}, std::vector<int64_t>(8, 64));
+  EXPECT_EQ(AttentionCacheBytes(mixed, w, 4, model::KvCacheLayout::kDeciBlocks),
+            (25 + 8 * 4) * row);
+  EXPECT_EQ(AttentionCacheBytes(mixed, w, 4, model::KvCacheLayout::kPerLayer), 2 * 25 * row);
+  EXPECT_EQ(CacheBytes(mixed, w, 4), 2 * 25 * row);
+  const model::HybridConfig mlps = deci({0, 0, 0, 0, 0, 0, 0, 0}, std::vector<int64_t>(8, 64));
+  EXPECT_EQ(AttentionCacheBytes(mlps, w, 4, model::KvCacheLayout::kDeciBlocks), (1 + 8) * row);
+  EXPECT_EQ(AttentionCacheBytes(mlps, w, 4, model::KvCacheLayout::kPerLayer), 0);
+  // A block without attention holds V rows; a block without either is not in the file.
+  const model::HybridConfig gaps = deci({2, 0, 4, 0}, {64, 64, 64, 0});
+  EXPECT_EQ(AttentionCacheBytes(gaps, w, 4, model::KvCacheLayout::kDeciBlocks),
+            (2 + 4 + 3 * 4) * row);
+  // Uniform blocks: both layouts agree.
+  const model::HybridConfig uniform = deci({2, 2, 2}, {64, 64, 64});
+  EXPECT_EQ(AttentionCacheBytes(uniform, w, 4, model::KvCacheLayout::kDeciBlocks),
+            AttentionCacheBytes(uniform, w, 4, model::KvCacheLayout::kPerLayer));
+  // Not (attention, MLP) pairs: priced per layer.
+  EXPECT_EQ(AttentionCacheBytes(Parent(), w, 4, model::KvCacheLayout::kDeciBlocks),
+            AttentionCacheBytes(Parent(), w, 4, model::KvCacheLayout::kPerLayer));
+}
+
 // --- interpolation ---------------------------------------------------------------------
 
 TEST(InterpolationTest, ExactAtProfiledPointsAndMultilinearBetween) {
@@ -400,6 +442,34 @@ TEST(CostModelTest, PredictMatchesPerChoiceFormAndMemoryTerms) {
   other.batch_size = 8;
   EXPECT_THAT(m->Predict(Parent(), other).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("tied to their contract")));
+}
+
+// The KV cache layout is the served file's (CostModel::SetKvCacheLayout): Predict's C is
+// the layout's attention cache at the table's scale.
+TEST(CostModelTest, PredictsTheKvCacheTheLayoutAllocates) {
+  absl::StatusOr<SearchSpace> space = SearchSpace::FromParent(Parent());
+  ASSERT_TRUE(space.ok());
+  CostTableData table = LinearTable(*space);
+  table.memory.attention_cache_scale = 0.5;  // f16
+  absl::StatusOr<CostModel> m = CostModel::FromData(table);
+  ASSERT_TRUE(m.ok()) << m.status();
+  model::HybridConfig deci;
+  deci.vocab = 64;
+  deci.hidden = 128;
+  deci.layers = {LayerSpec::Attention(2, 2, 32), LayerSpec::Mlp(64),
+                 LayerSpec::Attention(1, 1, 32), LayerSpec::Mlp(256),
+                 LayerSpec::Attention(0, 0, 32), LayerSpec::Mlp(128)};
+  // The table's workload: 20 positions.
+  absl::StatusOr<Prediction> per_layer = m->Predict(deci);
+  ASSERT_TRUE(per_layer.ok()) << per_layer.status();
+  EXPECT_NEAR(per_layer->memory.cache_mib, ToMiB(2 * 3 * 20 * 32 * 4) * 0.5, 1e-12);
+  m->SetKvCacheLayout(model::KvCacheLayout::kDeciBlocks);
+  absl::StatusOr<Prediction> blocks = m->Predict(deci);
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  // K for 2 + 1 heads, V for 3 blocks x 2 heads.
+  EXPECT_NEAR(blocks->memory.cache_mib, ToMiB((3 + 6) * 20 * 32 * 4) * 0.5, 1e-12);
+  EXPECT_NEAR(blocks->memory_mib - per_layer->memory_mib, ToMiB(3 * 20 * 32 * 4) * 0.5, 1e-12);
+  EXPECT_EQ(blocks->latency_ms, per_layer->latency_ms);
 }
 
 TEST(CostModelTest, RejectsBrokenTables) {

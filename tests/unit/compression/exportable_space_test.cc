@@ -46,10 +46,14 @@ TEST(StudentShapeRulesTest, EachFamilyGetsWhatItsLayoutsExpress) {
   ASSERT_THAT(llama.status(), IsOk());
   EXPECT_EQ(gguf::StudentShapeRulesOf(*llama).why, "");
   EXPECT_FALSE(gguf::StudentShapeRulesOf(*llama).keep_shared_experts);
+  // `deci` sizes V rows by the widest block; `nemotron_h` per attention layer.
+  EXPECT_EQ(gguf::StudentShapeRulesOf(*llama).kv_cache_layout, model::KvCacheLayout::kDeciBlocks);
   // The tiny Nemotron-H's 'E' layer has a shared expert.
   absl::StatusOr<hf::HfConfig> nemotron = ConfigOf("NemotronHForCausalLM");
   ASSERT_THAT(nemotron.status(), IsOk());
   EXPECT_TRUE(gguf::StudentShapeRulesOf(*nemotron).keep_shared_experts);
+  EXPECT_EQ(gguf::StudentShapeRulesOf(*nemotron).kv_cache_layout,
+            model::KvCacheLayout::kPerLayer);
   EXPECT_EQ(gguf::StudentShapeRulesOf(*nemotron).why,
             "llama.cpp's `nemotron_h_moe` needs every 'E' layer's shared expert at one width, "
             "so an MoE layer keeps it whole or is removed whole");
@@ -73,6 +77,7 @@ TEST(StudentShapeRulesTest, EachFamilyGetsWhatItsLayoutsExpress) {
     ASSERT_THAT(config.status(), IsOk());
     const gguf::StudentShapeRules r = gguf::StudentShapeRulesOf(*config);
     EXPECT_FALSE(r.per_layer_widths) << c.arch;
+    EXPECT_EQ(r.kv_cache_layout, model::KvCacheLayout::kPerLayer) << c.arch;
     EXPECT_EQ(r.prune_hidden_and_heads, c.prune_hidden_and_heads) << c.arch;
     EXPECT_THAT(r.why, HasSubstr(c.why)) << c.arch;
   }
