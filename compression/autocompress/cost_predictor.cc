@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "compression/costmodel/interaction.h"
 #include "compression/costmodel/memory_model.h"
+#include "compression/model/deci_blocks.h"
 
 namespace tailor::autocompress {
 namespace {
@@ -103,7 +104,6 @@ double HalfCacheMiB(const costmodel::CostModel& model, const LayerSpec& spec) {
       static_cast<double>(costmodel::LayerCacheBytes(spec, model.workload(), m.element_bytes));
   return bytes * m.attention_cache_scale / 2.0 / (1024.0 * 1024.0);
 }
-
 
 // The axes layer `l` depends on: the global Mamba-heads axis for a Mamba layer, then its own.
 std::vector<int> AxesOfLayer(const HybridConfig& parent, const SearchSpace& space,
@@ -219,7 +219,7 @@ absl::StatusOr<std::shared_ptr<const SpaceCostModel>> SpaceCostModel::Build(
       out->layers_.push_back(std::move(t));
     }
     out->deci_blocks_ = model.kv_cache_layout() == model::KvCacheLayout::kDeciBlocks &&
-                        costmodel::PairsAsDeciBlocks(parent);
+                        model::PairsAsDeciBlocks(parent);
     if (out->deci_blocks_) {
       int64_t head_dim = 0;
       for (const LayerSpec& l : parent.layers) head_dim = std::max(head_dim, l.attention.head_dim);

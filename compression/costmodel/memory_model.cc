@@ -4,6 +4,8 @@
 #include <numeric>
 #include <vector>
 
+#include "compression/model/deci_blocks.h"
+
 namespace tailor::costmodel {
 
 int64_t LayerParameterCount(const model::LayerSpec& spec, int64_t hidden) {
@@ -51,26 +53,14 @@ int64_t LayerCacheBytes(const model::LayerSpec& spec, const engine::Workload& w,
   return 0;
 }
 
-bool PairsAsDeciBlocks(const model::HybridConfig& config) {
-  if (config.layers.empty() || config.layers.size() % 2 != 0) return false;
-  for (size_t i = 0; i < config.layers.size(); i += 2) {
-    if (config.layers[i].kind != model::LayerKind::kAttention ||
-        config.layers[i + 1].kind != model::LayerKind::kMlp) {
-      return false;
-    }
-  }
-  return true;
-}
-
 namespace {
 
-// KV heads of each `deci` block (gguf's DeciBlocks writes the same blocks).
+// KV heads of each `deci` block (1 for a zero attention, 0 without attention).
 std::vector<int64_t> DeciBlockKvHeads(const model::HybridConfig& config) {
   std::vector<int64_t> kv;
-  for (size_t i = 0; i < config.layers.size(); i += 2) {
-    const model::LayerSpec& a = config.layers[i];
-    if (!a.present() && !config.layers[i + 1].present()) continue;
-    kv.push_back(a.present() ? a.attention.kv_heads : kv.empty() ? 1 : 0);
+  for (const model::DeciBlockSlot& b : model::DeciBlockSlots(config)) {
+    const model::LayerSpec& a = config.layers[2 * b.pair];
+    kv.push_back(b.zero_attention ? 1 : a.present() ? a.attention.kv_heads : 0);
   }
   return kv;
 }
@@ -79,7 +69,7 @@ std::vector<int64_t> DeciBlockKvHeads(const model::HybridConfig& config) {
 
 int64_t AttentionCacheBytes(const model::HybridConfig& config, const engine::Workload& w,
                             int64_t bytes, model::KvCacheLayout layout) {
-  if (layout == model::KvCacheLayout::kDeciBlocks && PairsAsDeciBlocks(config)) {
+  if (layout == model::KvCacheLayout::kDeciBlocks && model::PairsAsDeciBlocks(config)) {
     int64_t head_dim = 0;  // one for the whole file (deci's attention.key_length)
     for (size_t i = 0; i < config.layers.size(); i += 2) {
       head_dim = std::max(head_dim, config.layers[i].attention.head_dim);

@@ -36,8 +36,6 @@ int64_t LayerCacheBytes(const model::LayerSpec& spec, const engine::Workload& wo
                         int64_t bytes);
 int64_t CacheBytes(const model::HybridConfig& config, const engine::Workload& workload,
                    int64_t bytes);
-// Whether `config`'s layers pair up (attention, MLP), as llama.cpp's `deci` blocks do.
-bool PairsAsDeciBlocks(const model::HybridConfig& config);
 // The attention part of C as `layout` allocates it (kPerLayer: the sum of the attention
 // layers' LayerCacheBytes).
 int64_t AttentionCacheBytes(const model::HybridConfig& config, const engine::Workload& workload,

@@ -15,6 +15,7 @@
 #include "compression/hf/hf_export.h"
 #include "compression/hf/hf_import_nemotron_h.h"
 #include "compression/model/config.h"
+#include "compression/model/deci_blocks.h"
 #include "compression/model/safetensors_format.h"
 
 namespace tailor::gguf {
@@ -54,18 +55,17 @@ absl::StatusOr<std::vector<DeciBlock>> DeciBlocks(const model::HybridConfig& s,
                                                    2 * parent_layers));
   }
   std::vector<DeciBlock> blocks;
-  for (int64_t i = 0; i < parent_layers; ++i) {
-    const model::LayerSpec& a = s.layers[2 * i];
-    const model::LayerSpec& m = s.layers[2 * i + 1];
-    if (!a.present() && !m.present()) continue;
+  for (const model::DeciBlockSlot& slot : model::DeciBlockSlots(s)) {
+    const model::LayerSpec& a = s.layers[2 * slot.pair];
+    const model::LayerSpec& m = s.layers[2 * slot.pair + 1];
     DeciBlock b;
-    b.layer = i;
+    b.layer = slot.pair;
     b.heads = a.attention.heads;
     b.kv_heads = a.attention.kv_heads;
     b.ffn = m.mlp.ffn;
     // llama.cpp aborts on a first block without attention and drops the attention of a
     // block without FFN: exact zero stand-ins instead.
-    b.zero_attention = blocks.empty() && !a.present();
+    b.zero_attention = slot.zero_attention;
     if (b.zero_attention) b.heads = b.kv_heads = 1;
     b.zero_ffn = !m.present();
     if (b.zero_ffn) b.ffn = 1;
