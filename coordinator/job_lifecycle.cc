@@ -607,7 +607,7 @@ absl::StatusOr<v1::CompleteJobResponse> Coordinator::CompleteJob(
 void Coordinator::CheckCostTableLocked(UnitOfWork& uow, const v1::Job& verify) {
   const v1::Campaign& campaign = uow.CampaignView(verify.campaign_id());
   const methods::Method* method = methods::BuiltinMethods().Find(campaign.contract().method());
-  if (method == nullptr || method->chooser_job().empty()) return;
+  if (method == nullptr || method->chooser_job(campaign.contract()).empty()) return;
   std::string table_id;
   const v1::JobOutput* chooser = nullptr;
   for (const std::string& id : uow.JobIds(campaign.id())) {
@@ -615,7 +615,7 @@ void Coordinator::CheckCostTableLocked(UnitOfWork& uow, const v1::Job& verify) {
     if (job.kind() == methods::jobs::kProfile) {
       if (auto p = DetailOf<v1::ProfileResult>(job.output())) table_id = p->cost_table_id();
     }
-    if (job.key() == method->chooser_job()) chooser = &job.output();
+    if (job.key() == method->chooser_job(campaign.contract())) chooser = &job.output();
   }
   if (table_id.empty() || chooser == nullptr) return;
   absl::StatusOr<v1::CostTable> table = store_->GetCostTable(table_id);

@@ -130,8 +130,10 @@ v1::CampaignReport BuildReport(const v1::Campaign& campaign, const std::vector<v
   // The student's predicted cost comes from the job its method says chose it.
   const methods::Method* method = methods::BuiltinMethods().Find(campaign.contract().method());
   const v1::JobOutput* chooser = nullptr;
-  if (method != nullptr && !method->chooser_job().empty()) {
-    chooser = methods::OutputOfJob(jobs, std::string(method->chooser_job()));
+  const absl::string_view chooser_key =
+      method != nullptr ? method->chooser_job(campaign.contract()) : absl::string_view();
+  if (!chooser_key.empty()) {
+    chooser = methods::OutputOfJob(jobs, std::string(chooser_key));
   }
   const v1::JobOutput* verify = methods::OutputOfJob(jobs, methods::jobs::kVerify);
   // A recompression that kept its source's student measured it in its drift check.

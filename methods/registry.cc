@@ -48,6 +48,7 @@ const std::vector<JobKind>& SharedJobKinds() {
       {jobs::kProfile, Placement::kAgent, v1::ProfileResult::descriptor()},
       {jobs::kVerify, Placement::kAgent, nullptr},
       {jobs::kDriftCheck, Placement::kAgent, v1::DriftCheckResult::descriptor()},
+      {jobs::kMeasure, Placement::kAgent, v1::MeasureResult::descriptor()},
       {jobs::kDistill, Placement::kLauncher, v1::DistillResult::descriptor()}};
   return *kinds;
 }

@@ -181,6 +181,23 @@ absl::StatusOr<v1::ModelCosts> MeasureCalmly(const std::string& gguf_path,
   return MeasureUntilCalm(serve, RequestCalmOptions(o.threads));
 }
 
+// One dummy-weight model of the parent's search space at `dir`.gguf: weights drawn from
+// `seed`, written as tailor's model folder (removed again), exported like any student.
+absl::StatusOr<gguf::StudentGgufSummary> WriteDummyGguf(const model::HybridConfig& config,
+                                                       uint64_t seed,
+                                                       const hf::HfCheckpoint& parent,
+                                                       const std::string& dir) {
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM lm, model::CreateHybridLM(config, seed));
+  TAILOR_RETURN_IF_ERROR(model::SaveHybridLM(lm, dir));
+  gguf::GgufExportOptions e;
+  e.all_f32 = true;
+  absl::StatusOr<gguf::StudentGgufSummary> exported =
+      gguf::ExportStudentToGguf(dir, parent, dir + ".gguf", e);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return exported;
+}
+
 // The gate's figures as budget checks, so every report and verdict shows them.
 void AddGateChecks(const v1::EquivalenceCheck& e, v1::JobOutput& out) {
   v1::BudgetCheck* kl = out.add_budgets();
@@ -231,6 +248,10 @@ class LlamaCppEngine : public ServingEngine {
                                                    const v1::CostTable& table,
                                                    const std::string& work_dir,
                                                    const MlProgressFn& progress) override;
+  absl::StatusOr<std::vector<v1::ModelCosts>> Measure(
+      const v1::DeploymentContract& contract, const std::string& parent_dir,
+      const std::vector<model::HybridConfig>& architectures, const std::string& work_dir,
+      const MlProgressFn& progress) override;
 
  private:
   // The engine and precision checks every job starts with.
@@ -372,6 +393,39 @@ absl::StatusOr<costmodel::RecheckResult> LlamaCppEngine::Recheck(
   return costmodel::RecheckCostTable(model, p.config, recheck_serve, o);
 }
 
+absl::StatusOr<std::vector<v1::ModelCosts>> LlamaCppEngine::Measure(
+    const v1::DeploymentContract& contract, const std::string& parent_dir,
+    const std::vector<model::HybridConfig>& architectures, const std::string& work_dir,
+    const MlProgressFn& progress) {
+  TAILOR_RETURN_IF_ERROR(CheckContract(contract));
+  TAILOR_ASSIGN_OR_RETURN(hf::HfCheckpoint parent, OpenHfParent(contract, parent_dir));
+  const engine::Workload w = costmodel::WorkloadFromProto(contract.workload());
+  TAILOR_RETURN_IF_ERROR(engine::ValidateWorkload(w));
+  const v1::LatencyPercentile percentile = contract.budget().latency_percentile();
+  const gguf::ServeBenchmarkOptions serve =
+      ServeOptions(w, kVerifyWarmup, RepetitionsFor(percentile, config_.verify_repetitions),
+                   contract.seed(), options_.sidecar);
+  std::filesystem::create_directories(work_dir);
+  std::vector<v1::ModelCosts> out;
+  for (size_t i = 0; i < architectures.size(); ++i) {
+    if (progress && !progress(static_cast<double>(i) / architectures.size(),
+                              absl::StrCat("serving architecture ", i + 1, " of ",
+                                           architectures.size(), " in llama.cpp"),
+                              {})) {
+      return absl::CancelledError("measure cancelled");
+    }
+    const std::string dir = absl::StrCat(work_dir, "/candidate-", i);
+    TAILOR_RETURN_IF_ERROR(
+        WriteDummyGguf(architectures[i], contract.seed() + i, parent, dir).status());
+    absl::StatusOr<v1::ModelCosts> costs = MeasureCalmly(dir + ".gguf", serve, w, percentile);
+    std::error_code ec;
+    std::filesystem::remove(dir + ".gguf", ec);
+    if (!costs.ok()) return costs.status();
+    out.push_back(*std::move(costs));
+  }
+  return out;
+}
+
 absl::StatusOr<v1::JobOutput> LlamaCppEngine::Verify(const v1::DeploymentContract& contract,
                                                      const ModelToServe& model,
                                                      const std::string& work_dir,
@@ -457,22 +511,16 @@ absl::StatusOr<costmodel::ServedModel> ServeDummyModel(const model::HybridConfig
                                                       const hf::HfCheckpoint& parent,
                                                       const std::string& dir,
                                                       const gguf::ServeBenchmarkOptions& o) {
-  TAILOR_ASSIGN_OR_RETURN(model::HybridLM lm, model::CreateHybridLM(config, seed));
-  TAILOR_RETURN_IF_ERROR(model::SaveHybridLM(lm, dir));
+  TAILOR_ASSIGN_OR_RETURN(gguf::StudentGgufSummary exported,
+                          WriteDummyGguf(config, seed, parent, dir));
   const std::string path = dir + ".gguf";
-  gguf::GgufExportOptions e;
-  e.all_f32 = true;
-  absl::StatusOr<gguf::StudentGgufSummary> exported =
-      gguf::ExportStudentToGguf(dir, parent, path, e);
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  TAILOR_RETURN_IF_ERROR(exported.status());
   absl::StatusOr<gguf::LlamaCppServeMeasurement> m = gguf::RunServeBenchmark(path, o);
+  std::error_code ec;
   std::filesystem::remove(path, ec);
   if (!m.ok()) return Permanent(m.status());
   costmodel::ServedModel served = ServedModelOf(*m);
-  served.stand_in_mib = static_cast<double>(exported->stand_in_bytes) / kMiB;
-  served.stand_in_layers = exported->stand_in_layers;
+  served.stand_in_mib = static_cast<double>(exported.stand_in_bytes) / kMiB;
+  served.stand_in_layers = exported.stand_in_layers;
   return served;
 }
 

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/job_output.h"
@@ -244,6 +246,53 @@ costmodel::ServedModel BuiltinServedOf(const engine::Measurement& m) {
   return s;
 }
 
+namespace {
+
+// The contract's request batch served in `eng` until calm: the whole request at the
+// contract's percentile over enough repetitions for it.
+absl::StatusOr<v1::ModelCosts> MeasureBuiltin(const v1::DeploymentContract& contract,
+                                              const MlJobConfig& config, engine::Engine& eng) {
+  const engine::Workload w = costmodel::WorkloadFromProto(contract.workload());
+  const v1::LatencyPercentile percentile = contract.budget().latency_percentile();
+  engine::MeasureOptions mo;
+  mo.repetitions = RepetitionsFor(percentile, config.verify_repetitions);
+  mo.seed = contract.seed();
+  auto serve = [&]() -> absl::StatusOr<VerifyRun> {
+    TAILOR_ASSIGN_OR_RETURN(engine::Measurement m, eng.Measure(w, mo));
+    return VerifyRun{BuiltinCostsOf(m, w, percentile), BuiltinServedOf(m)};
+  };
+  // The serving thread's own CPU time is what the engine reports: one thread's worth when
+  // nothing preempts it. On a GPU it mostly waits, and tells nothing.
+  return MeasureUntilCalm(serve, RequestCalmOptions(config.device == "cpu"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<v1::ModelCosts>> RunMeasure(
+    const v1::DeploymentContract& contract, const std::vector<model::HybridConfig>& architectures,
+    const MlJobConfig& config, const MlProgressFn& progress) {
+  TAILOR_ASSIGN_OR_RETURN(engine::EngineOptions options, EngineOptionsFor(contract, config));
+  const engine::Workload w = costmodel::WorkloadFromProto(contract.workload());
+  TAILOR_RETURN_IF_ERROR(engine::ValidateWorkload(w));
+  std::vector<v1::ModelCosts> out;
+  for (size_t i = 0; i < architectures.size(); ++i) {
+    if (progress && !progress(static_cast<double>(i) / architectures.size(),
+                              absl::StrCat("serving architecture ", i + 1, " of ",
+                                           architectures.size()),
+                              {})) {
+      return absl::CancelledError("measure cancelled");
+    }
+    model::HybridConfig arch = architectures[i];
+    arch.max_seq = std::max<int64_t>(arch.max_seq, w.cache_positions());
+    TAILOR_ASSIGN_OR_RETURN(model::HybridLM lm, model::CreateHybridLM(arch, contract.seed() + i));
+    TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> eng,
+                            engine::Engine::Create(std::move(lm), options));
+    TAILOR_ASSIGN_OR_RETURN(v1::ModelCosts costs, MeasureBuiltin(contract, config, *eng));
+    out.push_back(std::move(costs));
+  }
+  return out;
+}
+
 absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
                                         const std::string& model_dir, const MlJobConfig& config,
                                         const MlProgressFn& progress, const EvalSample* eval) {
@@ -264,21 +313,9 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
     return IsBadModel(e.status().code()) ? BadModel("model", e.status()) : e.status();
   }
   engine::Engine& eng = **e;
-  const v1::LatencyPercentile percentile = contract.budget().latency_percentile();
-  engine::MeasureOptions mo;
-  mo.repetitions = RepetitionsFor(percentile, config.verify_repetitions);
-  mo.seed = contract.seed();
-  TAILOR_RETURN_IF_ERROR(report(0.1, absl::StrCat("serving the contract's request batch ",
-                                                  mo.repetitions, " times")));
-  auto serve = [&]() -> absl::StatusOr<VerifyRun> {
-    TAILOR_ASSIGN_OR_RETURN(engine::Measurement m, eng.Measure(w, mo));
-    return VerifyRun{BuiltinCostsOf(m, w, percentile), BuiltinServedOf(m)};
-  };
-  // The serving thread's own CPU time is what the engine reports: one thread's worth when
-  // nothing preempts it. On a GPU it mostly waits, and tells nothing.
+  TAILOR_RETURN_IF_ERROR(report(0.1, "serving the contract's request batch"));
   v1::JobOutput result;
-  TAILOR_ASSIGN_OR_RETURN(*result.mutable_measured(),
-                          MeasureUntilCalm(serve, RequestCalmOptions(options.device == "cpu")));
+  TAILOR_ASSIGN_OR_RETURN(*result.mutable_measured(), MeasureBuiltin(contract, config, eng));
 
   // Quality on the task suites, served at the contract's precision.
   TAILOR_RETURN_IF_ERROR(report(0.6, "evaluating the task suites"));
@@ -367,6 +404,12 @@ class BuiltinEngine : public ServingEngine {
                                                    const std::string& /*work_dir*/,
                                                    const MlProgressFn& progress) override {
     return RunRecheck(contract, parent_dir, table, config_, progress);
+  }
+  absl::StatusOr<std::vector<v1::ModelCosts>> Measure(
+      const v1::DeploymentContract& contract, const std::string& /*parent_dir*/,
+      const std::vector<model::HybridConfig>& architectures, const std::string& /*work_dir*/,
+      const MlProgressFn& progress) override {
+    return RunMeasure(contract, architectures, config_, progress);
   }
 
  private:
@@ -489,6 +532,54 @@ JobHandler MakeDriftCheckHandler(std::shared_ptr<ServingEngine> engine) {
                  d.architectures_size(), 100 * d.bound(),
                  d.table_holds() ? "holds" : "drifted",
                  d.budgets_hold() ? "meets every budget" : "misses a budget (or none)");
+    return result;
+  };
+}
+
+JobHandler MakeMeasureHandler(std::shared_ptr<ServingEngine> engine) {
+  return [engine](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
+    const absl::Time start = absl::Now();
+    std::vector<model::HybridConfig> architectures;
+    std::string source;
+    for (const auto& [key, input] : ctx.inputs()) {
+      if (input.candidates_size() == 0) continue;
+      if (!source.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "measure: both ", source, " and ", key, " name candidates; measure one job's"));
+      }
+      source = key;
+      for (int i = 0; i < input.candidates_size(); ++i) {
+        absl::StatusOr<model::HybridConfig> c =
+            model::ParseHybridConfigJson(input.candidates(i).config_json());
+        if (!c.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "measure: ", key, ".candidates[", i, "].config_json: ", c.status().message()));
+        }
+        architectures.push_back(*std::move(c));
+      }
+    }
+    if (architectures.empty()) {
+      return absl::InvalidArgumentError(
+          "measure: no job it depends on names candidate architectures");
+    }
+    TAILOR_ASSIGN_OR_RETURN(std::string parent_dir, ParentDir(ctx));
+    TAILOR_ASSIGN_OR_RETURN(std::vector<v1::ModelCosts> measured,
+                            engine->Measure(ctx.contract(), parent_dir, architectures,
+                                            ctx.work_dir() + "/measure", ProgressOf(ctx)));
+    v1::MeasureResult r;
+    for (v1::ModelCosts& m : measured) *r.add_measured() = std::move(m);
+    const EngineIdentity id = engine->identity();
+    v1::EngineInfo& info = *r.mutable_engine();
+    info.set_name(id.name);
+    info.set_version(id.version);
+    info.set_build(id.build);
+    info.set_threads(id.threads);
+    r.set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+    TAILOR_RETURN_IF_ERROR(ctx.ReportProgress(
+        1.0, absl::StrCat(r.measured_size(), " candidates of ", source, " measured"), 0, 0, {},
+        /*final=*/true));
+    v1::JobOutput result;
+    SetDetail(result, r);
     return result;
   };
 }

@@ -101,7 +101,13 @@ absl::StatusOr<costmodel::RecheckResult> RunRecheck(const v1::DeploymentContract
                                                     const MlJobConfig& config,
                                                     const MlProgressFn& progress);
 
-// The built-in engine as a ServingEngine (RunProfile, RunVerify, RunRecheck).
+// The settle's rungs in the built-in engine (ServingEngine::Measure): each architecture with
+// dummy weights, served as verify serves a model.
+absl::StatusOr<std::vector<v1::ModelCosts>> RunMeasure(
+    const v1::DeploymentContract& contract, const std::vector<model::HybridConfig>& architectures,
+    const MlJobConfig& config, const MlProgressFn& progress);
+
+// The built-in engine as a ServingEngine (RunProfile, RunVerify, RunRecheck, RunMeasure).
 std::shared_ptr<ServingEngine> MakeBuiltinEngine(const MlJobConfig& config);
 
 // Exact-match accuracy over the task suites (and the parameter count) of a model loaded in
@@ -120,6 +126,9 @@ JobHandler MakeProfileHandler(std::shared_ptr<ServingEngine> engine);
 // source's student (the input with a model_digest) verified in this engine; the verification
 // is the output's measured / budgets, the verdicts its v1::DriftCheckResult detail.
 JobHandler MakeDriftCheckHandler(std::shared_ptr<ServingEngine> engine);
+// measure: the candidate architectures of the job it depends on (JobOutput.candidates)
+// served in this engine (ServingEngine::Measure); a v1::MeasureResult in the same order.
+JobHandler MakeMeasureHandler(std::shared_ptr<ServingEngine> engine);
 // `variants`: kinds of model a method verifies its own way (VerifyVariant); the first whose
 // `applies` holds takes the job. The parent's quality (the main verify) is scored in tailor's
 // engine under `config`, whatever engine verifies.

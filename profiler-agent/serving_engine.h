@@ -22,6 +22,7 @@
 #include "compression/costmodel/drift_check.h"
 #include "compression/costmodel/profiler.h"
 #include "compression/data/text_dataset.h"
+#include "compression/model/config.h"
 #include "tailor/v1/campaign.pb.h"
 #include "tailor/v1/contract.pb.h"
 #include "tailor/v1/job_output.pb.h"
@@ -86,6 +87,15 @@ class ServingEngine {
   // The drift check's half of a recompression: `table` (the parent's, measured in an
   // earlier engine version) against fresh architectures served in this engine as it is now
   // (costmodel/drift_check.h), under the contract's workload.
+  // The settle's rungs: each architecture of the parent's space (in `parent_dir`), with
+  // dummy weights drawn from the contract's seed, served under the contract's workload as
+  // Verify measures a model (the whole request at the contract's percentile, served again
+  // while interference shows, memory as the engine allocates it), in order.
+  virtual absl::StatusOr<std::vector<v1::ModelCosts>> Measure(
+      const v1::DeploymentContract& contract, const std::string& parent_dir,
+      const std::vector<model::HybridConfig>& architectures, const std::string& work_dir,
+      const MlProgressFn& progress) = 0;
+
   virtual absl::StatusOr<costmodel::RecheckResult> Recheck(const v1::DeploymentContract& contract,
                                                            const std::string& parent_dir,
                                                            const v1::CostTable& table,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "compression/autocompress/extract.h"
 
@@ -192,10 +194,14 @@ double ImportanceLost(const HybridConfig& parent, const SearchSpace& space,
 // The second phase of RepairToBudgets: one big shrink can overshoot, so shrunk axes are grown
 // back (never past the search's choice) while every budget stays met, most importance
 // regained per unit of rho added first.
+// `label` ends each change's text; `on_step`, when given, sees every step taken.
 void GrowBack(const HybridConfig& parent, const SearchSpace& space,
               const costmodel::CostModel& model, const Budgets& budgets,
               const std::vector<int>& original, const Importance* importance,
-              std::vector<int>& indices, RepairResult& out) {
+              std::vector<int>& indices, RepairResult& out,
+              absl::string_view label = " (grown back)",
+              const std::function<void(const RepairResult&, const std::vector<int>&)>& on_step =
+                  nullptr) {
   while (true) {
     const std::vector<Rho> now = Rhos(out.predicted, budgets);
     int best_axis = -1;
@@ -224,9 +230,10 @@ void GrowBack(const HybridConfig& parent, const SearchSpace& space,
     if (best_axis < 0) return;
     const ChoiceAxis& axis = space.axes[best_axis];
     out.changes.push_back(absl::StrCat(axis.name, " ", axis.widths[indices[best_axis]], " -> ",
-                                       axis.widths[indices[best_axis] + 1], " (grown back)"));
+                                       axis.widths[indices[best_axis] + 1], label));
     ++indices[best_axis];
     out.predicted = best_pred;
+    if (on_step) on_step(out, indices);
   }
 }
 
@@ -505,6 +512,27 @@ absl::StatusOr<RepairResult> RepairToBudgets(const HybridConfig& parent, const S
     out.repaired = true;
   }
   return absl::InternalError("budget repair did not terminate");
+}
+
+absl::StatusOr<std::vector<LadderRung>> GrowthLadder(const HybridConfig& parent,
+                                                     const SearchSpace& space,
+                                                     const costmodel::CostModel& model,
+                                                     const Budgets& ceiling,
+                                                     std::vector<int> indices,
+                                                     const Importance* importance) {
+  RepairResult grown;
+  TAILOR_ASSIGN_OR_RETURN(grown.predicted, PredictChild(parent, space, model, indices));
+  std::vector<LadderRung> ladder = {{indices, grown.predicted, ""}};
+  if (!BudgetViolations(grown.predicted, ceiling).empty()) return ladder;
+  std::vector<int> top(space.axes.size());
+  for (size_t a = 0; a < space.axes.size(); ++a) {
+    top[a] = static_cast<int>(space.axes[a].widths.size()) - 1;
+  }
+  GrowBack(parent, space, model, ceiling, top, importance, indices, grown, "",
+           [&ladder](const RepairResult& r, const std::vector<int>& now) {
+             ladder.push_back({now, r.predicted, r.changes.back()});
+           });
+  return ladder;
 }
 
 std::vector<std::string> DescribeLayers(const HybridConfig& config) {

@@ -110,6 +110,24 @@ absl::StatusOr<RepairResult> RepairToBudgets(const model::HybridConfig& parent,
                                              const Budgets& budgets, std::vector<int> indices,
                                              const Importance* importance = nullptr);
 
+// A growth ladder for the measured settle (settle.h): `indices` first, then each step the
+// repair's grow-back would take toward the parent's widths while every budget of `ceiling`
+// holds, the most importance regained per unit of rho added first; each rung is the one
+// before it plus one axis step. Only the first rung when `indices` already violates
+// `ceiling`. (Growing on the table's word alone was tried and dropped, docs/autocompress.md:
+// the ladder's rungs are measured before one is taken.)
+struct LadderRung {
+  std::vector<int> indices;
+  costmodel::Prediction predicted;
+  std::string change;  // "layers[2].mlp_ffn 192 -> 256"; empty for the first rung
+};
+absl::StatusOr<std::vector<LadderRung>> GrowthLadder(const model::HybridConfig& parent,
+                                                     const SearchSpace& space,
+                                                     const costmodel::CostModel& model,
+                                                     const Budgets& ceiling,
+                                                     std::vector<int> indices,
+                                                     const Importance* importance = nullptr);
+
 // One line for reports: "hidden=96 | L0 attention heads=4,kv=2 | L1 removed | ...".
 std::string DescribeArchitecture(const model::HybridConfig& config);
 // One string per layer, "attention heads=4,kv=2,head_dim=32" or "<kind> removed".

@@ -14,6 +14,9 @@ inline constexpr char kVerify[] = "verify";
 // Agent: the first job of a recompression: re-measures the source campaign's cost table and
 // its student in the new engine version (v1::DriftCheckResult).
 inline constexpr char kDriftCheck[] = "drift_check";
+// Agent: serves the candidate architectures of the job it depends on (JobOutput.candidates)
+// with dummy weights under the contract's workload (v1::MeasureResult).
+inline constexpr char kMeasure[] = "measure";
 // Launcher: logit distillation of a chosen student from its teacher.
 inline constexpr char kDistill[] = "distill";
 

@@ -82,8 +82,11 @@ class Method {
   virtual std::vector<JobKind> JobKinds() const { return {}; }
 
   // Key of the job whose result holds the chosen student's predicted costs ("predicted") and
-  // architecture; empty when the method chooses none.
-  virtual absl::string_view chooser_job() const { return ""; }
+  // architecture under `contract` (whose options may add a step after the first choice);
+  // empty when the method chooses none.
+  virtual absl::string_view chooser_job(const v1::DeploymentContract& contract) const {
+    return "";
+  }
 
   // Training tokens the chooser job (chooser_job()) spent choosing the student, as the
   // report's search_tokens; 0 when the method spends none.

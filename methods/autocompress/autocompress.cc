@@ -7,12 +7,16 @@
 #include "methods/api/job_kinds.h"
 #include "methods/autocompress/autocompress_results.pb.h"
 #include "methods/autocompress/job_kinds.h"
+#include "methods/autocompress/render.h"
 #include "methods/autocompress/report.h"
 #include "methods/entropy_code/entropy_code.h"
 #include "methods/entropy_code/report.h"
 
 namespace tailor::methods {
 namespace {
+
+// Each rung is a dummy-weight model served in the target engine (seconds each).
+constexpr int32_t kMaxSettleRungs = 16;
 
 void CheckSearch(const v1::DeploymentContract& c, ContractChecker& k) {
   const v1::SearchParams& s = c.search();
@@ -72,6 +76,10 @@ void CheckSearch(const v1::DeploymentContract& c, ContractChecker& k) {
   }
   if (s.has_sequence_length()) k.Int(p + "sequence_length", s.sequence_length(), 1, 65536);
   if (s.has_supernet_lr()) k.Double(p + "supernet_lr", s.supernet_lr(), 0, false, 1, true);
+  if (s.has_settle_rungs()) k.Int(p + "settle_rungs", s.settle_rungs(), 0, kMaxSettleRungs);
+  if (s.has_settle_margin()) {
+    k.Double(p + "settle_margin", s.settle_margin(), 0, true, 0.2, true);
+  }
 }
 
 void CheckRanking(const v1::DeploymentContract& c, ContractChecker& k) {
@@ -104,7 +112,11 @@ void SetSearchDefaults(v1::SearchParams* s) {
   if (!s->has_batch_sequences()) s->set_batch_sequences(64);
   if (!s->has_sequence_length()) s->set_sequence_length(64);
   if (!s->has_supernet_lr()) s->set_supernet_lr(1e-4);
+  if (!s->has_settle_rungs()) s->set_settle_rungs(0);
+  if (!s->has_settle_margin()) s->set_settle_margin(0.03);
 }
+
+bool Settles(const v1::DeploymentContract& c) { return c.search().settle_rungs() > 0; }
 
 class AutocompressMethod : public Method {
  public:
@@ -148,12 +160,16 @@ class AutocompressMethod : public Method {
     std::vector<JobKind> kinds = {
         {jobs::kRank, Placement::kLauncher, ac::RankResult::descriptor()},
         {jobs::kSearch, Placement::kLauncher, ac::SearchResult::descriptor()},
-        {jobs::kBaselineUniform, Placement::kLauncher, ac::UniformBaselineResult::descriptor()}};
+        {jobs::kBaselineUniform, Placement::kLauncher, ac::UniformBaselineResult::descriptor()},
+        {jobs::kSettle, Placement::kLauncher, ac::SearchResult::descriptor()}};
     for (const JobKind& k : EntropyTailJobKinds()) kinds.push_back(k);  // packageable
     return kinds;
   }
 
-  absl::string_view chooser_job() const override { return jobs::kSearch; }
+  // With the measured settle, the settle job holds the student distillation starts from.
+  absl::string_view chooser_job(const v1::DeploymentContract& c) const override {
+    return Settles(c) ? jobs::kSettle : jobs::kSearch;
+  }
 
   int64_t SearchTokens(const v1::JobOutput& chooser) const override {
     const auto search = DetailOf<v1::autocompress::SearchResult>(chooser);
@@ -165,6 +181,11 @@ class AutocompressMethod : public Method {
     AddUniformBaselineReport(campaign, jobs, report);
     AddEntropyReport(campaign, jobs, report);
   }
+
+  std::string RenderReport(const v1::CampaignReport& report,
+                           const cli::RenderOptions& options) const override {
+    return RenderSettle(report, options);
+  }
 };
 
 void AutocompressMethod::Plan(const v1::DeploymentContract& c, GraphBuilder& g) const {
@@ -172,7 +193,17 @@ void AutocompressMethod::Plan(const v1::DeploymentContract& c, GraphBuilder& g) 
   g.Add(jobs::kProfile, jobs::kProfile, r.profile(), {});
   g.Add(jobs::kRank, jobs::kRank, r.rank(), {});
   g.Add(jobs::kSearch, jobs::kSearch, r.search(), {jobs::kProfile, jobs::kRank});
-  g.Add(jobs::kDistill, jobs::kDistill, r.distill(), {jobs::kSearch});
+  if (Settles(c)) {
+    // The search's growth ladder served on the target, then the student sliced from the
+    // ranked parent at the rung the measurements chose (one rank: slicing is not parallel).
+    g.Add(jobs::kMeasure, jobs::kMeasure, r.profile(), {jobs::kSearch});
+    v1::ResourceRequest one_rank = r.search();
+    one_rank.set_nodes(1);
+    one_rank.set_ranks_per_node(1);
+    g.Add(jobs::kSettle, jobs::kSettle, one_rank,
+          {jobs::kProfile, jobs::kRank, jobs::kSearch, jobs::kMeasure});
+  }
+  g.Add(jobs::kDistill, jobs::kDistill, r.distill(), {std::string(chooser_job(c))});
   g.Add(jobs::kVerify, jobs::kVerify, r.verify(), {jobs::kDistill});
   PlanEntropyTail(c, jobs::kVerify, g);
   if (c.compare_uniform_baseline()) {

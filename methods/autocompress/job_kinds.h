@@ -9,6 +9,9 @@ inline constexpr char kRank[] = "rank";
 inline constexpr char kSearch[] = "search";
 // Launcher: the homogeneous baseline under the same cost table and supernet.
 inline constexpr char kBaselineUniform[] = "baseline_uniform";
+// Launcher: the measured settle (search.settle_rungs > 0): picks the search's growth-ladder
+// rung from the `measure` job's figures and slices that student from the ranked parent.
+inline constexpr char kSettle[] = "settle";
 
 // Keys of the baseline's recovery and verification (kinds kDistill and kVerify).
 inline constexpr char kDistillBaseline[] = "distill_baseline";

@@ -94,7 +94,9 @@ class BlockRemovalMethod : public Method {
     return kinds;
   }
 
-  absl::string_view chooser_job() const override { return jobs::kSolve; }
+  absl::string_view chooser_job(const v1::DeploymentContract&) const override {
+    return jobs::kSolve;
+  }
 
   void AddReport(const v1::Campaign& campaign, const std::vector<v1::Job>& jobs,
                  v1::CampaignReport& report) const override {

@@ -86,7 +86,9 @@ class EntropyCodeMethod : public Method {
 
   std::vector<JobKind> JobKinds() const override { return EntropyTailJobKinds(); }
 
-  absl::string_view chooser_job() const override { return jobs::kSelect; }
+  absl::string_view chooser_job(const v1::DeploymentContract&) const override {
+    return jobs::kSelect;
+  }
 
   void AddReport(const v1::Campaign& campaign, const std::vector<v1::Job>& jobs,
                  v1::CampaignReport& report) const override {

@@ -4,7 +4,9 @@
 // on a tiny checkpoint naming target.engine llama.cpp gets its cost table profiled from whole
 // requests of dummy GGUFs in llama.cpp, and its student verified there: the
 // equivalence gate first (llama.cpp's next-token distribution against tailor's), then the
-// contract's request batch, latency at the contract's percentile of whole requests. Skips,
+// contract's request batch, latency at the contract's percentile of whole requests; between
+// search and distillation, the measured settle serves the search's growth ladder there and
+// takes the largest rung within the budget. Skips,
 // saying so, without node or the package (deploy/install-deps.sh installs both). Two parents:
 // the quickstart's Nemotron-H checkpoint (tailor-train-parent --layout nemotron-h, two steps:
 // pattern M*-M-*M-, per-layer widths in `nemotron_h`) and Qwen3 (one width per kind in
@@ -33,7 +35,8 @@ std::string Autocompress(const std::string& parent, const std::string& version) 
       "workload { batch_size: 1 input_tokens: 16 output_tokens: 8 cached_prefix_tokens: 0 }\n",
       "budget { latency_ms_max: 5000 latency_percentile: LATENCY_P90 }\n",
       "ranking { calibration_samples: 8 }\n",
-      "search { steps: 2 sampled_architectures: 4 batch_sequences: 4 sequence_length: 32 }\n",
+      "search { steps: 2 sampled_architectures: 4 batch_sequences: 4 sequence_length: 32 "
+      "settle_rungs: 3 }\n",
       "recovery { tokens: 256 batch_sequences: 4 sequence_length: 32 "
       "checkpoint_every_steps: 2 }\n",
       "resources { search { ranks_per_node: 2 } distill { ranks_per_node: 2 } }\n");
@@ -106,7 +109,28 @@ TEST_P(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
   EXPECT_LE(verify["measured"].value("remeasures", 0), 2);
   EXPECT_EQ(verify["measured"]["latency_ms"], verify["measured"]["request_p90_ms"]);
 
+  // The measured settle: the search's ladder served in llama.cpp as verify serves (p90 of 50
+  // whole requests), and with a budget every rung meets, the largest rung taken: the student
+  // distillation starts from is the settle's, and the report's architecture is that rung's.
+  const nlohmann::json measure = JobOf(campaign, "measure")["output"]["detail"];
+  EXPECT_EQ(measure["engine"]["name"], "llama.cpp") << measure.dump(2);
+  const nlohmann::json settle = JobOf(campaign, "settle")["output"];
+  const nlohmann::json rungs = settle["detail"]["settle"]["rungs"];
+  ASSERT_EQ(measure["measured"].size(), rungs.size()) << settle.dump(2);
+  ASSERT_GE(rungs.size(), 1u) << settle.dump(2);
+  ASSERT_LE(rungs.size(), 3u);
+  for (size_t i = 0; i < rungs.size(); ++i) {
+    EXPECT_THAT(rungs[i]["measured"].value("latency_statistic", ""),
+                ::testing::StartsWith("p90 of 50 whole requests"));
+    EXPECT_EQ(rungs[i]["measured"]["latency_ms"], measure["measured"][i]["latency_ms"]);
+    EXPECT_TRUE(rungs[i].value("fits", false)) << rungs[i].dump(2);
+  }
+  EXPECT_EQ(settle["detail"]["settle"].value("chosen", 0), static_cast<int>(rungs.size()) - 1);
+  EXPECT_EQ(settle["architecture"], rungs.back()["architecture"]);
+  EXPECT_EQ(JobOf(campaign, "distill")["state"], "JOB_SUCCEEDED");
+
   const nlohmann::json report = cluster.Report(id);
+  EXPECT_EQ(report["architecture"]["description"], rungs.back()["architecture"]);
   const nlohmann::json latency = BudgetRow(report, "latency_ms");
   ASSERT_FALSE(latency.is_null()) << report.dump(2);
   EXPECT_TRUE(latency.value("met", false));
@@ -119,6 +143,7 @@ TEST_P(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_THAT(text.out, HasSubstr("measured in llama.cpp 3.21.1"));
   EXPECT_THAT(text.out, HasSubstr("equivalence gate passed over 512 positions"));
+  EXPECT_THAT(text.out, HasSubstr("measured settle: "));
   std::printf("%s\n", text.out.c_str());
 }
 

@@ -30,6 +30,7 @@
 #include "compression/autocompress/extract.h"
 #include "compression/autocompress/ranking.h"
 #include "compression/autocompress/search.h"
+#include "compression/autocompress/settle.h"
 #include "compression/autocompress/space.h"
 #include "compression/autocompress/uniform.h"
 #include "compression/costmodel/cost_model.h"
@@ -454,6 +455,19 @@ void ReportSearchStep(WorkerContext& ctx, const Inputs& in, int64_t steps, int64
                steps, metrics);
 }
 
+// Importance of the ranked parent's units on a few training batches: what the repair gives
+// up and the settle's ladder regains per unit of cost. Whole global batches (rank 0 alone
+// runs this), so the same search on another number of ranks picks the same student.
+absl::StatusOr<autocompress::Importance> RepairImportance(const Inputs& in,
+                                                          const SearchPlan& plan) {
+  TAILOR_ASSIGN_OR_RETURN(
+      std::vector<at::Tensor> calib,
+      WholeBatches(in, in.calibration, plan.data_seed, kRepairSalt, kImportanceBatches,
+                   plan.global_batch, plan.length, tasks::Split::kTrain));
+  model::HybridLM teacher = in.teacher;  // a handle: the same module
+  return autocompress::RankImportance(teacher, calib);
+}
+
 // The argmax architecture, priced by the cost model itself (not the soft predictor); one
 // that violates a budget is repaired greedily, giving up the units that matter least.
 // (What the budgets leave is not filled: docs/autocompress.md, "Extraction".)
@@ -469,15 +483,7 @@ absl::StatusOr<autocompress::RepairResult> RepairArgmax(WorkerContext& ctx, Inpu
   repair.indices = indices;
   repair.predicted = predicted;
   if (violations.empty()) return repair;
-  // Importance of the ranked parent's units on a few training batches: what the repair
-  // gives up per unit of cost it saves. Whole global batches (rank 0 alone runs this), so the
-  // same search on another number of ranks picks the same student.
-  TAILOR_ASSIGN_OR_RETURN(
-      std::vector<at::Tensor> calib,
-      WholeBatches(in, in.calibration, plan.data_seed, kRepairSalt, kImportanceBatches,
-                   plan.global_batch, plan.length, tasks::Split::kTrain));
-  TAILOR_ASSIGN_OR_RETURN(autocompress::Importance importance,
-                          autocompress::RankImportance(in.teacher, calib));
+  TAILOR_ASSIGN_OR_RETURN(autocompress::Importance importance, RepairImportance(in, plan));
   ctx.Progress(0.9, Clip(absl::StrCat("argmax architecture violates the budget (",
                                       absl::StrJoin(violations, "; "), "); repairing")));
   return autocompress::RepairToBudgets(config, in.space, *in.cost_model, in.budgets, indices,
@@ -499,6 +505,76 @@ absl::StatusOr<model::HybridConfig> UploadStudent(WorkerContext& ctx, const Inpu
   SetPredicted(output, repair.predicted);
   SetArchitecture(output, student.config);
   return student.config;
+}
+
+// The contract's budgets (not the planning budgets): what the settle judges against.
+autocompress::Budgets ContractBudgets(const v1::Budget& b) {
+  autocompress::Budgets out;
+  if (b.has_latency_ms_max()) out.latency_ms = b.latency_ms_max();
+  if (b.has_memory_mib_max()) out.memory_mib = b.memory_mib_max();
+  if (b.has_throughput_tokens_per_s_min()) out.throughput = b.throughput_tokens_per_s_min();
+  return out;
+}
+
+// How far past the contract's budgets the settle's ladder climbs: the table's planning margin
+// (its held-out error), at least 5%, since a rung the table over-prices may measure within.
+constexpr double kMinLadderReach = 0.05;
+
+v1::ModelCosts CostsOf(const costmodel::Prediction& p) {
+  v1::ModelCosts c;
+  c.set_latency_ms(p.latency_ms);
+  c.set_throughput_tokens_per_s(p.throughput_tokens_per_s);
+  c.set_memory_mib(p.memory_mib);
+  return c;
+}
+
+// search.settle_rungs > 0: the growth ladder from the (repaired) argmax toward the contract's
+// budgets widened by the table's error, and the rungs the `measure` job serves: their configs
+// in output.candidates, their choice indices in result.settle.rungs (for the settle job).
+absl::Status AddSettleLadder(WorkerContext& ctx, const Inputs& in, const SearchPlan& plan,
+                             const autocompress::RepairResult& repair, v1::JobOutput& output,
+                             ac::SearchResult& result) {
+  const v1::SearchParams& sp = ctx.contract().search();
+  autocompress::Budgets ceiling = ContractBudgets(ctx.contract().budget());
+  const double lat_reach = std::max(in.planning.latency_margin(), kMinLadderReach);
+  const double mem_reach = std::max(in.planning.memory_margin(), kMinLadderReach);
+  if (ceiling.latency_ms) *ceiling.latency_ms *= 1.0 + lat_reach;
+  if (ceiling.memory_mib) *ceiling.memory_mib *= 1.0 + mem_reach;
+  if (ceiling.throughput) *ceiling.throughput *= 1.0 - lat_reach;
+  ctx.Progress(0.92, "building the settle's growth ladder");
+  TAILOR_ASSIGN_OR_RETURN(autocompress::Importance importance, RepairImportance(in, plan));
+  TAILOR_ASSIGN_OR_RETURN(
+      std::vector<autocompress::LadderRung> ladder,
+      autocompress::GrowthLadder(in.teacher->config(), in.space, *in.cost_model, ceiling,
+                                 repair.indices, &importance));
+  ac::Settle& settle = *result.mutable_settle();
+  settle.set_ladder_steps(static_cast<int32_t>(ladder.size()) - 1);
+  settle.set_margin(sp.settle_margin());
+  for (int step : autocompress::RungsToMeasure(static_cast<int>(ladder.size()),
+                                               sp.settle_rungs())) {
+    const autocompress::LadderRung& rung = ladder[step];
+    TAILOR_ASSIGN_OR_RETURN(
+        model::HybridConfig config,
+        autocompress::ChildConfig(in.teacher->config(), in.space, rung.indices));
+    // The change from the last MEASURED rung: every step in between.
+    std::vector<std::string> changes;
+    const int from = settle.rungs_size() == 0 ? step : settle.rungs().rbegin()->step() + 1;
+    for (int k = from; k <= step; ++k) {
+      if (!ladder[k].change.empty()) changes.push_back(ladder[k].change);
+    }
+    ac::SettleRung& r = *settle.add_rungs();
+    r.set_step(step);
+    r.set_architecture(autocompress::DescribeArchitecture(config));
+    r.set_change(absl::StrJoin(changes, ", "));
+    *r.mutable_predicted() = CostsOf(rung.predicted);
+    for (int i : rung.indices) r.add_indices(i);
+    v1::CandidateArchitecture& c = *output.add_candidates();
+    c.set_architecture(r.architecture());
+    c.set_config_json(model::HybridConfigToJson(config));
+    *c.mutable_predicted() = r.predicted();
+    c.set_change(r.change());
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::JobOutput> RunSearchJob(WorkerContext& ctx) {
@@ -571,6 +647,9 @@ absl::StatusOr<v1::JobOutput> RunSearchJob(WorkerContext& ctx) {
     for (const std::string& c : repair.changes) result.add_repair_changes(c);
   }
   TAILOR_ASSIGN_OR_RETURN(model::HybridConfig student, UploadStudent(ctx, in, repair, output));
+  if (ctx.contract().search().settle_rungs() > 0) {
+    TAILOR_RETURN_IF_ERROR(AddSettleLadder(ctx, in, plan, repair, output, result));
+  }
   SetDetail(output, result);
   ctx.Progress(1.0, Clip(absl::StrCat("extracted after ", sr.steps_run, " steps",
                                       repair.repaired ? " (repaired)" : "", ": ",
@@ -579,6 +658,70 @@ absl::StatusOr<v1::JobOutput> RunSearchJob(WorkerContext& ctx) {
 }
 
 // ----------------------------------------------------------------------------------------
+
+costmodel::Prediction PredictionOf(const v1::ModelCosts& c) {
+  costmodel::Prediction p;
+  p.latency_ms = c.latency_ms();
+  p.memory_mib = c.memory_mib();
+  p.throughput_tokens_per_s = c.throughput_tokens_per_s();
+  return p;
+}
+
+// The measured settle: the rung of the search's ladder the `measure` job's figures choose
+// (autocompress::ChooseRung), sliced from the ranked parent as the student distillation
+// starts from. Its result is the search's, with `settle` filled in.
+absl::StatusOr<v1::JobOutput> RunSettle(WorkerContext& ctx) {
+  TAILOR_ASSIGN_OR_RETURN(Inputs in, LoadInputs(ctx));
+  TAILOR_ASSIGN_OR_RETURN(const v1::JobOutput* search, Input(ctx, methods::jobs::kSearch));
+  TAILOR_ASSIGN_OR_RETURN(const v1::JobOutput* measure, Input(ctx, methods::jobs::kMeasure));
+  const std::optional<ac::SearchResult> searched = DetailOf<ac::SearchResult>(*search);
+  const std::optional<v1::MeasureResult> measured = DetailOf<v1::MeasureResult>(*measure);
+  if (!searched.has_value() || !measured.has_value()) {
+    return absl::FailedPreconditionError(
+        "settle: the search or measure job's result is missing its detail");
+  }
+  ac::SearchResult result = *searched;
+  ac::Settle& settle = *result.mutable_settle();
+  if (settle.rungs_size() == 0 || settle.rungs_size() != measured->measured_size()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("settle: the search named ", settle.rungs_size(), " rungs, measure measured ",
+                     measured->measured_size()));
+  }
+  std::vector<autocompress::MeasuredRung> rungs;
+  for (int i = 0; i < settle.rungs_size(); ++i) {
+    rungs.push_back({PredictionOf(settle.rungs(i).predicted()), PredictionOf(measured->measured(i))});
+  }
+  const autocompress::SettleDecision d =
+      autocompress::ChooseRung(rungs, ContractBudgets(ctx.contract().budget()), settle.margin());
+  for (int i = 0; i < settle.rungs_size(); ++i) {
+    ac::SettleRung& r = *settle.mutable_rungs(i);
+    *r.mutable_measured() = measured->measured(i);
+    *r.mutable_corrected() = CostsOf(d.corrected[i]);
+    r.set_fits(d.fits[i]);
+  }
+  settle.set_chosen(d.chosen);
+  settle.set_latency_scale(d.latency_scale);
+  settle.set_memory_scale(d.memory_scale);
+  settle.set_throughput_scale(d.throughput_scale);
+  settle.set_reason(d.reason);
+
+  const ac::SettleRung& chosen = settle.rungs(d.chosen);
+  autocompress::RepairResult student;
+  student.indices.assign(chosen.indices().begin(), chosen.indices().end());
+  TAILOR_ASSIGN_OR_RETURN(
+      model::HybridConfig config,
+      autocompress::ChildConfig(in.teacher->config(), in.space, student.indices));
+  TAILOR_ASSIGN_OR_RETURN(student.predicted, in.cost_model->Predict(config));
+  v1::JobOutput output;
+  output.set_world_size(ctx.env.world_size);
+  if (search->has_kd_loss()) output.set_kd_loss(search->kd_loss());
+  if (ctx.is_rank0()) TAILOR_RETURN_IF_ERROR(UploadStudent(ctx, in, student, output).status());
+  SetDetail(output, result);
+  ctx.Progress(1.0, Clip(absl::StrFormat("settled on rung %d of %d (%s): %s", d.chosen + 1,
+                                         settle.rungs_size(), d.reason,
+                                         autocompress::DescribeArchitecture(config))));
+  return output;
+}
 
 absl::StatusOr<v1::JobOutput> RunBaselineUniform(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(Inputs in, LoadInputs(ctx));
@@ -666,6 +809,7 @@ absl::StatusOr<v1::JobOutput> RunBaselineUniform(WorkerContext& ctx) {
 void RegisterSearchJobs() {
   RegisterWorkerHandler(methods::jobs::kSearch, RunSearchJob);
   RegisterWorkerHandler(methods::jobs::kBaselineUniform, RunBaselineUniform);
+  RegisterWorkerHandler(methods::jobs::kSettle, RunSettle);
 }
 
 }  // namespace tailor::worker

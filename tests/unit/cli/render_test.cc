@@ -13,11 +13,13 @@
 #include "common/proto_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "methods/autocompress/autocompress_results.pb.h"
 
 namespace tailor::cli {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);  // 2023-11-14 22:13:20 UTC
 
@@ -267,6 +269,49 @@ TEST(RenderReportTest, MeasuredInLlamaCppWithTheEquivalenceGate) {
   EXPECT_THAT(out, HasSubstr("measured in llama.cpp 3.21.1 (llama.cpp v0.4.0 prebuilt); latency: "
                              "p90 of 50 whole requests; equivalence gate passed over 512 "
                              "positions\n"));
+}
+
+// The measured settle's rungs: predicted / measured -> corrected per budgeted resource, which
+// fit, the chosen one starred, and why.
+TEST(RenderReportTest, MeasuredSettleRungs) {
+  v1::CampaignReport r;
+  r.set_campaign_id("cmp-8");
+  r.set_state(v1::CAMPAIGN_SUCCEEDED);
+  v1::BudgetResult* latency = r.add_budgets();
+  latency->set_resource("latency_ms");
+  latency->set_budget(22);
+  latency->set_predicted(19);
+  latency->set_has_measured(true);
+  latency->set_measured(21.1);
+  latency->set_met(true);
+  v1::autocompress::SearchResult result;
+  v1::autocompress::Settle& s = *result.mutable_settle();
+  s.set_ladder_steps(9);
+  s.set_margin(0.03);
+  s.set_latency_scale(1.1);
+  s.set_memory_scale(1.0);
+  s.set_chosen(1);
+  s.set_reason("rung 2 of 3 is the largest that fits");
+  const double rows[3][4] = {{0, 17, 18.7, 18.7}, {4, 19, 20.9, 20.9}, {9, 21, 23.1, 23.1}};
+  for (const auto& row : rows) {
+    v1::autocompress::SettleRung& g = *s.add_rungs();
+    g.set_step(static_cast<int>(row[0]));
+    g.mutable_predicted()->set_latency_ms(row[1]);
+    g.mutable_measured()->set_latency_ms(row[2]);
+    g.mutable_corrected()->set_latency_ms(row[3]);
+    g.set_fits(row[0] < 9);
+    if (row[0] > 0) g.set_change(absl::StrCat("layers[2].mlp_ffn step ", row[0]));
+  }
+  SetDetail((*r.mutable_outputs())["settle"], result);
+  const std::string out = RenderReport(r, Options());
+  EXPECT_THAT(out, HasSubstr("\nmeasured settle: 3 of the ladder's 10 rungs served (margin 3.0%; "
+                             "the table's predictions times measured / predicted over them: "
+                             "latency x1.100, memory x1.000)\n"));
+  EXPECT_THAT(out, HasSubstr("17 / 18.7 -> 18.7  ✓     (the search's choice)"));
+  EXPECT_THAT(out, HasSubstr(" 2 *     4"));
+  EXPECT_THAT(out, HasSubstr("21 / 23.1 -> 23.1  ✗     layers[2].mlp_ffn step 9"));
+  EXPECT_THAT(out, HasSubstr("chosen: rung 2 (*): rung 2 of 3 is the largest that fits\n"));
+  EXPECT_THAT(out, Not(HasSubstr("MEMORY")));  // not budgeted: no column
 }
 
 TEST(RenderReportTest, CostTableCheckHeldOrSuspect) {

@@ -1,6 +1,6 @@
-// The profiler agent's profile and verify jobs without a coordinator (RunProfile,
-// RunVerify): result shapes, budgets, engine/precision checks and bad models. No timing
-// assertions.
+// The profiler agent's profile, verify and measure jobs without a coordinator (RunProfile,
+// RunVerify, RunMeasure): result shapes, budgets, engine/precision checks and bad models. No
+// timing assertions.
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "profiler-agent/ml_jobs.h"
+#include "profiler-agent/request_latency.h"
 #include "tailor/v1/job_output.pb.h"
 #include "tests/testing/status_matchers.h"
 
@@ -190,6 +191,33 @@ TEST(MlJobsTest, VerifyMeasuresPerplexityOnTheEvalSample) {
   r = RunVerify(Contract(), dir, Fast(), nullptr);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->quality().has_perplexity());
+}
+
+// The settle's rungs: each architecture served with dummy weights as verify serves a model,
+// in order, weights exactly the architecture's own (a narrower MLP weighs less); a contract
+// naming another engine is refused before anything is served.
+TEST(MlJobsTest, MeasureServesEachArchitectureAsVerifyDoes) {
+  model::HybridConfig narrow = Small();
+  narrow.layers[3].mlp.ffn = 8;
+  absl::StatusOr<std::vector<v1::ModelCosts>> r =
+      RunMeasure(Contract(), {Small(), narrow}, Fast(), nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 2u);
+  const model::HybridConfig configs[] = {Small(), narrow};
+  for (int i = 0; i < 2; ++i) {
+    const v1::ModelCosts& m = (*r)[i];
+    EXPECT_GT(m.latency_ms(), 0) << i;
+    EXPECT_EQ(m.latency_ms(), m.request_p50_ms()) << i;
+    EXPECT_EQ(m.repetitions(), RepetitionsFor(v1::LATENCY_PERCENTILE_UNSPECIFIED, 2)) << i;
+    EXPECT_GT(m.throughput_tokens_per_s(), 0) << i;
+    EXPECT_NEAR(m.weight_memory_mib(), configs[i].ParameterCount() * 4.0 / (1 << 20), 1e-12)
+        << i;
+    EXPECT_GT(m.memory_mib(), m.weight_memory_mib()) << i;
+  }
+  v1::DeploymentContract other = Contract();
+  other.mutable_target()->set_engine("llama.cpp");
+  EXPECT_THAT(RunMeasure(other, {Small()}, Fast(), nullptr).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("llama.cpp")));
 }
 
 TEST(MlJobsTest, VerifyRejectsInvalidModels) {

@@ -273,6 +273,53 @@ TEST(UniformTest, RepairShrinksUntilTheBudgetIsMetSparingImportantUnits) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// The settle's growth ladder: from a narrow architecture toward a ceiling, each rung is the
+// one before plus one axis step, predicted as CostModel::Predict prices it, growing in cost,
+// never past the ceiling, and maximal (no single step more fits).
+TEST(UniformTest, GrowthLadderStepsOneAxisAtATimeUpToTheCeiling) {
+  Fixture f;
+  std::vector<int> widest, narrow;
+  for (const ChoiceAxis& a : f.space.axes) {
+    widest.push_back(static_cast<int>(a.widths.size()) - 1);
+    narrow.push_back(1);
+  }
+  narrow[0] = widest[0];
+  Budgets ceiling;
+  ceiling.memory_mib =
+      0.95 * f.model->Predict(*ChildConfig(f.parent, f.space, widest))->memory_mib;
+  absl::StatusOr<std::vector<LadderRung>> ladder =
+      GrowthLadder(f.parent, f.space, *f.model, ceiling, narrow);
+  ASSERT_TRUE(ladder.ok()) << ladder.status();
+  ASSERT_GE(ladder->size(), 3u);
+  EXPECT_EQ(ladder->front().indices, narrow);
+  EXPECT_EQ(ladder->front().change, "");
+  for (size_t i = 1; i < ladder->size(); ++i) {
+    const LadderRung& r = (*ladder)[i];
+    int steps = 0;
+    for (size_t a = 0; a < narrow.size(); ++a) steps += r.indices[a] - (*ladder)[i - 1].indices[a];
+    EXPECT_EQ(steps, 1) << "rung " << i;
+    EXPECT_NE(r.change.find(" -> "), std::string::npos) << r.change;
+    EXPECT_EQ(r.change.find("grown back"), std::string::npos) << r.change;
+    EXPECT_LE(r.predicted.memory_mib, *ceiling.memory_mib);
+    EXPECT_NEAR(f.model->Predict(*ChildConfig(f.parent, f.space, r.indices))->memory_mib,
+                r.predicted.memory_mib, 1e-12);
+  }
+  const std::vector<int>& top = ladder->back().indices;
+  for (size_t a = 0; a < widest.size(); ++a) {
+    if (top[a] == widest[a]) continue;
+    std::vector<int> grown = top;
+    ++grown[a];
+    absl::StatusOr<model::HybridConfig> child = ChildConfig(f.parent, f.space, grown);
+    if (!child.ok()) continue;
+    EXPECT_GT(f.model->Predict(*child)->memory_mib, *ceiling.memory_mib) << f.space.axes[a].name;
+  }
+  // A start already over the ceiling is a ladder of one rung.
+  absl::StatusOr<std::vector<LadderRung>> over =
+      GrowthLadder(f.parent, f.space, *f.model, ceiling, widest);
+  ASSERT_TRUE(over.ok());
+  EXPECT_EQ(over->size(), 1u);
+}
+
 TEST(UniformTest, DescriptionsNameEveryLayer) {
   HybridConfig c = Parent();
   c.layers[1].mlp.ffn = 0;

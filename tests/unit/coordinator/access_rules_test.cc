@@ -136,8 +136,9 @@ TEST(AccessRulesTest, EveryRpcHasExactlyOneRowAndOneExpectation) {
   // And no row names a method that does not exist.
   const std::set<std::string> known(rpcs.begin(), rpcs.end());
   for (const AccessRule& rule : AccessRules()) {
-    if (absl::StartsWith(rule.call, "/"))
+    if (absl::StartsWith(rule.call, "/")) {
       EXPECT_EQ(known.count(std::string(rule.call)), 1u) << rule.call;
+    }
   }
 }
 

@@ -93,7 +93,9 @@ TEST(ContractLimitsTest, EachStringAtTheLimitIsValidAndOnePastIsNamed) {
     const std::vector<FieldError> errors = CheckContract(c);
     ASSERT_EQ(errors.size(), 1u);
     EXPECT_EQ(errors[0].field, limit.field);
-    if (!limit.past_error.empty()) EXPECT_EQ(errors[0].ToString(), limit.past_error);
+    if (!limit.past_error.empty()) {
+      EXPECT_EQ(errors[0].ToString(), limit.past_error);
+    }
     EXPECT_THAT(ValidateContract(c),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(limit.field + ": ")));
   }

@@ -496,6 +496,12 @@ const RuleCase kRuleCases[] = {
      nullptr, "search.sequence_length: must be <= 65536, got 65537"},
     {"SearchSupernetLr", kAutocompress, R"pb(search { supernet_lr: 0 })pb", nullptr,
      "search.supernet_lr: must be > 0, got 0"},
+    {"SearchSettleRungsMax", kAutocompress, R"pb(search { settle_rungs: 17 })pb", nullptr,
+     "search.settle_rungs: must be <= 16, got 17"},
+    {"SearchSettleRungsMin", kAutocompress, R"pb(search { settle_rungs: -1 })pb", nullptr,
+     "search.settle_rungs: must be >= 0, got -1"},
+    {"SearchSettleMargin", kAutocompress, R"pb(search { settle_margin: 0.25 })pb", nullptr,
+     "search.settle_margin: must be <= 0.2, got 0.25"},
     {"SearchChecksFinite", kAutocompress, nullptr,
      [](DeploymentContract& c) {
        c.mutable_search()->set_alpha(std::numeric_limits<double>::infinity());
@@ -709,6 +715,8 @@ TEST(WithDefaultsTest, FillsEveryDocumentedDefaultOnCpu) {
   EXPECT_EQ(s.batch_sequences(), 64);
   EXPECT_EQ(s.sequence_length(), 64);
   EXPECT_DOUBLE_EQ(s.supernet_lr(), 1e-4);
+  EXPECT_EQ(s.settle_rungs(), 0);
+  EXPECT_DOUBLE_EQ(s.settle_margin(), 0.03);
 
   EXPECT_EQ(c.ranking().calibration_samples(), 256);
   EXPECT_EQ(c.ranking().sequence_length(), 64);

@@ -129,6 +129,24 @@ TEST(PlanCampaignTest, Autocompress) {
                           "distill:distill:launcher<-search", "verify:verify:agent<-distill"));
 }
 
+// search.settle_rungs > 0: the search's ladder is measured on the target, then settled on one
+// rank; distillation starts from the settled student.
+TEST(PlanCampaignTest, AutocompressWithMeasuredSettle) {
+  const std::vector<PlannedJob> jobs =
+      Plan(Parse(kAutocompress, "search { settle_rungs: 6 } resources { search { nodes: 2 "
+                                "ranks_per_node: 4 } }"));
+  EXPECT_THAT(Describe(jobs),
+              ElementsAre("profile:profile:agent", "rank:rank:launcher",
+                          "search:search:launcher<-profile,rank",
+                          "measure:measure:agent<-search",
+                          "settle:settle:launcher<-profile,rank,search,measure",
+                          "distill:distill:launcher<-settle", "verify:verify:agent<-distill"));
+  EXPECT_EQ(Find(jobs, "search").resources.ranks_per_node(), 4);
+  EXPECT_EQ(Find(jobs, "settle").resources.nodes(), 1);
+  EXPECT_EQ(Find(jobs, "settle").resources.ranks_per_node(), 1);
+  EXPECT_EQ(Find(jobs, "measure").resources.device_kind(), "cpu");
+}
+
 TEST(PlanCampaignTest, AutocompressWithUniformBaseline) {
   EXPECT_THAT(Describe(Plan(Parse(kAutocompress, "compare_uniform_baseline: true"))),
               ElementsAre("profile:profile:agent", "rank:rank:launcher",

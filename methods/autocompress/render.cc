@@ -1,0 +1,85 @@
+#include "methods/autocompress/render.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/format.h"
+#include "cli/table.h"
+#include "common/job_output.h"
+#include "methods/autocompress/autocompress_results.pb.h"
+#include "methods/autocompress/job_kinds.h"
+
+namespace tailor::methods {
+namespace {
+
+using cli::Align;
+using cli::Column;
+using cli::FormatNumber;
+using cli::Table;
+
+// "predicted / measured -> corrected" of one resource; "-" when it was not measured.
+std::string Cell(bool has, double predicted, double measured, double corrected) {
+  if (!has) return "-";
+  return absl::StrCat(FormatNumber(predicted), " / ", FormatNumber(measured), " -> ",
+                      FormatNumber(corrected));
+}
+
+}  // namespace
+
+std::string RenderSettle(const v1::CampaignReport& r, const cli::RenderOptions& options) {
+  auto it = r.outputs().find(jobs::kSettle);
+  if (it == r.outputs().end()) return "";
+  const std::optional<v1::autocompress::SearchResult> result =
+      DetailOf<v1::autocompress::SearchResult>(it->second);
+  if (!result.has_value() || result->settle().rungs_size() == 0) return "";
+  const v1::autocompress::Settle& s = result->settle();
+  // The budgets the report judged: the resources the settle fitted.
+  bool latency = false, memory = false, throughput = false;
+  for (const v1::BudgetResult& b : r.budgets()) {
+    latency = latency || b.resource() == "latency_ms";
+    memory = memory || b.resource() == "memory_mib";
+    throughput = throughput || b.resource() == "throughput_tokens_per_s";
+  }
+  std::vector<Column> columns = {{"RUNG", Align::kRight}, {"STEP", Align::kRight}};
+  if (latency) columns.push_back({"LATENCY MS (PRED / MEAS -> CORR)", Align::kRight});
+  if (memory) columns.push_back({"MEMORY MIB", Align::kRight});
+  if (throughput) columns.push_back({"THROUGHPUT TOK/S", Align::kRight});
+  columns.push_back({"FITS"});
+  columns.push_back({"GROWN BY"});
+  Table table(columns);
+  for (int i = 0; i < s.rungs_size(); ++i) {
+    const v1::autocompress::SettleRung& g = s.rungs(i);
+    std::vector<std::string> row = {absl::StrCat(i + 1, i == s.chosen() ? " *" : ""),
+                                    absl::StrCat(g.step())};
+    if (latency) {
+      row.push_back(Cell(g.measured().has_latency_ms(), g.predicted().latency_ms(),
+                         g.measured().latency_ms(), g.corrected().latency_ms()));
+    }
+    if (memory) {
+      row.push_back(Cell(g.measured().has_memory_mib(), g.predicted().memory_mib(),
+                         g.measured().memory_mib(), g.corrected().memory_mib()));
+    }
+    if (throughput) {
+      row.push_back(Cell(g.measured().has_throughput_tokens_per_s(),
+                         g.predicted().throughput_tokens_per_s(),
+                         g.measured().throughput_tokens_per_s(),
+                         g.corrected().throughput_tokens_per_s()));
+    }
+    row.push_back(g.fits() ? "✓" : "✗");
+    row.push_back(g.change().empty() ? (i == 0 ? "(the search's choice)" : "-") : g.change());
+    table.AddRow(row);
+  }
+  std::string out = absl::StrFormat(
+      "\nmeasured settle: %d of the ladder's %d rungs served (margin %.1f%%; the table's "
+      "predictions times measured / predicted over them: latency x%.3f, memory x%.3f)\n",
+      s.rungs_size(), s.ladder_steps() + 1, 100 * s.margin(), s.latency_scale(),
+      s.memory_scale());
+  absl::StrAppend(&out, table.Render(options.width), "chosen: rung ", s.chosen() + 1, " (*): ",
+                  s.reason(), "\n");
+  return out;
+}
+
+}  // namespace tailor::methods

@@ -1,0 +1,109 @@
+// The measured settle's choice (compression/autocompress/settle.h): which rungs are measured,
+// the local recalibration of the table by the rungs' median ratio, and the largest rung that
+// fits every contract budget less the margin with its own measurement within the budget.
+
+#include "compression/autocompress/settle.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace tailor::autocompress {
+namespace {
+
+TEST(SettleTest, RungsToMeasureSpreadEvenlyAndKeepBothEnds) {
+  EXPECT_EQ(RungsToMeasure(5, 8), (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(RungsToMeasure(13, 4), (std::vector<int>{0, 4, 8, 12}));
+  EXPECT_EQ(RungsToMeasure(10, 4), (std::vector<int>{0, 3, 6, 9}));
+  EXPECT_EQ(RungsToMeasure(1, 8), (std::vector<int>{0}));
+  EXPECT_EQ(RungsToMeasure(7, 1), (std::vector<int>{0}));
+  EXPECT_EQ(RungsToMeasure(7, 2), (std::vector<int>{0, 6}));
+  EXPECT_TRUE(RungsToMeasure(0, 8).empty());
+  EXPECT_TRUE(RungsToMeasure(5, 0).empty());
+}
+
+MeasuredRung Rung(double predicted_ms, double measured_ms, double predicted_mib = 1.0,
+                  double measured_mib = 1.0) {
+  MeasuredRung r;
+  r.predicted.latency_ms = predicted_ms;
+  r.measured.latency_ms = measured_ms;
+  r.predicted.memory_mib = predicted_mib;
+  r.measured.memory_mib = measured_mib;
+  return r;
+}
+
+// The table is 10% optimistic around the choice: the corrected predictions, not the raw ones,
+// decide, so the student is the rung whose corrected latency stays under 97% of the budget.
+TEST(SettleTest, ChoosesTheLargestRungTheRecalibratedTableFits) {
+  Budgets b;
+  b.latency_ms = 22.0;
+  const std::vector<MeasuredRung> rungs = {Rung(16, 17.6), Rung(17, 18.7), Rung(18, 19.8),
+                                           Rung(19, 20.9), Rung(20, 22.0)};
+  const SettleDecision d = ChooseRung(rungs, b, 0.03);
+  EXPECT_DOUBLE_EQ(d.latency_scale, 1.1);
+  EXPECT_DOUBLE_EQ(d.memory_scale, 1.0);
+  ASSERT_EQ(d.corrected.size(), 5u);
+  EXPECT_DOUBLE_EQ(d.corrected[3].latency_ms, 19 * 1.1);
+  // Against 22 x 0.97 = 21.34: 19 x 1.1 = 20.9 fits, 20 x 1.1 = 22.0 does not.
+  EXPECT_EQ(d.fits, (std::vector<bool>{true, true, true, true, false}));
+  EXPECT_EQ(d.chosen, 3);
+  EXPECT_NE(d.reason.find("rung 4 of 5"), std::string::npos) << d.reason;
+}
+
+// One lucky measurement does not take a rung the other rungs say is over: the ratio is the
+// median, so rung 2's 19.0 ms (predicted 19.5, against a trend of 1.1x) is corrected to 21.45
+// and refused although it measured well under the budget.
+TEST(SettleTest, OneNoisyMeasurementDoesNotDecide) {
+  Budgets b;
+  b.latency_ms = 22.0;
+  const std::vector<MeasuredRung> rungs = {Rung(17, 18.7), Rung(18, 19.8), Rung(19.5, 19.0),
+                                           Rung(20, 22.0)};
+  const SettleDecision d = ChooseRung(rungs, b, 0.03);
+  EXPECT_NEAR(d.latency_scale, 1.1, 1e-12);
+  EXPECT_EQ(d.fits, (std::vector<bool>{true, true, false, false}));
+  EXPECT_EQ(d.chosen, 1);
+  EXPECT_NE(d.reason.find("rung 2 of 4"), std::string::npos) << d.reason;
+}
+
+// A rung whose own measurement is over the budget never fits, whatever the trend says; and
+// every budgeted resource must fit (memory here).
+TEST(SettleTest, EveryBudgetAndTheRungsOwnMeasurementMustFit) {
+  Budgets b;
+  b.latency_ms = 22.0;
+  b.memory_mib = 3.0;
+  const std::vector<MeasuredRung> rungs = {Rung(18, 18, 2.5, 2.5), Rung(19, 22.5, 2.8, 2.8),
+                                           Rung(20, 20, 2.95, 2.95), Rung(18.5, 18.5, 2.7, 2.7)};
+  const SettleDecision d = ChooseRung(rungs, b, 0.03);
+  // rung 1: measured 22.5 > 22; rung 2: memory 2.95 > 3 x 0.97 = 2.91.
+  EXPECT_EQ(d.fits, (std::vector<bool>{true, false, false, true}));
+  EXPECT_EQ(d.chosen, 3);
+}
+
+TEST(SettleTest, NoRungFitsKeepsTheSearchsChoice) {
+  Budgets b;
+  b.latency_ms = 15.0;
+  const SettleDecision d = ChooseRung({Rung(16, 17), Rung(17, 18)}, b, 0.03);
+  EXPECT_EQ(d.fits, (std::vector<bool>{false, false}));
+  EXPECT_EQ(d.chosen, 0);
+  EXPECT_NE(d.reason.find("kept the search's choice"), std::string::npos) << d.reason;
+}
+
+// The throughput floor is raised by the margin; its ratio is its own.
+TEST(SettleTest, ThroughputFloorIsRaisedByTheMargin) {
+  Budgets b;
+  b.throughput = 1000.0;
+  std::vector<MeasuredRung> rungs(3);
+  const double predicted[] = {1200, 1100, 1000};
+  for (int i = 0; i < 3; ++i) {
+    rungs[i].predicted.throughput_tokens_per_s = predicted[i];
+    rungs[i].measured.throughput_tokens_per_s = predicted[i] * 0.95;
+  }
+  const SettleDecision d = ChooseRung(rungs, b, 0.03);
+  EXPECT_DOUBLE_EQ(d.throughput_scale, 0.95);
+  // 1100 x 0.95 = 1045 >= 1030 fits; 1000 x 0.95 = 950 does not.
+  EXPECT_EQ(d.fits, (std::vector<bool>{true, true, false}));
+  EXPECT_EQ(d.chosen, 1);
+}
+
+}  // namespace
+}  // namespace tailor::autocompress
