@@ -17,14 +17,53 @@ double Median(std::vector<double> v) {
 }
 
 // Median measured / predicted over the rungs where both are positive (1 when none are).
-template <typename Field>
-double MedianRatio(const std::vector<MeasuredRung>& rungs, Field field) {
+using Resource = double costmodel::Prediction::*;
+
+double MedianRatio(const std::vector<MeasuredRung>& rungs, Resource field) {
   std::vector<double> ratios;
   for (const MeasuredRung& r : rungs) {
-    const double p = field(r.predicted), m = field(r.measured);
+    const double p = r.predicted.*field, m = r.measured.*field;
     if (p > 0 && m > 0 && std::isfinite(m / p)) ratios.push_back(m / p);
   }
   return Median(std::move(ratios));
+}
+
+// Pool adjacent violators: the non-decreasing sequence closest to `v` in least squares.
+std::vector<double> NonDecreasing(const std::vector<double>& v) {
+  struct Block {
+    double sum;
+    int n;
+    double mean() const { return sum / n; }
+  };
+  std::vector<Block> blocks;
+  for (double x : v) {
+    blocks.push_back({x, 1});
+    while (blocks.size() > 1 && blocks[blocks.size() - 2].mean() > blocks.back().mean()) {
+      blocks[blocks.size() - 2].sum += blocks.back().sum;
+      blocks[blocks.size() - 2].n += blocks.back().n;
+      blocks.pop_back();
+    }
+  }
+  std::vector<double> out;
+  for (const Block& b : blocks) out.insert(out.end(), b.n, b.mean());
+  return out;
+}
+
+// The measurements of one resource made monotone along the ladder (a wider rung never costs
+// less; rising for a cost, falling for throughput), written into `corrected` through `field`;
+// rungs without a measurement are left out of the fit and keep 0.
+void MonotoneFit(const std::vector<MeasuredRung>& rungs, bool rising, Resource field,
+                 std::vector<costmodel::Prediction>& corrected) {
+  std::vector<size_t> at;
+  std::vector<double> values;
+  for (size_t i = 0; i < rungs.size(); ++i) {
+    const double m = rungs[i].measured.*field;
+    if (!(m > 0)) continue;
+    at.push_back(i);
+    values.push_back(rising ? m : -m);
+  }
+  const std::vector<double> fit = NonDecreasing(values);
+  for (size_t k = 0; k < at.size(); ++k) corrected[at[k]].*field = rising ? fit[k] : -fit[k];
 }
 
 // Every budget met by `p` after tightening each by `margin` (ceilings down, the floor up).
@@ -35,6 +74,13 @@ bool Within(const costmodel::Prediction& p, const Budgets& b, double margin) {
     return false;
   }
   return true;
+}
+
+// Every budgeted resource has a measurement (a missing one reads 0, which a ceiling would
+// take for a fit).
+bool Measured(const costmodel::Prediction& m, const Budgets& b) {
+  return (!b.latency_ms || m.latency_ms > 0) && (!b.memory_mib || m.memory_mib > 0) &&
+         (!b.throughput || m.throughput_tokens_per_s > 0);
 }
 
 }  // namespace
@@ -56,18 +102,19 @@ std::vector<int> RungsToMeasure(int ladder_size, int max_rungs) {
 SettleDecision ChooseRung(const std::vector<MeasuredRung>& rungs, const Budgets& budgets,
                           double margin) {
   SettleDecision d;
-  d.latency_scale = MedianRatio(rungs, [](const costmodel::Prediction& p) { return p.latency_ms; });
-  d.memory_scale = MedianRatio(rungs, [](const costmodel::Prediction& p) { return p.memory_mib; });
-  d.throughput_scale = MedianRatio(
-      rungs, [](const costmodel::Prediction& p) { return p.throughput_tokens_per_s; });
+  using costmodel::Prediction;
+  d.latency_scale = MedianRatio(rungs, &Prediction::latency_ms);
+  d.memory_scale = MedianRatio(rungs, &Prediction::memory_mib);
+  d.throughput_scale = MedianRatio(rungs, &Prediction::throughput_tokens_per_s);
+  d.corrected.assign(rungs.size(), Prediction());
+  MonotoneFit(rungs, true, &Prediction::latency_ms, d.corrected);
+  MonotoneFit(rungs, true, &Prediction::memory_mib, d.corrected);
+  MonotoneFit(rungs, false, &Prediction::throughput_tokens_per_s, d.corrected);
   int largest = -1;
   for (size_t i = 0; i < rungs.size(); ++i) {
-    costmodel::Prediction c = rungs[i].predicted;
-    c.latency_ms *= d.latency_scale;
-    c.memory_mib *= d.memory_scale;
-    c.throughput_tokens_per_s *= d.throughput_scale;
-    const bool fits = Within(c, budgets, margin) && Within(rungs[i].measured, budgets, 0.0);
-    d.corrected.push_back(c);
+    const bool fits = Measured(rungs[i].measured, budgets) &&
+                      Within(d.corrected[i], budgets, margin) &&
+                      Within(rungs[i].measured, budgets, 0.0);
     d.fits.push_back(fits);
     if (fits) largest = static_cast<int>(i);
   }
@@ -78,7 +125,7 @@ SettleDecision ChooseRung(const std::vector<MeasuredRung>& rungs, const Budgets&
                                      "less %.1f%%",
                                      largest + 1, rungs.size(), 100 * margin)
                    : absl::StrFormat("rung %d of %d is the largest that fits every budget less "
-                                     "%.1f%%; the next measured over or is corrected over",
+                                     "%.1f%%; the next is over",
                                      largest + 1, rungs.size(), 100 * margin);
   } else {
     d.chosen = 0;

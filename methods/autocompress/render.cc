@@ -20,7 +20,7 @@ using cli::Column;
 using cli::FormatNumber;
 using cli::Table;
 
-// "predicted / measured -> corrected" of one resource; "-" when it was not measured.
+// "predicted / measured -> fitted" of one resource; "-" when it was not measured.
 std::string Cell(bool has, double predicted, double measured, double corrected) {
   if (!has) return "-";
   return absl::StrCat(FormatNumber(predicted), " / ", FormatNumber(measured), " -> ",
@@ -44,7 +44,7 @@ std::string RenderSettle(const v1::CampaignReport& r, const cli::RenderOptions& 
     throughput = throughput || b.resource() == "throughput_tokens_per_s";
   }
   std::vector<Column> columns = {{"RUNG", Align::kRight}, {"STEP", Align::kRight}};
-  if (latency) columns.push_back({"LATENCY MS (PRED / MEAS -> CORR)", Align::kRight});
+  if (latency) columns.push_back({"LATENCY MS (PRED / MEAS -> FIT)", Align::kRight});
   if (memory) columns.push_back({"MEMORY MIB", Align::kRight});
   if (throughput) columns.push_back({"THROUGHPUT TOK/S", Align::kRight});
   columns.push_back({"FITS"});
@@ -73,8 +73,9 @@ std::string RenderSettle(const v1::CampaignReport& r, const cli::RenderOptions& 
     table.AddRow(row);
   }
   std::string out = absl::StrFormat(
-      "\nmeasured settle: %d of the ladder's %d rungs served (margin %.1f%%; the table's "
-      "predictions times measured / predicted over them: latency x%.3f, memory x%.3f)\n",
+      "\nmeasured settle: %d of the ladder's %d rungs served (margin %.1f%%; measured / "
+      "predicted over them: latency x%.3f, memory x%.3f; fit: the measurements made "
+      "monotone along the ladder)\n",
       s.rungs_size(), s.ladder_steps() + 1, 100 * s.margin(), s.latency_scale(),
       s.memory_scale());
   absl::StrAppend(&out, table.Render(options.width), "chosen: rung ", s.chosen() + 1, " (*): ",

@@ -689,7 +689,8 @@ absl::StatusOr<v1::JobOutput> RunSettle(WorkerContext& ctx) {
   }
   std::vector<autocompress::MeasuredRung> rungs;
   for (int i = 0; i < settle.rungs_size(); ++i) {
-    rungs.push_back({PredictionOf(settle.rungs(i).predicted()), PredictionOf(measured->measured(i))});
+    rungs.push_back(
+        {PredictionOf(settle.rungs(i).predicted()), PredictionOf(measured->measured(i))});
   }
   const autocompress::SettleDecision d =
       autocompress::ChooseRung(rungs, ContractBudgets(ctx.contract().budget()), settle.margin());

@@ -271,7 +271,7 @@ TEST(RenderReportTest, MeasuredInLlamaCppWithTheEquivalenceGate) {
                              "positions\n"));
 }
 
-// The measured settle's rungs: predicted / measured -> corrected per budgeted resource, which
+// The measured settle's rungs: predicted / measured -> fitted per budgeted resource, which
 // fit, the chosen one starred, and why.
 TEST(RenderReportTest, MeasuredSettleRungs) {
   v1::CampaignReport r;
@@ -305,8 +305,8 @@ TEST(RenderReportTest, MeasuredSettleRungs) {
   SetDetail((*r.mutable_outputs())["settle"], result);
   const std::string out = RenderReport(r, Options());
   EXPECT_THAT(out, HasSubstr("\nmeasured settle: 3 of the ladder's 10 rungs served (margin 3.0%; "
-                             "the table's predictions times measured / predicted over them: "
-                             "latency x1.100, memory x1.000)\n"));
+                             "measured / predicted over them: latency x1.100, memory x1.000; "
+                             "fit: the measurements made monotone along the ladder)\n"));
   EXPECT_THAT(out, HasSubstr("17 / 18.7 -> 18.7  ✓     (the search's choice)"));
   EXPECT_THAT(out, HasSubstr(" 2 *     4"));
   EXPECT_THAT(out, HasSubstr("21 / 23.1 -> 23.1  ✗     layers[2].mlp_ffn step 9"));
