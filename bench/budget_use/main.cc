@@ -50,7 +50,7 @@ constexpr char kUsage[] =
     "  --parent DIR   parent (default: the engine's demo parent under tailor-data/models,\n"
     "                 trained by tailor-train-parent when missing)\n"
     "  --repeats N    campaigns per arm, alternating (default 2; --quick 1)\n"
-    "  --rungs N      search.settle_rungs of the settle arm (default 12; --quick 3)\n"
+    "  --rungs N      search.settle_rungs of the settle arm (default 8; --quick 3)\n"
     "  --json-out P   JSON report (default bench/out/budget_use.json)\n"
     "  --keep         keep the cluster's folder (logs, data) under the temp dir\n"
     "  --quick        smoke mode: quick.textproto, built-in engine, a parent trained for two\n"
@@ -181,7 +181,7 @@ bool ParseFlags(int argc, char** argv, Flags& f) {
   }
   if (f.quick) f.engine = "tailor-builtin";
   if (f.repeats <= 0) f.repeats = f.quick ? 1 : 2;
-  if (f.rungs <= 0) f.rungs = f.quick ? 3 : 12;
+  if (f.rungs <= 0) f.rungs = f.quick ? 3 : 8;
   if (f.rungs > 16) {
     std::fprintf(stderr, "--rungs: at most 16 (search.settle_rungs), got %d\n", f.rungs);
     return false;

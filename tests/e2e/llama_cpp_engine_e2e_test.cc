@@ -110,10 +110,12 @@ TEST_P(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
   EXPECT_EQ(verify["measured"]["latency_ms"], verify["measured"]["request_p90_ms"]);
 
   // The measured settle: the search's ladder served in llama.cpp as verify serves (p90 of 50
-  // whole requests), and with a budget every rung meets, the largest rung taken: the student
+  // whole requests, three interleaved rounds), and with a budget every rung meets, the largest
+  // rung taken: the student
   // distillation starts from is the settle's, and the report's architecture is that rung's.
   const nlohmann::json measure = JobOf(campaign, "measure")["output"]["detail"];
   EXPECT_EQ(measure["engine"]["name"], "llama.cpp") << measure.dump(2);
+  EXPECT_EQ(measure["rounds"], 3);
   const nlohmann::json settle = JobOf(campaign, "settle")["output"];
   const nlohmann::json rungs = settle["detail"]["settle"]["rungs"];
   ASSERT_EQ(measure["measured"].size(), rungs.size()) << settle.dump(2);
@@ -122,6 +124,8 @@ TEST_P(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
   for (size_t i = 0; i < rungs.size(); ++i) {
     EXPECT_THAT(rungs[i]["measured"].value("latency_statistic", ""),
                 ::testing::StartsWith("p90 of 50 whole requests"));
+    EXPECT_THAT(rungs[i]["measured"].value("latency_statistic", ""),
+                HasSubstr("; the median of 3 interleaved rounds"));
     EXPECT_EQ(rungs[i]["measured"]["latency_ms"], measure["measured"][i]["latency_ms"]);
     EXPECT_TRUE(rungs[i].value("fits", false)) << rungs[i].dump(2);
   }
