@@ -72,9 +72,12 @@ std::string ReadText(const std::string& path) {
   return ss.str();
 }
 
+// A number of the protobuf JSON mapping (64-bit integers are strings there); NaN if absent.
 double Num(const json& j, const std::string& key) {
-  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return NAN;
-  return j[key].get<double>();
+  if (!j.is_object() || !j.contains(key)) return NAN;
+  if (j[key].is_number()) return j[key].get<double>();
+  if (j[key].is_string()) return std::strtod(j[key].get<std::string>().c_str(), nullptr);
+  return NAN;
 }
 
 // One campaign's row: every budget verify judged (not the equivalence gate's), with the
