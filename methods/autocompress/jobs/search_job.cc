@@ -199,6 +199,24 @@ absl::StatusOr<ExportShape> ExportShapeFor(WorkerContext& ctx) {
   return out;
 }
 
+// The contract's budgets, as the contract sets them (PlanBudgets tightens them for the search;
+// the settle judges against them as they are).
+autocompress::Budgets ContractBudgets(const v1::Budget& b) {
+  autocompress::Budgets out;
+  if (b.has_latency_ms_max()) out.latency_ms = b.latency_ms_max();
+  if (b.has_memory_mib_max()) out.memory_mib = b.memory_mib_max();
+  if (b.has_throughput_tokens_per_s_min()) out.throughput = b.throughput_tokens_per_s_min();
+  return out;
+}
+
+v1::ModelCosts CostsOf(const costmodel::Prediction& p) {
+  v1::ModelCosts c;
+  c.set_latency_ms(p.latency_ms);
+  c.set_throughput_tokens_per_s(p.throughput_tokens_per_s);
+  c.set_memory_mib(p.memory_mib);
+  return c;
+}
+
 absl::StatusOr<Inputs> LoadInputs(WorkerContext& ctx) {
   Inputs in;
   TAILOR_ASSIGN_OR_RETURN(const v1::JobOutput* profile, Input(ctx, methods::jobs::kProfile));
@@ -220,12 +238,7 @@ absl::StatusOr<Inputs> LoadInputs(WorkerContext& ctx) {
   TAILOR_ASSIGN_OR_RETURN(const ExportShape shape, ExportShapeFor(ctx));
   TAILOR_ASSIGN_OR_RETURN(in.space,
                           autocompress::BuildSearchSpace(in.teacher->config(), shape.space));
-  const v1::Budget& b = ctx.contract().budget();
-  if (b.has_latency_ms_max()) in.budgets.latency_ms = b.latency_ms_max();
-  if (b.has_memory_mib_max()) in.budgets.memory_mib = b.memory_mib_max();
-  if (b.has_throughput_tokens_per_s_min()) {
-    in.budgets.throughput = b.throughput_tokens_per_s_min();
-  }
+  in.budgets = ContractBudgets(ctx.contract().budget());
   TAILOR_ASSIGN_OR_RETURN(costmodel::CostModel cost_model, ModelOf(in.table));
   // The stand-ins and the KV cache layout are the exported file's, which the other engines
   // serve; the built-in engine runs tailor's own model.
@@ -262,10 +275,7 @@ absl::StatusOr<std::vector<at::Tensor>> WholeBatches(const Inputs& in,
 
 
 void SetPredicted(v1::JobOutput& output, const costmodel::Prediction& p) {
-  v1::ModelCosts& predicted = *output.mutable_predicted();
-  predicted.set_latency_ms(p.latency_ms);
-  predicted.set_throughput_tokens_per_s(p.throughput_tokens_per_s);
-  predicted.set_memory_mib(p.memory_mib);
+  *output.mutable_predicted() = CostsOf(p);
 }
 
 void SetArchitecture(v1::JobOutput& output, const model::HybridConfig& config) {
@@ -507,26 +517,9 @@ absl::StatusOr<model::HybridConfig> UploadStudent(WorkerContext& ctx, const Inpu
   return student.config;
 }
 
-// The contract's budgets (not the planning budgets): what the settle judges against.
-autocompress::Budgets ContractBudgets(const v1::Budget& b) {
-  autocompress::Budgets out;
-  if (b.has_latency_ms_max()) out.latency_ms = b.latency_ms_max();
-  if (b.has_memory_mib_max()) out.memory_mib = b.memory_mib_max();
-  if (b.has_throughput_tokens_per_s_min()) out.throughput = b.throughput_tokens_per_s_min();
-  return out;
-}
-
 // How far past the contract's budgets the settle's ladder climbs: the table's planning margin
 // (its held-out error), at least 5%, since a rung the table over-prices may measure within.
 constexpr double kMinLadderReach = 0.05;
-
-v1::ModelCosts CostsOf(const costmodel::Prediction& p) {
-  v1::ModelCosts c;
-  c.set_latency_ms(p.latency_ms);
-  c.set_throughput_tokens_per_s(p.throughput_tokens_per_s);
-  c.set_memory_mib(p.memory_mib);
-  return c;
-}
 
 // search.settle_rungs > 0: the growth ladder from the (repaired) argmax toward the contract's
 // budgets widened by the table's error, and the rungs the `measure` job serves: their configs
