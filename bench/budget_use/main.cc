@@ -12,11 +12,13 @@
 // (a missed budget is a result, not a failure).
 //
 // --quick is the test command's smoke mode (bench_budget_use_quick): quick.textproto in the
-// built-in engine on a parent trained for two steps, one campaign per arm, 3 rungs, a short
-// profile and verify; no figure is asserted.
+// built-in engine on a parent trained for two steps, one campaign per arm, 6 rungs (so the
+// settle builds a branch ladder and scores its picks), a short profile and verify; no figure
+// is asserted.
 //
 //   bench_budget_use [--quick] [--engine tailor-builtin|llama.cpp] [--parent DIR]
 //                    [--repeats N] [--rungs N] [--json-out PATH] [--keep]
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -50,7 +52,7 @@ constexpr char kUsage[] =
     "  --parent DIR   parent (default: the engine's demo parent under tailor-data/models,\n"
     "                 trained by tailor-train-parent when missing)\n"
     "  --repeats N    campaigns per arm, alternating (default 2; --quick 1)\n"
-    "  --rungs N      search.settle_rungs of the settle arm (default 8; --quick 3)\n"
+    "  --rungs N      search.settle_rungs of the settle arm (default 8; --quick 6)\n"
     "  --json-out P   JSON report (default bench/out/budget_use.json)\n"
     "  --keep         keep the cluster's folder (logs, data) under the temp dir\n"
     "  --quick        smoke mode: quick.textproto, built-in engine, a parent trained for two\n"
@@ -113,6 +115,13 @@ json CampaignRow(const json& campaign, bool settled) {
     const json settle = chooser["detail"]["settle"];
     row["settle_rungs"] = settle.value("rungs", json::array()).size();
     row["settle_chosen"] = settle.value("chosen", 0) + 1;
+    // 0: the search's own ladder; k: its k-th branch (a global step the ladder could not take).
+    const json rungs = settle.value("rungs", json::array());
+    const size_t chosen = static_cast<size_t>(settle.value("chosen", 0));
+    row["settle_chosen_ladder"] = chosen < rungs.size() ? rungs[chosen].value("ladder", 0) : 0;
+    int branches = 0;
+    for (const json& g : rungs) branches = std::max(branches, g.value("ladder", 0));
+    row["settle_branches"] = branches;
     row["settle_reason"] = settle.value("reason", "");
     row["settle_latency_scale"] = Num(settle, "latency_scale");
     const json measure = e2e::JobOf(campaign, "measure")["output"]["detail"];
@@ -184,7 +193,7 @@ bool ParseFlags(int argc, char** argv, Flags& f) {
   }
   if (f.quick) f.engine = "tailor-builtin";
   if (f.repeats <= 0) f.repeats = f.quick ? 1 : 2;
-  if (f.rungs <= 0) f.rungs = f.quick ? 3 : 8;
+  if (f.rungs <= 0) f.rungs = f.quick ? 6 : 8;
   if (f.rungs > 16) {
     std::fprintf(stderr, "--rungs: at most 16 (search.settle_rungs), got %d\n", f.rungs);
     return false;
@@ -276,7 +285,11 @@ int Main(int argc, char** argv) {
                   100 * Num(row, "binding_share"),
                   arm == 0 ? "-"
                            : absl::StrCat(row["settle_chosen"].get<int>(), "/",
-                                          row["settle_rungs"].get<size_t>())
+                                          row["settle_rungs"].get<size_t>(),
+                                          row["settle_chosen_ladder"].get<int>() > 0
+                                              ? absl::StrCat(" b", row["settle_chosen_ladder"]
+                                                                       .get<int>())
+                                              : "")
                                  .c_str(),
                   BudgetCells(row).c_str());
       std::fflush(stdout);

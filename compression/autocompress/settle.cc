@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace tailor::autocompress {
 namespace {
@@ -107,33 +108,67 @@ SettleDecision ChooseRung(const std::vector<MeasuredRung>& rungs, const Budgets&
   d.memory_scale = MedianRatio(rungs, &Prediction::memory_mib);
   d.throughput_scale = MedianRatio(rungs, &Prediction::throughput_tokens_per_s);
   d.corrected.assign(rungs.size(), Prediction());
-  MonotoneFit(rungs, true, &Prediction::latency_ms, d.corrected);
-  MonotoneFit(rungs, true, &Prediction::memory_mib, d.corrected);
-  MonotoneFit(rungs, false, &Prediction::throughput_tokens_per_s, d.corrected);
-  int largest = -1;
-  for (size_t i = 0; i < rungs.size(); ++i) {
-    const bool fits = Measured(rungs[i].measured, budgets) &&
-                      Within(d.corrected[i], budgets, margin) &&
-                      Within(rungs[i].measured, budgets, 0.0);
-    d.fits.push_back(fits);
-    if (fits) largest = static_cast<int>(i);
+  d.fits.assign(rungs.size(), false);
+  int own_pick = -1;
+  for (size_t begin = 0; begin < rungs.size();) {
+    size_t end = begin;
+    while (end < rungs.size() && rungs[end].ladder == rungs[begin].ladder) ++end;
+    const std::vector<MeasuredRung> ladder(rungs.begin() + begin, rungs.begin() + end);
+    std::vector<Prediction> fitted(ladder.size());
+    MonotoneFit(ladder, true, &Prediction::latency_ms, fitted);
+    MonotoneFit(ladder, true, &Prediction::memory_mib, fitted);
+    MonotoneFit(ladder, false, &Prediction::throughput_tokens_per_s, fitted);
+    int largest = -1;
+    for (size_t i = begin; i < end; ++i) {
+      d.corrected[i] = fitted[i - begin];
+      d.fits[i] = Measured(rungs[i].measured, budgets) &&
+                  Within(d.corrected[i], budgets, margin) &&
+                  Within(rungs[i].measured, budgets, 0.0);
+      if (d.fits[i]) largest = static_cast<int>(i);
+    }
+    if (largest >= 0) {
+      d.picks.push_back(largest);
+      if (rungs[begin].ladder == 0) own_pick = largest;
+    }
+    begin = end;
   }
-  if (largest >= 0) {
-    d.chosen = largest;
-    d.reason = largest + 1 == static_cast<int>(rungs.size())
-                   ? absl::StrFormat("the largest measured rung (%d of %d) fits every budget "
-                                     "less %.1f%%",
-                                     largest + 1, rungs.size(), 100 * margin)
-                   : absl::StrFormat("rung %d of %d is the largest that fits every budget less "
-                                     "%.1f%%; the next is over",
-                                     largest + 1, rungs.size(), 100 * margin);
-  } else {
+  if (d.picks.empty()) {
     d.chosen = 0;
     d.reason = absl::StrFormat("no measured rung fits every budget less %.1f%%: kept the "
                                "search's choice",
                                100 * margin);
+    return d;
+  }
+  d.chosen = own_pick >= 0 ? own_pick : d.picks.front();
+  const int n = static_cast<int>(rungs.size());
+  const bool last = d.chosen + 1 == n || rungs[d.chosen + 1].ladder != rungs[d.chosen].ladder;
+  d.reason = last ? absl::StrFormat("the largest measured rung (%d of %d) fits every budget "
+                                    "less %.1f%%",
+                                    d.chosen + 1, n, 100 * margin)
+                  : absl::StrFormat("rung %d of %d is the largest that fits every budget less "
+                                    "%.1f%%; the next is over",
+                                    d.chosen + 1, n, 100 * margin);
+  if (rungs[d.chosen].ladder > 0) {
+    absl::StrAppend(&d.reason, " (on branch ", rungs[d.chosen].ladder,
+                    "; the search's own ladder has no fitting rung)");
   }
   return d;
+}
+
+void ChooseAmongPicks(const std::vector<double>& kd_loss, SettleDecision& d) {
+  if (kd_loss.size() != d.picks.size() || d.picks.size() < 2) return;
+  size_t best = 0;
+  for (size_t i = 1; i < kd_loss.size(); ++i) {
+    if (kd_loss[i] < kd_loss[best]) best = i;
+  }
+  d.chosen = d.picks[best];
+  std::vector<std::string> losses;
+  for (size_t i = 0; i < kd_loss.size(); ++i) {
+    losses.push_back(absl::StrFormat("rung %d %.4f", d.picks[i] + 1, kd_loss[i]));
+  }
+  d.reason = absl::StrCat("the fitting rung of lowest held-out KD loss among each ladder's "
+                          "largest fitting (",
+                          absl::StrJoin(losses, ", "), ")");
 }
 
 }  // namespace tailor::autocompress

@@ -18,6 +18,13 @@
 // `margin` AND its own measurement is within the budget. The median measured / predicted
 // ratio over the rungs is kept as a diagnostic (how far the table is off around the choice).
 //
+// One ladder grows one axis step at a time, so a big global step (the hidden width) can stop
+// it well short of the budget; branch ladders (BranchLadders, uniform.h) take that step and
+// give back elsewhere. Rungs of different ladders are not nested, so "largest" does not
+// order them: each ladder's largest fitting rung is a pick, and between picks the settle
+// job takes the lowest held-out KD loss (HeldOutKd, as the uniform baseline ranks its
+// candidates).
+//
 // No LibTorch here.
 
 #include <string>
@@ -37,6 +44,7 @@ struct MeasuredRung {
   // What the engine measured (latency_ms at the contract's percentile, memory_mib,
   // throughput_tokens_per_s); a resource the contract does not budget may be 0.
   costmodel::Prediction measured;
+  int ladder = 0;  // 0: the search's own ladder; k > 0: its k-th branch
 };
 
 struct SettleDecision {
@@ -46,15 +54,22 @@ struct SettleDecision {
   // Per rung: the measurements made monotone along the ladder (0 where unmeasured).
   std::vector<costmodel::Prediction> corrected;
   std::vector<bool> fits;                        // per rung
+  // Per ladder that has one, ascending by ladder: its largest fitting rung.
+  std::vector<int> picks;
   std::string reason;
 };
 
-// `rungs` ascending in size (a growth ladder); `budgets` are the CONTRACT's (not the
-// planning budgets); `margin` in [0, 1). A rung without a measurement of a budgeted resource
-// never fits. The chosen rung is the largest that fits; when none does, the first (the
-// search's own choice, which verification then judges).
+// `rungs` grouped by ladder, each ladder ascending in size; `budgets` are the CONTRACT's (not
+// the planning budgets); `margin` in [0, 1). Fitted per ladder; a rung without a measurement
+// of a budgeted resource never fits. The chosen rung is the search's ladder's pick; without
+// one, the first pick of a branch; without any, rung 0 (the search's own choice, which
+// verification then judges). With several picks, ChooseAmongPicks decides.
 SettleDecision ChooseRung(const std::vector<MeasuredRung>& rungs, const Budgets& budgets,
                           double margin);
+
+// `kd_loss[i]` is pick i's held-out KD loss: the lowest wins (ties: the earlier ladder), and
+// the reason says so. Nothing changes unless there is one loss per pick and two picks or more.
+void ChooseAmongPicks(const std::vector<double>& kd_loss, SettleDecision& d);
 
 }  // namespace tailor::autocompress
 

@@ -423,30 +423,18 @@ absl::StatusOr<UniformResult> SelectUniform(model::HybridLM& ranked_parent,
   UniformResult out;
   out.grid_size = grid.grid_size;
   out.fitting = static_cast<int64_t>(grid.fitting.size());
-  try {
-    torch::NoGradGuard no_grad;
-    std::vector<at::Tensor> teacher;
-    int64_t tokens_per_pass = 0;
-    for (const at::Tensor& b : eval_batches) {
-      TAILOR_ASSIGN_OR_RETURN(model::ForwardOutput t, ranked_parent->Forward(b));
-      teacher.push_back(t.logits);
-      tokens_per_pass += b.numel();
-    }
-    const size_t n = std::min<size_t>(options.keep, grid.fitting.size());
-    for (size_t i = 0; i < n; ++i) {
-      UniformCandidate c = std::move(grid.fitting[i]);
-      TAILOR_ASSIGN_OR_RETURN(Student s, ExtractStudent(ranked_parent, space, c.indices));
-      double sum = 0;
-      for (size_t b = 0; b < eval_batches.size(); ++b) {
-        TAILOR_ASSIGN_OR_RETURN(model::ForwardOutput o, s.model->Forward(eval_batches[b]));
-        sum += ForwardKl(teacher[b], o.logits).item<double>();
-      }
-      c.kd_loss = sum / static_cast<double>(eval_batches.size());
-      out.eval_tokens += tokens_per_pass;
-      out.scored.push_back(std::move(c));
-    }
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("SelectUniform: ", e.what_without_backtrace()));
+  const size_t n = std::min<size_t>(options.keep, grid.fitting.size());
+  std::vector<std::vector<int>> indices;
+  for (size_t i = 0; i < n; ++i) indices.push_back(grid.fitting[i].indices);
+  TAILOR_ASSIGN_OR_RETURN(std::vector<double> kd,
+                          HeldOutKd(ranked_parent, space, indices, eval_batches));
+  int64_t tokens_per_pass = 0;
+  for (const at::Tensor& b : eval_batches) tokens_per_pass += b.numel();
+  for (size_t i = 0; i < n; ++i) {
+    UniformCandidate c = std::move(grid.fitting[i]);
+    c.kd_loss = kd[i];
+    out.eval_tokens += tokens_per_pass;
+    out.scored.push_back(std::move(c));
   }
   // Lowest loss; ties keep the larger (earlier) candidate.
   size_t best = 0;
@@ -460,7 +448,8 @@ absl::StatusOr<UniformResult> SelectUniform(model::HybridLM& ranked_parent,
 absl::StatusOr<RepairResult> RepairToBudgets(const HybridConfig& parent, const SearchSpace& space,
                                              const costmodel::CostModel& model,
                                              const Budgets& budgets, std::vector<int> indices,
-                                             const Importance* importance) {
+                                             const Importance* importance,
+                                             const std::vector<int>* keep_at_least) {
   RepairResult out;
   TAILOR_ASSIGN_OR_RETURN(out.predicted, PredictChild(parent, space, model, indices));
   // Every shrink lowers some index, so this bounds the loop.
@@ -477,7 +466,9 @@ absl::StatusOr<RepairResult> RepairToBudgets(const HybridConfig& parent, const S
     double best_ratio = 0, best_saved = 0;
     costmodel::Prediction best_pred;
     for (size_t a = 0; a < space.axes.size(); ++a) {
-      if (indices[a] == 0) continue;
+      if (indices[a] == 0 || (keep_at_least != nullptr && indices[a] <= (*keep_at_least)[a])) {
+        continue;
+      }
       std::vector<int> cand = indices;
       --cand[a];
       absl::StatusOr<costmodel::Prediction> p = PredictChild(parent, space, model, cand);
@@ -533,6 +524,68 @@ absl::StatusOr<std::vector<LadderRung>> GrowthLadder(const HybridConfig& parent,
              ladder.push_back({now, r.predicted, r.changes.back()});
            });
   return ladder;
+}
+
+absl::StatusOr<std::vector<Branch>> BranchLadders(const HybridConfig& parent,
+                                                  const SearchSpace& space,
+                                                  const costmodel::CostModel& model,
+                                                  const Budgets& floor, const Budgets& ceiling,
+                                                  const std::vector<int>& top_rung,
+                                                  int max_branches,
+                                                  const Importance* importance) {
+  std::vector<Branch> out;
+  for (size_t a = 0; a < space.axes.size(); ++a) {
+    if (static_cast<int>(out.size()) >= max_branches) break;
+    const ChoiceAxis& axis = space.axes[a];
+    const bool global = axis.layer < 0 || !axis.tied_layers.empty();
+    if (!global || top_rung[a] + 1 >= static_cast<int>(axis.widths.size())) continue;
+    std::vector<int> start = top_rung;
+    ++start[a];
+    std::vector<int> held(space.axes.size(), 0);
+    held[a] = start[a];
+    absl::StatusOr<RepairResult> repaired =
+        RepairToBudgets(parent, space, model, floor, start, importance, &held);
+    if (absl::IsFailedPrecondition(repaired.status())) continue;  // cannot get under floor
+    TAILOR_RETURN_IF_ERROR(repaired.status());
+    if (!repaired->repaired) continue;  // the step fits the floor: no ladder blocked on it
+    TAILOR_ASSIGN_OR_RETURN(std::vector<LadderRung> ladder,
+                            GrowthLadder(parent, space, model, ceiling, repaired->indices,
+                                         importance));
+    std::vector<std::string> changes = {
+        absl::StrCat(axis.name, " ", axis.widths[top_rung[a]], " -> ", axis.widths[start[a]])};
+    for (const std::string& c : repaired->changes) changes.push_back(c);
+    ladder.front().change = absl::StrJoin(changes, ", ");
+    out.push_back({static_cast<int>(a), std::move(ladder)});
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<double>> HeldOutKd(model::HybridLM& ranked_parent,
+                                              const SearchSpace& space,
+                                              const std::vector<std::vector<int>>& candidates,
+                                              const std::vector<at::Tensor>& eval_batches) {
+  if (eval_batches.empty()) return absl::InvalidArgumentError("HeldOutKd: no evaluation batches");
+  std::vector<double> out;
+  try {
+    torch::NoGradGuard no_grad;
+    std::vector<at::Tensor> teacher;
+    for (const at::Tensor& b : eval_batches) {
+      TAILOR_ASSIGN_OR_RETURN(model::ForwardOutput t, ranked_parent->Forward(b));
+      teacher.push_back(t.logits);
+    }
+    for (const std::vector<int>& indices : candidates) {
+      TAILOR_ASSIGN_OR_RETURN(Student s, ExtractStudent(ranked_parent, space, indices));
+      double sum = 0;
+      for (size_t b = 0; b < eval_batches.size(); ++b) {
+        TAILOR_ASSIGN_OR_RETURN(model::ForwardOutput o, s.model->Forward(eval_batches[b]));
+        sum += ForwardKl(teacher[b], o.logits).item<double>();
+      }
+      out.push_back(sum / static_cast<double>(eval_batches.size()));
+    }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("HeldOutKd: ", e.what_without_backtrace()));
+  }
+  return out;
 }
 
 std::vector<std::string> DescribeLayers(const HybridConfig& config) {

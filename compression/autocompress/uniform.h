@@ -104,11 +104,13 @@ struct RepairResult {
   // In order: "layers[3].mlp_ffn 256 -> 192", "hidden 96 -> 128 (grown back)".
   std::vector<std::string> changes;
 };
+// `keep_at_least`, when given, is a choice index per axis the repair never shrinks below.
 absl::StatusOr<RepairResult> RepairToBudgets(const model::HybridConfig& parent,
                                              const SearchSpace& space,
                                              const costmodel::CostModel& model,
                                              const Budgets& budgets, std::vector<int> indices,
-                                             const Importance* importance = nullptr);
+                                             const Importance* importance = nullptr,
+                                             const std::vector<int>* keep_at_least = nullptr);
 
 // A growth ladder for the measured settle (settle.h): `indices` first, then each step the
 // repair's grow-back would take toward the parent's widths while every budget of `ceiling`
@@ -127,6 +129,34 @@ absl::StatusOr<std::vector<LadderRung>> GrowthLadder(const model::HybridConfig& 
                                                      const Budgets& ceiling,
                                                      std::vector<int> indices,
                                                      const Importance* importance = nullptr);
+
+// The ladder's steps are one axis step each, so a global axis whose next width is a big step
+// (hidden 96 -> 128 on the quickstart's parent: +25% of the request's latency) blocks it well
+// short of the budget. A branch takes that step anyway: from the ladder's top rung, one
+// blocked global axis (or one tied across layers) is stepped, the other axes are repaired
+// down to `floor` (RepairToBudgets, the stepped axis held at its new width), and the result
+// is grown toward `ceiling` as GrowthLadder grows. Its first rung's change names the jump and
+// the repair. Branches whose repair cannot reach `floor` are left out; at most
+// `max_branches`, in the order of the space's axes.
+struct Branch {
+  int axis = -1;  // the stepped axis
+  std::vector<LadderRung> ladder;
+};
+absl::StatusOr<std::vector<Branch>> BranchLadders(const model::HybridConfig& parent,
+                                                  const SearchSpace& space,
+                                                  const costmodel::CostModel& model,
+                                                  const Budgets& floor, const Budgets& ceiling,
+                                                  const std::vector<int>& top_rung,
+                                                  int max_branches,
+                                                  const Importance* importance = nullptr);
+
+// The mean KL(teacher || student) over `eval_batches` of each architecture (choice indices)
+// sliced from `ranked_parent` without training: how the uniform baseline ranks its
+// candidates, and how the settle compares rungs of different ladders.
+absl::StatusOr<std::vector<double>> HeldOutKd(model::HybridLM& ranked_parent,
+                                              const SearchSpace& space,
+                                              const std::vector<std::vector<int>>& candidates,
+                                              const std::vector<at::Tensor>& eval_batches);
 
 // One line for reports: "hidden=96 | L0 attention heads=4,kv=2 | L1 removed | ...".
 std::string DescribeArchitecture(const model::HybridConfig& config);

@@ -1,5 +1,6 @@
 #include "methods/autocompress/render.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,17 +44,25 @@ std::string RenderSettle(const v1::CampaignReport& r, const cli::RenderOptions& 
     memory = memory || b.resource() == "memory_mib";
     throughput = throughput || b.resource() == "throughput_tokens_per_s";
   }
-  std::vector<Column> columns = {{"RUNG", Align::kRight}, {"STEP", Align::kRight}};
+  bool branches = false;
+  for (const v1::autocompress::SettleRung& g : s.rungs()) branches = branches || g.ladder() > 0;
+  std::vector<Column> columns = {{"RUNG", Align::kRight}};
+  if (branches) columns.push_back({"LADDER"});
+  columns.push_back({"STEP", Align::kRight});
   if (latency) columns.push_back({"LATENCY MS (PRED / MEAS -> FIT)", Align::kRight});
   if (memory) columns.push_back({"MEMORY MIB", Align::kRight});
   if (throughput) columns.push_back({"THROUGHPUT TOK/S", Align::kRight});
   columns.push_back({"FITS"});
+  if (branches) columns.push_back({"KD (PICKS)", Align::kRight});
   columns.push_back({"GROWN BY"});
   Table table(columns);
   for (int i = 0; i < s.rungs_size(); ++i) {
     const v1::autocompress::SettleRung& g = s.rungs(i);
-    std::vector<std::string> row = {absl::StrCat(i + 1, i == s.chosen() ? " *" : ""),
-                                    absl::StrCat(g.step())};
+    std::vector<std::string> row = {absl::StrCat(i + 1, i == s.chosen() ? " *" : "")};
+    if (branches) {
+      row.push_back(g.ladder() == 0 ? "search" : absl::StrCat("branch ", g.ladder()));
+    }
+    row.push_back(absl::StrCat(g.step()));
     if (latency) {
       row.push_back(Cell(g.measured().has_latency_ms(), g.predicted().latency_ms(),
                          g.measured().latency_ms(), g.corrected().latency_ms()));
@@ -69,15 +78,26 @@ std::string RenderSettle(const v1::CampaignReport& r, const cli::RenderOptions& 
                          g.corrected().throughput_tokens_per_s()));
     }
     row.push_back(g.fits() ? "✓" : "✗");
+    if (branches) row.push_back(g.has_kd_loss() ? absl::StrFormat("%.4f", g.kd_loss()) : "-");
     row.push_back(g.change().empty() ? (i == 0 ? "(the search's choice)" : "-") : g.change());
     table.AddRow(row);
   }
+  int own = 0, branch_count = 0;
+  for (const v1::autocompress::SettleRung& g : s.rungs()) {
+    own += g.ladder() == 0 ? 1 : 0;
+    branch_count = std::max(branch_count, g.ladder());
+  }
+  const std::string served =
+      branch_count == 0
+          ? absl::StrFormat("%d of the ladder's %d rungs served", own, s.ladder_steps() + 1)
+          : absl::StrFormat("%d rungs served: %d of the search's ladder's %d, %d on %d "
+                            "branch%s",
+                            s.rungs_size(), own, s.ladder_steps() + 1, s.rungs_size() - own,
+                            branch_count, branch_count == 1 ? "" : "es");
   std::string out = absl::StrFormat(
-      "\nmeasured settle: %d of the ladder's %d rungs served (margin %.1f%%; measured / "
-      "predicted over them: latency x%.3f, memory x%.3f; fit: the measurements made "
-      "monotone along the ladder)\n",
-      s.rungs_size(), s.ladder_steps() + 1, 100 * s.margin(), s.latency_scale(),
-      s.memory_scale());
+      "\nmeasured settle: %s (margin %.1f%%; measured / predicted over them: latency x%.3f, "
+      "memory x%.3f; fit: the measurements made monotone along each ladder)\n",
+      served, 100 * s.margin(), s.latency_scale(), s.memory_scale());
   absl::StrAppend(&out, table.Render(options.width), "chosen: rung ", s.chosen() + 1, " (*): ",
                   s.reason(), "\n");
   return out;

@@ -521,42 +521,40 @@ absl::StatusOr<model::HybridConfig> UploadStudent(WorkerContext& ctx, const Inpu
 // (its held-out error), at least 5%, since a rung the table over-prices may measure within.
 constexpr double kMinLadderReach = 0.05;
 
-// search.settle_rungs > 0: the growth ladder from the (repaired) argmax toward the contract's
-// budgets widened by the table's error, and the rungs the `measure` job serves: their configs
-// in output.candidates, their choice indices in result.settle.rungs (for the settle job).
-absl::Status AddSettleLadder(WorkerContext& ctx, const Inputs& in, const SearchPlan& plan,
-                             const autocompress::RepairResult& repair, v1::JobOutput& output,
-                             ac::SearchResult& result) {
-  const v1::SearchParams& sp = ctx.contract().search();
-  autocompress::Budgets ceiling = ContractBudgets(ctx.contract().budget());
-  const double lat_reach = std::max(in.planning.latency_margin(), kMinLadderReach);
-  const double mem_reach = std::max(in.planning.memory_margin(), kMinLadderReach);
-  if (ceiling.latency_ms) *ceiling.latency_ms *= 1.0 + lat_reach;
-  if (ceiling.memory_mib) *ceiling.memory_mib *= 1.0 + mem_reach;
-  if (ceiling.throughput) *ceiling.throughput *= 1.0 - lat_reach;
-  ctx.Progress(0.92, "building the settle's growth ladder");
-  TAILOR_ASSIGN_OR_RETURN(autocompress::Importance importance, RepairImportance(in, plan));
-  TAILOR_ASSIGN_OR_RETURN(
-      std::vector<autocompress::LadderRung> ladder,
-      autocompress::GrowthLadder(in.teacher->config(), in.space, *in.cost_model, ceiling,
-                                 repair.indices, &importance));
+// At most this many branch ladders (uniform.h BranchLadders) besides the search's own.
+constexpr int kMaxBranches = 2;
+
+// The contract's budgets moved by `reach` (a fraction): outward (ceilings up, the floor down)
+// when `sign` is +1, inward when -1.
+autocompress::Budgets Moved(autocompress::Budgets b, double latency_reach, double memory_reach,
+                            int sign) {
+  if (b.latency_ms) *b.latency_ms *= 1.0 + sign * latency_reach;
+  if (b.memory_mib) *b.memory_mib *= 1.0 + sign * memory_reach;
+  if (b.throughput) *b.throughput *= 1.0 - sign * latency_reach;
+  return b;
+}
+
+// Up to `count` evenly spaced rungs of `ladder` (number `ladder_id`: 0 the search's own) into
+// result.settle.rungs and output.candidates, which the `measure` job serves.
+absl::Status AddMeasuredRungs(const Inputs& in, const std::vector<autocompress::LadderRung>& ladder,
+                              int ladder_id, int count, v1::JobOutput& output,
+                              ac::SearchResult& result) {
   ac::Settle& settle = *result.mutable_settle();
-  settle.set_ladder_steps(static_cast<int32_t>(ladder.size()) - 1);
-  settle.set_margin(sp.settle_margin());
-  for (int step : autocompress::RungsToMeasure(static_cast<int>(ladder.size()),
-                                               sp.settle_rungs())) {
+  int next_unlisted = 0;  // the first step whose change no measured rung lists yet
+  for (int step : autocompress::RungsToMeasure(static_cast<int>(ladder.size()), count)) {
     const autocompress::LadderRung& rung = ladder[step];
     TAILOR_ASSIGN_OR_RETURN(
         model::HybridConfig config,
         autocompress::ChildConfig(in.teacher->config(), in.space, rung.indices));
-    // The change from the last MEASURED rung: every step in between.
+    // The change from the last MEASURED rung of this ladder: every step in between.
     std::vector<std::string> changes;
-    const int from = settle.rungs_size() == 0 ? step : settle.rungs().rbegin()->step() + 1;
-    for (int k = from; k <= step; ++k) {
+    for (int k = next_unlisted; k <= step; ++k) {
       if (!ladder[k].change.empty()) changes.push_back(ladder[k].change);
     }
+    next_unlisted = step + 1;
     ac::SettleRung& r = *settle.add_rungs();
     r.set_step(step);
+    r.set_ladder(ladder_id);
     r.set_architecture(autocompress::DescribeArchitecture(config));
     r.set_change(absl::StrJoin(changes, ", "));
     *r.mutable_predicted() = CostsOf(rung.predicted);
@@ -566,6 +564,47 @@ absl::Status AddSettleLadder(WorkerContext& ctx, const Inputs& in, const SearchP
     c.set_config_json(model::HybridConfigToJson(config));
     *c.mutable_predicted() = r.predicted();
     c.set_change(r.change());
+  }
+  return absl::OkStatus();
+}
+
+// search.settle_rungs > 0: the growth ladder from the (repaired) argmax toward the contract's
+// budgets widened by the table's error, the branches past the global steps it could not take
+// (each from the budgets narrowed by as much up to the widened ones), and the rungs the
+// `measure` job serves: their configs in output.candidates, their choice indices in
+// result.settle.rungs (for the settle job).
+absl::Status AddSettleLadder(WorkerContext& ctx, const Inputs& in, const SearchPlan& plan,
+                             const autocompress::RepairResult& repair, v1::JobOutput& output,
+                             ac::SearchResult& result) {
+  const v1::SearchParams& sp = ctx.contract().search();
+  const autocompress::Budgets budgets = ContractBudgets(ctx.contract().budget());
+  const double lat_reach = std::max(in.planning.latency_margin(), kMinLadderReach);
+  const double mem_reach = std::max(in.planning.memory_margin(), kMinLadderReach);
+  const autocompress::Budgets ceiling = Moved(budgets, lat_reach, mem_reach, +1);
+  ctx.Progress(0.92, "building the settle's growth ladder");
+  TAILOR_ASSIGN_OR_RETURN(autocompress::Importance importance, RepairImportance(in, plan));
+  const model::HybridConfig& parent = in.teacher->config();
+  TAILOR_ASSIGN_OR_RETURN(std::vector<autocompress::LadderRung> ladder,
+                          autocompress::GrowthLadder(parent, in.space, *in.cost_model, ceiling,
+                                                     repair.indices, &importance));
+  // A branch only when each ladder gets two measured rungs (its bottom and its top).
+  const int max_branches = std::min(kMaxBranches, (sp.settle_rungs() - 2) / 2);
+  std::vector<autocompress::Branch> branches;
+  if (max_branches > 0) {
+    TAILOR_ASSIGN_OR_RETURN(
+        branches, autocompress::BranchLadders(parent, in.space, *in.cost_model,
+                                              Moved(budgets, lat_reach, mem_reach, -1), ceiling,
+                                              ladder.back().indices, max_branches, &importance));
+  }
+  ac::Settle& settle = *result.mutable_settle();
+  settle.set_ladder_steps(static_cast<int32_t>(ladder.size()) - 1);
+  settle.set_margin(sp.settle_margin());
+  const int per_branch = sp.settle_rungs() / (static_cast<int>(branches.size()) + 1);
+  const int own = sp.settle_rungs() - per_branch * static_cast<int>(branches.size());
+  TAILOR_RETURN_IF_ERROR(AddMeasuredRungs(in, ladder, 0, own, output, result));
+  for (size_t k = 0; k < branches.size(); ++k) {
+    TAILOR_RETURN_IF_ERROR(AddMeasuredRungs(in, branches[k].ladder, static_cast<int>(k) + 1,
+                                            per_branch, output, result));
   }
   return absl::OkStatus();
 }
@@ -660,6 +699,31 @@ costmodel::Prediction PredictionOf(const v1::ModelCosts& c) {
   return p;
 }
 
+// The held-out KD loss of each pick (rung index into settle.rungs), sliced untrained from the
+// ranked parent, on the batches the uniform baseline scores its candidates on.
+absl::StatusOr<std::vector<double>> PickLosses(WorkerContext& ctx, Inputs& in,
+                                               const ac::Settle& settle,
+                                               const std::vector<int>& picks) {
+  if (ctx.contract().data().has_eval()) {
+    TAILOR_ASSIGN_OR_RETURN(in.eval, FetchJobDataset(ctx, "eval"));
+  }
+  const v1::SearchParams& sp = ctx.contract().search();
+  const int64_t length =
+      std::min<int64_t>(sp.sequence_length(), in.teacher->config().max_seq);
+  TAILOR_ASSIGN_OR_RETURN(
+      std::vector<at::Tensor> eval,
+      WholeBatches(in, in.eval.has_value() ? in.eval : in.calibration, ctx.contract().seed(),
+                   kUniformSalt, kUniformEvalBatches, sp.batch_sequences(), length,
+                   tasks::Split::kEval));
+  std::vector<std::vector<int>> indices;
+  for (int p : picks) {
+    indices.emplace_back(settle.rungs(p).indices().begin(), settle.rungs(p).indices().end());
+  }
+  ctx.Progress(0.5, absl::StrCat("scoring the ", picks.size(),
+                                 " ladders' fitting rungs on held-out batches"));
+  return autocompress::HeldOutKd(in.teacher, in.space, indices, eval);
+}
+
 // The measured settle: the rung of the search's ladder the `measure` job's figures choose
 // (autocompress::ChooseRung), sliced from the ranked parent as the student distillation
 // starts from. Its result is the search's, with `settle` filled in.
@@ -682,11 +746,16 @@ absl::StatusOr<v1::JobOutput> RunSettle(WorkerContext& ctx) {
   }
   std::vector<autocompress::MeasuredRung> rungs;
   for (int i = 0; i < settle.rungs_size(); ++i) {
-    rungs.push_back(
-        {PredictionOf(settle.rungs(i).predicted()), PredictionOf(measured->measured(i))});
+    rungs.push_back({PredictionOf(settle.rungs(i).predicted()),
+                     PredictionOf(measured->measured(i)), settle.rungs(i).ladder()});
   }
-  const autocompress::SettleDecision d =
+  autocompress::SettleDecision d =
       autocompress::ChooseRung(rungs, ContractBudgets(ctx.contract().budget()), settle.margin());
+  if (d.picks.size() > 1) {
+    TAILOR_ASSIGN_OR_RETURN(std::vector<double> kd, PickLosses(ctx, in, settle, d.picks));
+    autocompress::ChooseAmongPicks(kd, d);
+    for (size_t k = 0; k < d.picks.size(); ++k) settle.mutable_rungs(d.picks[k])->set_kd_loss(kd[k]);
+  }
   for (int i = 0; i < settle.rungs_size(); ++i) {
     ac::SettleRung& r = *settle.mutable_rungs(i);
     *r.mutable_measured() = measured->measured(i);

@@ -306,12 +306,44 @@ TEST(RenderReportTest, MeasuredSettleRungs) {
   const std::string out = RenderReport(r, Options());
   EXPECT_THAT(out, HasSubstr("\nmeasured settle: 3 of the ladder's 10 rungs served (margin 3.0%; "
                              "measured / predicted over them: latency x1.100, memory x1.000; "
-                             "fit: the measurements made monotone along the ladder)\n"));
+                             "fit: the measurements made monotone along each ladder)\n"));
   EXPECT_THAT(out, HasSubstr("17 / 18.7 -> 18.7  ✓     (the search's choice)"));
   EXPECT_THAT(out, HasSubstr(" 2 *     4"));
   EXPECT_THAT(out, HasSubstr("21 / 23.1 -> 23.1  ✗     layers[2].mlp_ffn step 9"));
   EXPECT_THAT(out, HasSubstr("chosen: rung 2 (*): rung 2 of 3 is the largest that fits\n"));
   EXPECT_THAT(out, Not(HasSubstr("MEMORY")));  // not budgeted: no column
+}
+
+// With a branch ladder the table says which ladder each rung is on and the held-out KD loss
+// that chose between the ladders' picks.
+TEST(RenderReportTest, MeasuredSettleBranchesShowTheirLadderAndLoss) {
+  v1::CampaignReport r;
+  r.set_campaign_id("cmp-9");
+  v1::BudgetResult* latency = r.add_budgets();
+  latency->set_resource("latency_ms");
+  latency->set_budget(22);
+  v1::autocompress::SearchResult result;
+  v1::autocompress::Settle& s = *result.mutable_settle();
+  s.set_chosen(1);
+  s.set_reason("the fitting rung of lowest held-out KD loss");
+  v1::autocompress::SettleRung& own = *s.add_rungs();
+  own.mutable_measured()->set_latency_ms(18.8);
+  own.set_fits(true);
+  own.set_kd_loss(0.3125);
+  v1::autocompress::SettleRung& branch = *s.add_rungs();
+  branch.set_ladder(1);
+  branch.mutable_measured()->set_latency_ms(21.1);
+  branch.set_fits(true);
+  branch.set_kd_loss(0.27);
+  branch.set_change("hidden 96 -> 128, layers[3].mlp_ffn 256 -> 0");
+  SetDetail((*r.mutable_outputs())["settle"], result);
+  const std::string out = RenderReport(r, Options());
+  EXPECT_THAT(out, HasSubstr("measured settle: 2 rungs served: 1 of the search's ladder's 1, 1 "
+                             "on 1 branch (margin"));
+  EXPECT_THAT(out, HasSubstr("RUNG  LADDER    STEP"));
+  EXPECT_THAT(out, HasSubstr("0.3125  (the search's choice)"));
+  EXPECT_THAT(out, HasSubstr(" 2 *  branch 1"));
+  EXPECT_THAT(out, HasSubstr("0.2700  hidden 96 -> 128, layers[3].mlp_ffn 256 -> 0"));
 }
 
 TEST(RenderReportTest, CostTableCheckHeldOrSuspect) {

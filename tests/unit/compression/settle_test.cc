@@ -119,5 +119,52 @@ TEST(SettleTest, ThroughputFloorIsRaisedByTheMargin) {
   EXPECT_EQ(d.chosen, 1);
 }
 
+MeasuredRung OnLadder(int ladder, double predicted_ms, double measured_ms) {
+  MeasuredRung r = Rung(predicted_ms, measured_ms);
+  r.ladder = ladder;
+  return r;
+}
+
+// Each ladder is fitted on its own (a branch's first rung is narrower elsewhere, so it may
+// cost less than the search's top rung without being noise), and each ladder's largest
+// fitting rung is a pick; the search's own pick is chosen until losses compare the picks.
+TEST(SettleTest, EachLadderIsFittedAloneAndGivesOnePick) {
+  Budgets b;
+  b.latency_ms = 22.0;
+  const std::vector<MeasuredRung> rungs = {
+      OnLadder(0, 16, 17.6), OnLadder(0, 17, 18.7),                        // search's ladder
+      OnLadder(1, 17, 17.0), OnLadder(1, 19, 19.9), OnLadder(1, 21, 21.2),  // branch 1
+      OnLadder(1, 22, 22.4),
+      OnLadder(2, 23, 23.5)};  // branch 2: nothing fits
+  SettleDecision d = ChooseRung(rungs, b, 0.03);
+  // Fitted alone, branch 1's 17.0 is not pooled with the search ladder's 18.7.
+  EXPECT_DOUBLE_EQ(d.corrected[2].latency_ms, 17.0);
+  EXPECT_EQ(d.fits, (std::vector<bool>{true, true, true, true, true, false, false}));
+  EXPECT_EQ(d.picks, (std::vector<int>{1, 4}));
+  EXPECT_EQ(d.chosen, 1);
+  // Branch 1's pick has the lower held-out KD loss: it is the student.
+  ChooseAmongPicks({0.31, 0.27}, d);
+  EXPECT_EQ(d.chosen, 4);
+  EXPECT_NE(d.reason.find("rung 2 0.3100, rung 5 0.2700"), std::string::npos) << d.reason;
+  // A tie keeps the earlier ladder; losses that do not match the picks change nothing.
+  ChooseAmongPicks({0.25, 0.25}, d);
+  EXPECT_EQ(d.chosen, 1);
+  ChooseAmongPicks({0.1}, d);
+  EXPECT_EQ(d.chosen, 1);
+}
+
+// When only a branch fits, its pick is the student and the reason says where it came from.
+TEST(SettleTest, ABranchPickStandsWhenTheSearchsLadderHasNone) {
+  Budgets b;
+  b.latency_ms = 20.0;
+  const SettleDecision d =
+      ChooseRung({OnLadder(0, 20, 21.0), OnLadder(1, 18, 18.5), OnLadder(1, 19, 20.5)}, b, 0.03);
+  EXPECT_EQ(d.fits, (std::vector<bool>{false, true, false}));
+  EXPECT_EQ(d.picks, (std::vector<int>{1}));
+  EXPECT_EQ(d.chosen, 1);
+  EXPECT_NE(d.reason.find("rung 2 of 3 is the largest"), std::string::npos) << d.reason;
+  EXPECT_NE(d.reason.find("on branch 1"), std::string::npos) << d.reason;
+}
+
 }  // namespace
 }  // namespace tailor::autocompress

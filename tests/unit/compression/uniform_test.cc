@@ -320,6 +320,50 @@ TEST(UniformTest, GrowthLadderStepsOneAxisAtATimeUpToTheCeiling) {
   EXPECT_EQ(over->size(), 1u);
 }
 
+// A branch takes the global step the ladder could not: from hidden 8 with everything else at
+// full width under a ceiling 5% above it, hidden 8 -> 12 is out of reach one step at a time;
+// the branch holds hidden at 12, repairs the per-layer axes down under the floor and grows
+// back toward the ceiling, one axis step per rung.
+TEST(UniformTest, BranchLadderTakesTheBlockedGlobalStepAndPaysElsewhere) {
+  Fixture f;
+  ASSERT_EQ(f.space.axes[0].name, "hidden");
+  ASSERT_EQ(f.space.axes[0].widths, (std::vector<int64_t>{4, 8, 12, 16}));
+  std::vector<int> start;
+  for (const ChoiceAxis& a : f.space.axes) start.push_back(static_cast<int>(a.widths.size()) - 1);
+  start[0] = 1;  // hidden 8
+  const double mib = f.model->Predict(*ChildConfig(f.parent, f.space, start))->memory_mib;
+  Budgets floor, ceiling;
+  // Embeddings dominate this tiny parent: at hidden 12 the narrowest per-layer widths still
+  // cost 96% of hidden 8 at full width, so the floor sits 2% below.
+  floor.memory_mib = 0.98 * mib;
+  ceiling.memory_mib = 1.05 * mib;
+  ASSERT_EQ(GrowthLadder(f.parent, f.space, *f.model, ceiling, start)->size(), 1u);
+
+  absl::StatusOr<std::vector<Branch>> branches =
+      BranchLadders(f.parent, f.space, *f.model, floor, ceiling, start, 2);
+  ASSERT_TRUE(branches.ok()) << branches.status();
+  ASSERT_EQ(branches->size(), 1u);  // hidden is the space's only global axis
+  const Branch& b = branches->front();
+  EXPECT_EQ(b.axis, 0);
+  ASSERT_GE(b.ladder.size(), 2u);
+  EXPECT_EQ(b.ladder.front().change.rfind("hidden 8 -> 12, ", 0), 0u) << b.ladder.front().change;
+  EXPECT_LE(b.ladder.front().predicted.memory_mib, *floor.memory_mib);
+  for (size_t i = 0; i < b.ladder.size(); ++i) {
+    const LadderRung& r = b.ladder[i];
+    EXPECT_GE(r.indices[0], 2) << "rung " << i;
+    EXPECT_LE(r.predicted.memory_mib, *ceiling.memory_mib) << "rung " << i;
+    if (i == 0) continue;
+    int steps = 0;
+    for (size_t a = 0; a < start.size(); ++a) steps += r.indices[a] - b.ladder[i - 1].indices[a];
+    EXPECT_EQ(steps, 1) << "rung " << i;
+  }
+  EXPECT_GT(b.ladder.back().predicted.memory_mib, *floor.memory_mib);
+  // No branch when none may be taken, or when the stepped axis is already at its widest.
+  EXPECT_TRUE(BranchLadders(f.parent, f.space, *f.model, floor, ceiling, start, 0)->empty());
+  start[0] = 3;
+  EXPECT_TRUE(BranchLadders(f.parent, f.space, *f.model, floor, ceiling, start, 2)->empty());
+}
+
 TEST(UniformTest, DescriptionsNameEveryLayer) {
   HybridConfig c = Parent();
   c.layers[1].mlp.ffn = 0;
