@@ -587,8 +587,9 @@ absl::Status AddSettleLadder(WorkerContext& ctx, const Inputs& in, const SearchP
   TAILOR_ASSIGN_OR_RETURN(std::vector<autocompress::LadderRung> ladder,
                           autocompress::GrowthLadder(parent, in.space, *in.cost_model, ceiling,
                                                      repair.indices, &importance));
-  // A branch only when each ladder gets two measured rungs (its bottom and its top).
-  const int max_branches = std::min(kMaxBranches, (sp.settle_rungs() - 2) / 2);
+  // A branch only when every ladder gets three measured rungs or more: one branch from 6
+  // rungs, two from 10.
+  const int max_branches = std::min(kMaxBranches, (sp.settle_rungs() - 2) / 4);
   std::vector<autocompress::Branch> branches;
   if (max_branches > 0) {
     TAILOR_ASSIGN_OR_RETURN(
