@@ -134,9 +134,11 @@ SettleDecision ChooseRung(const std::vector<MeasuredRung>& rungs, const Budgets&
   }
   if (d.picks.empty()) {
     d.chosen = 0;
-    d.reason = absl::StrFormat("no measured rung fits every budget less %.1f%%: kept the "
-                               "search's choice",
-                               100 * margin);
+    d.reason = absl::StrFormat("no measured rung fits every budget less %.1f%%: %s",
+                               100 * margin,
+                               rungs.empty() || rungs[0].step == 0
+                                   ? "kept the search's choice"
+                                   : "took the smallest, below the search's choice");
     return d;
   }
   d.chosen = own_pick >= 0 ? own_pick : d.picks.front();

@@ -45,6 +45,7 @@ struct MeasuredRung {
   // throughput_tokens_per_s); a resource the contract does not budget may be 0.
   costmodel::Prediction measured;
   int ladder = 0;  // 0: the search's own ladder; k > 0: its k-th branch
+  int step = 0;    // on the search's ladder: steps above its choice (negative below)
 };
 
 struct SettleDecision {
@@ -62,8 +63,9 @@ struct SettleDecision {
 // `rungs` grouped by ladder, each ladder ascending in size; `budgets` are the CONTRACT's (not
 // the planning budgets); `margin` in [0, 1). Fitted per ladder; a rung without a measurement
 // of a budgeted resource never fits. The chosen rung is the search's ladder's pick; without
-// one, the first pick of a branch; without any, rung 0 (the search's own choice, which
-// verification then judges). With several picks, ChooseAmongPicks decides.
+// one, the first pick of a branch; without any, rung 0 (the smallest measured: the search's
+// own choice or the bottom of the descent below it, which verification then judges). With
+// several picks, ChooseAmongPicks decides.
 SettleDecision ChooseRung(const std::vector<MeasuredRung>& rungs, const Budgets& budgets,
                           double margin);
 

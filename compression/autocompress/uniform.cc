@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -445,6 +446,49 @@ absl::StatusOr<UniformResult> SelectUniform(model::HybridLM& ranked_parent,
   return out;
 }
 
+// One step of the repair: the one-axis shrink of `indices` (never below `keep_at_least`)
+// that gives up the least importance per unit of budget excess saved. nullopt when no shrink
+// lowers the excess.
+struct Shrink {
+  int axis = -1;
+  costmodel::Prediction predicted;
+};
+std::optional<Shrink> BestShrink(const HybridConfig& parent, const SearchSpace& space,
+                                 const costmodel::CostModel& model, const Budgets& budgets,
+                                 const std::vector<int>& indices,
+                                 const costmodel::Prediction& predicted,
+                                 const Importance* importance,
+                                 const std::vector<int>* keep_at_least) {
+  const std::vector<Rho> now = Rhos(predicted, budgets);
+  std::optional<Shrink> best;
+  double best_ratio = 0, best_saved = 0;
+  for (size_t a = 0; a < space.axes.size(); ++a) {
+    if (indices[a] == 0 || (keep_at_least != nullptr && indices[a] <= (*keep_at_least)[a])) {
+      continue;
+    }
+    std::vector<int> cand = indices;
+    --cand[a];
+    absl::StatusOr<costmodel::Prediction> p = PredictChild(parent, space, model, cand);
+    if (!p.ok()) continue;  // not a valid child (cannot happen for prefix widths)
+    const std::vector<Rho> next = Rhos(*p, budgets);
+    double saved = 0;
+    for (size_t r = 0; r < now.size(); ++r) {
+      if (now[r].rho > 1.0) saved += now[r].rho - next[r].rho;
+    }
+    if (!(saved > 0)) continue;
+    const double lost = ImportanceLost(parent, space, indices, static_cast<int>(a),
+                                       space.axes[a].widths[indices[a]],
+                                       space.axes[a].widths[cand[a]], importance);
+    const double ratio = lost / saved;
+    if (!best || ratio < best_ratio || (ratio == best_ratio && saved > best_saved)) {
+      best = Shrink{static_cast<int>(a), *p};
+      best_ratio = ratio;
+      best_saved = saved;
+    }
+  }
+  return best;
+}
+
 absl::StatusOr<RepairResult> RepairToBudgets(const HybridConfig& parent, const SearchSpace& space,
                                              const costmodel::CostModel& model,
                                              const Budgets& budgets, std::vector<int> indices,
@@ -461,48 +505,47 @@ absl::StatusOr<RepairResult> RepairToBudgets(const HybridConfig& parent, const S
       out.indices = std::move(indices);
       return out;
     }
-    const std::vector<Rho> now = Rhos(out.predicted, budgets);
-    int best_axis = -1;
-    double best_ratio = 0, best_saved = 0;
-    costmodel::Prediction best_pred;
-    for (size_t a = 0; a < space.axes.size(); ++a) {
-      if (indices[a] == 0 || (keep_at_least != nullptr && indices[a] <= (*keep_at_least)[a])) {
-        continue;
-      }
-      std::vector<int> cand = indices;
-      --cand[a];
-      absl::StatusOr<costmodel::Prediction> p = PredictChild(parent, space, model, cand);
-      if (!p.ok()) continue;  // not a valid child (cannot happen for prefix widths)
-      const std::vector<Rho> next = Rhos(*p, budgets);
-      double saved = 0;
-      for (size_t r = 0; r < now.size(); ++r) {
-        if (now[r].rho > 1.0) saved += now[r].rho - next[r].rho;
-      }
-      if (!(saved > 0)) continue;
-      const double lost = ImportanceLost(parent, space, indices, static_cast<int>(a),
-                                         space.axes[a].widths[indices[a]],
-                                         space.axes[a].widths[cand[a]], importance);
-      const double ratio = lost / saved;
-      if (best_axis < 0 || ratio < best_ratio || (ratio == best_ratio && saved > best_saved)) {
-        best_axis = static_cast<int>(a);
-        best_ratio = ratio;
-        best_saved = saved;
-        best_pred = *p;
-      }
-    }
-    if (best_axis < 0) {
+    const std::optional<Shrink> shrink = BestShrink(parent, space, model, budgets, indices,
+                                                    out.predicted, importance, keep_at_least);
+    if (!shrink) {
       return absl::FailedPreconditionError(
           absl::StrCat("budget repair: no narrower choice lowers the excess any more (",
                        absl::StrJoin(BudgetViolations(out.predicted, budgets), "; "), ")"));
     }
-    const ChoiceAxis& axis = space.axes[best_axis];
-    out.changes.push_back(absl::StrCat(axis.name, " ", axis.widths[indices[best_axis]], " -> ",
-                                       axis.widths[indices[best_axis] - 1]));
-    --indices[best_axis];
-    out.predicted = best_pred;
+    const ChoiceAxis& axis = space.axes[shrink->axis];
+    out.changes.push_back(absl::StrCat(axis.name, " ", axis.widths[indices[shrink->axis]], " -> ",
+                                       axis.widths[indices[shrink->axis] - 1]));
+    --indices[shrink->axis];
+    out.predicted = shrink->predicted;
     out.repaired = true;
   }
   return absl::InternalError("budget repair did not terminate");
+}
+
+absl::StatusOr<std::vector<LadderRung>> DescentLadder(const HybridConfig& parent,
+                                                      const SearchSpace& space,
+                                                      const costmodel::CostModel& model,
+                                                      const Budgets& target,
+                                                      std::vector<int> indices,
+                                                      const Importance* importance) {
+  TAILOR_ASSIGN_OR_RETURN(costmodel::Prediction predicted,
+                          PredictChild(parent, space, model, indices));
+  // Shrinks top down from `indices` itself; each rung's change is the growth back to it from
+  // the rung below, known once that rung is found.
+  std::vector<LadderRung> down = {{indices, predicted, ""}};
+  while (!BudgetViolations(predicted, target).empty()) {
+    const std::optional<Shrink> shrink = BestShrink(parent, space, model, target, indices,
+                                                    predicted, importance, nullptr);
+    if (!shrink) break;  // as low as the space goes: the descent ends here
+    const ChoiceAxis& axis = space.axes[shrink->axis];
+    down.back().change = absl::StrCat(axis.name, " ", axis.widths[indices[shrink->axis] - 1],
+                                      " -> ", axis.widths[indices[shrink->axis]]);
+    --indices[shrink->axis];
+    predicted = shrink->predicted;
+    down.push_back({indices, predicted, ""});
+  }
+  std::reverse(down.begin(), down.end());
+  return down;
 }
 
 absl::StatusOr<std::vector<LadderRung>> GrowthLadder(const HybridConfig& parent,

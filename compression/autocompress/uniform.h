@@ -130,6 +130,19 @@ absl::StatusOr<std::vector<LadderRung>> GrowthLadder(const model::HybridConfig& 
                                                      std::vector<int> indices,
                                                      const Importance* importance = nullptr);
 
+// The settle's ladder below the search's choice, for a table that is optimistic there: the
+// repair's shrinks from `indices` (the least importance per unit of excess first, no
+// grow-back) until every budget of `target` holds or nothing narrower lowers the excess.
+// Returned bottom first as a ladder that grows back up to `indices` itself (its last rung;
+// the only one when `indices` already meets `target`), each rung one axis step above the one
+// below.
+absl::StatusOr<std::vector<LadderRung>> DescentLadder(const model::HybridConfig& parent,
+                                                      const SearchSpace& space,
+                                                      const costmodel::CostModel& model,
+                                                      const Budgets& target,
+                                                      std::vector<int> indices,
+                                                      const Importance* importance = nullptr);
+
 // The ladder's steps are one axis step each, so a global axis whose next width is a big step
 // (hidden 96 -> 128 on the quickstart's parent: +25% of the request's latency) blocks it well
 // short of the budget. A branch takes that step anyway: from the ladder's top rung, one

@@ -28,6 +28,16 @@ std::string Cell(bool has, double predicted, double measured, double corrected) 
                       FormatNumber(corrected));
 }
 
+// The rung's change from the measured rung below it on its ladder, and where the search's
+// choice is.
+std::string GrownBy(const v1::autocompress::SettleRung& g) {
+  std::string where;
+  if (g.ladder() == 0 && g.step() == 0) where = "(the search's choice)";
+  if (g.ladder() == 0 && g.step() < 0) where = "(below the search's choice)";
+  if (g.change().empty()) return where.empty() ? "-" : where;
+  return where.empty() ? g.change() : absl::StrCat(g.change(), " ", where);
+}
+
 }  // namespace
 
 std::string RenderSettle(const v1::CampaignReport& r, const cli::RenderOptions& options) {
@@ -79,9 +89,10 @@ std::string RenderSettle(const v1::CampaignReport& r, const cli::RenderOptions& 
     }
     row.push_back(g.fits() ? "✓" : "✗");
     if (branches) row.push_back(g.has_kd_loss() ? absl::StrFormat("%.4f", g.kd_loss()) : "-");
-    row.push_back(g.change().empty() ? (i == 0 ? "(the search's choice)" : "-") : g.change());
+    row.push_back(GrownBy(g));
     table.AddRow(row);
   }
+  const int ladder = s.descent_steps() + s.ladder_steps() + 1;
   int own = 0, branch_count = 0;
   for (const v1::autocompress::SettleRung& g : s.rungs()) {
     own += g.ladder() == 0 ? 1 : 0;
@@ -89,11 +100,11 @@ std::string RenderSettle(const v1::CampaignReport& r, const cli::RenderOptions& 
   }
   const std::string served =
       branch_count == 0
-          ? absl::StrFormat("%d of the ladder's %d rungs served", own, s.ladder_steps() + 1)
+          ? absl::StrFormat("%d of the ladder's %d rungs served", own, ladder)
           : absl::StrFormat("%d rungs served: %d of the search's ladder's %d, %d on %d "
                             "branch%s",
-                            s.rungs_size(), own, s.ladder_steps() + 1, s.rungs_size() - own,
-                            branch_count, branch_count == 1 ? "" : "es");
+                            s.rungs_size(), own, ladder, s.rungs_size() - own, branch_count,
+                            branch_count == 1 ? "" : "es");
   std::string out = absl::StrFormat(
       "\nmeasured settle: %s (margin %.1f%%; measured / predicted over them: latency x%.3f, "
       "memory x%.3f; fit: the measurements made monotone along each ladder)\n",

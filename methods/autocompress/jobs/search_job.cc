@@ -534,14 +534,40 @@ autocompress::Budgets Moved(autocompress::Budgets b, double latency_reach, doubl
   return b;
 }
 
+// The descent's target: every budgeted resource at most the share of its budget that the
+// search's choice uses of its most used one, less `reach` (a fraction of that share).
+autocompress::Budgets Below(const autocompress::Budgets& budgets,
+                            const costmodel::Prediction& choice, double reach) {
+  double share = 0;
+  if (budgets.latency_ms) share = std::max(share, choice.latency_ms / *budgets.latency_ms);
+  if (budgets.memory_mib) share = std::max(share, choice.memory_mib / *budgets.memory_mib);
+  if (budgets.throughput && choice.throughput_tokens_per_s > 0) {
+    share = std::max(share, *budgets.throughput / choice.throughput_tokens_per_s);
+  }
+  share *= 1.0 - reach;
+  autocompress::Budgets out = budgets;
+  if (out.latency_ms) *out.latency_ms *= share;
+  if (out.memory_mib) *out.memory_mib *= share;
+  if (out.throughput) *out.throughput /= share;
+  return out;
+}
+
 // Up to `count` evenly spaced rungs of `ladder` (number `ladder_id`: 0 the search's own) into
 // result.settle.rungs and output.candidates, which the `measure` job serves.
 absl::Status AddMeasuredRungs(const Inputs& in, const std::vector<autocompress::LadderRung>& ladder,
-                              int ladder_id, int count, v1::JobOutput& output,
+                              int ladder_id, int count, int choice, v1::JobOutput& output,
                               ac::SearchResult& result) {
   ac::Settle& settle = *result.mutable_settle();
   int next_unlisted = 0;  // the first step whose change no measured rung lists yet
-  for (int step : autocompress::RungsToMeasure(static_cast<int>(ladder.size()), count)) {
+  // Below the search's choice only the bottom rung; the choice itself and evenly spaced
+  // rungs above it.
+  std::vector<int> steps;
+  if (choice > 0) steps.push_back(0);
+  for (int k : autocompress::RungsToMeasure(static_cast<int>(ladder.size()) - choice,
+                                            count - static_cast<int>(steps.size()))) {
+    steps.push_back(choice + k);
+  }
+  for (int step : steps) {
     const autocompress::LadderRung& rung = ladder[step];
     TAILOR_ASSIGN_OR_RETURN(
         model::HybridConfig config,
@@ -553,7 +579,7 @@ absl::Status AddMeasuredRungs(const Inputs& in, const std::vector<autocompress::
     }
     next_unlisted = step + 1;
     ac::SettleRung& r = *settle.add_rungs();
-    r.set_step(step);
+    r.set_step(step - choice);
     r.set_ladder(ladder_id);
     r.set_architecture(autocompress::DescribeArchitecture(config));
     r.set_change(absl::StrJoin(changes, ", "));
@@ -587,6 +613,19 @@ absl::Status AddSettleLadder(WorkerContext& ctx, const Inputs& in, const SearchP
   TAILOR_ASSIGN_OR_RETURN(std::vector<autocompress::LadderRung> ladder,
                           autocompress::GrowthLadder(parent, in.space, *in.cost_model, ceiling,
                                                      repair.indices, &importance));
+  // With three rungs or more on its own ladder, the ladder starts below the search's choice
+  // too, for a table that is optimistic there (its binding share lowered by the reach).
+  std::vector<autocompress::LadderRung> descent = {ladder.front()};
+  if (sp.settle_rungs() >= 3) {
+    TAILOR_ASSIGN_OR_RETURN(
+        descent, autocompress::DescentLadder(
+                     parent, in.space, *in.cost_model,
+                     Below(budgets, repair.predicted, std::max(lat_reach, mem_reach)),
+                     repair.indices, &importance));
+  }
+  const int choice = static_cast<int>(descent.size()) - 1;
+  ladder.front().change = descent.back().change;
+  ladder.insert(ladder.begin(), descent.begin(), descent.end() - 1);
   // A branch only when every ladder gets three measured rungs or more: one branch from 6
   // rungs, two from 10.
   const int max_branches = std::min(kMaxBranches, (sp.settle_rungs() - 2) / 4);
@@ -598,14 +637,15 @@ absl::Status AddSettleLadder(WorkerContext& ctx, const Inputs& in, const SearchP
                                               ladder.back().indices, max_branches, &importance));
   }
   ac::Settle& settle = *result.mutable_settle();
-  settle.set_ladder_steps(static_cast<int32_t>(ladder.size()) - 1);
+  settle.set_ladder_steps(static_cast<int32_t>(ladder.size()) - 1 - choice);
+  settle.set_descent_steps(choice);
   settle.set_margin(sp.settle_margin());
   const int per_branch = sp.settle_rungs() / (static_cast<int>(branches.size()) + 1);
   const int own = sp.settle_rungs() - per_branch * static_cast<int>(branches.size());
-  TAILOR_RETURN_IF_ERROR(AddMeasuredRungs(in, ladder, 0, own, output, result));
+  TAILOR_RETURN_IF_ERROR(AddMeasuredRungs(in, ladder, 0, own, choice, output, result));
   for (size_t k = 0; k < branches.size(); ++k) {
     TAILOR_RETURN_IF_ERROR(AddMeasuredRungs(in, branches[k].ladder, static_cast<int>(k) + 1,
-                                            per_branch, output, result));
+                                            per_branch, 0, output, result));
   }
   return absl::OkStatus();
 }
@@ -748,7 +788,8 @@ absl::StatusOr<v1::JobOutput> RunSettle(WorkerContext& ctx) {
   std::vector<autocompress::MeasuredRung> rungs;
   for (int i = 0; i < settle.rungs_size(); ++i) {
     rungs.push_back({PredictionOf(settle.rungs(i).predicted()),
-                     PredictionOf(measured->measured(i)), settle.rungs(i).ladder()});
+                     PredictionOf(measured->measured(i)), settle.rungs(i).ladder(),
+                     settle.rungs(i).step()});
   }
   autocompress::SettleDecision d =
       autocompress::ChooseRung(rungs, ContractBudgets(ctx.contract().budget()), settle.margin());

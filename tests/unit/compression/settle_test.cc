@@ -102,6 +102,19 @@ TEST(SettleTest, NoRungFitsKeepsTheSearchsChoice) {
   EXPECT_NE(d.reason.find("kept the search's choice"), std::string::npos) << d.reason;
 }
 
+// With a descent below the search's choice (step < 0), nothing fitting takes the smallest
+// rung, which is not the search's choice, and the reason says so.
+TEST(SettleTest, NoRungFitsTakesTheBottomOfTheDescent) {
+  Budgets b;
+  b.latency_ms = 15.0;
+  MeasuredRung bottom = Rung(15, 16), choice = Rung(16, 17);
+  bottom.step = -3;
+  const SettleDecision d = ChooseRung({bottom, choice}, b, 0.03);
+  EXPECT_EQ(d.chosen, 0);
+  EXPECT_NE(d.reason.find("took the smallest, below the search's choice"), std::string::npos)
+      << d.reason;
+}
+
 // The throughput floor is raised by the margin; throughput falls along the ladder.
 TEST(SettleTest, ThroughputFloorIsRaisedByTheMargin) {
   Budgets b;

@@ -320,6 +320,41 @@ TEST(UniformTest, GrowthLadderStepsOneAxisAtATimeUpToTheCeiling) {
   EXPECT_EQ(over->size(), 1u);
 }
 
+// The descent below the search's choice: the repair's shrinks, no grow-back, until the
+// target holds; bottom first, each rung one axis step below the next, the choice itself last
+// with the change that grows back to it.
+TEST(UniformTest, DescentLadderShrinksToTheTargetAndEndsAtTheChoice) {
+  Fixture f;
+  std::vector<int> widest;
+  for (const ChoiceAxis& a : f.space.axes) widest.push_back(static_cast<int>(a.widths.size()) - 1);
+  const double mib = f.model->Predict(*ChildConfig(f.parent, f.space, widest))->memory_mib;
+  Budgets target;
+  target.memory_mib = 0.97 * mib;
+  absl::StatusOr<std::vector<LadderRung>> descent =
+      DescentLadder(f.parent, f.space, *f.model, target, widest);
+  ASSERT_TRUE(descent.ok()) << descent.status();
+  ASSERT_GE(descent->size(), 2u);
+  EXPECT_EQ(descent->back().indices, widest);
+  EXPECT_EQ(descent->front().change, "");
+  EXPECT_LE(descent->front().predicted.memory_mib, *target.memory_mib);
+  for (size_t i = 1; i < descent->size(); ++i) {
+    const LadderRung& r = (*descent)[i];
+    int steps = 0;
+    for (size_t a = 0; a < widest.size(); ++a) steps += r.indices[a] - (*descent)[i - 1].indices[a];
+    EXPECT_EQ(steps, 1) << "rung " << i;
+    // Every rung above the bottom is still over the target: the descent stops at the first
+    // that meets it.
+    EXPECT_GT(r.predicted.memory_mib, *target.memory_mib) << "rung " << i;
+    EXPECT_NE(r.change.find(" -> "), std::string::npos) << r.change;
+  }
+  // Already within the target: the choice alone.
+  target.memory_mib = 2 * mib;
+  descent = DescentLadder(f.parent, f.space, *f.model, target, widest);
+  ASSERT_TRUE(descent.ok());
+  ASSERT_EQ(descent->size(), 1u);
+  EXPECT_EQ(descent->front().change, "");
+}
+
 // A branch takes the global step the ladder could not: from hidden 8 with everything else at
 // full width under a ceiling 5% above it, hidden 8 -> 12 is out of reach one step at a time;
 // the branch holds hidden at 12, repairs the per-layer axes down under the floor and grows
