@@ -640,8 +640,13 @@ absl::Status AddSettleLadder(WorkerContext& ctx, const Inputs& in, const SearchP
   settle.set_ladder_steps(static_cast<int32_t>(ladder.size()) - 1 - choice);
   settle.set_descent_steps(choice);
   settle.set_margin(sp.settle_margin());
+  // Each branch its share of the rungs, or fewer when its ladder is shorter; the search's
+  // own ladder the rest.
   const int per_branch = sp.settle_rungs() / (static_cast<int>(branches.size()) + 1);
-  const int own = sp.settle_rungs() - per_branch * static_cast<int>(branches.size());
+  int own = sp.settle_rungs();
+  for (const autocompress::Branch& b : branches) {
+    own -= std::min(per_branch, static_cast<int>(b.ladder.size()));
+  }
   TAILOR_RETURN_IF_ERROR(AddMeasuredRungs(in, ladder, 0, own, choice, output, result));
   for (size_t k = 0; k < branches.size(); ++k) {
     TAILOR_RETURN_IF_ERROR(AddMeasuredRungs(in, branches[k].ladder, static_cast<int>(k) + 1,
