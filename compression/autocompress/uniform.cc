@@ -157,6 +157,12 @@ void LayerImportanceLost(const HybridConfig& parent, const SearchSpace& space,
   }
 }
 
+// "layers[3].mlp_ffn 256 -> 192": axis `a` moved from choice `from` to choice `to`.
+std::string StepText(const SearchSpace& space, int a, int from, int to) {
+  const ChoiceAxis& axis = space.axes[a];
+  return absl::StrCat(axis.name, " ", axis.widths[from], " -> ", axis.widths[to]);
+}
+
 // Share of axis a's importance lost by shrinking it from width `from` to `to` (see
 // RepairToBudgets), summed over every layer the axis sets. Falls back to the share of the
 // width when no scores are available.
@@ -229,9 +235,8 @@ void GrowBack(const HybridConfig& parent, const SearchSpace& space,
       }
     }
     if (best_axis < 0) return;
-    const ChoiceAxis& axis = space.axes[best_axis];
-    out.changes.push_back(absl::StrCat(axis.name, " ", axis.widths[indices[best_axis]], " -> ",
-                                       axis.widths[indices[best_axis] + 1], label));
+    out.changes.push_back(absl::StrCat(
+        StepText(space, best_axis, indices[best_axis], indices[best_axis] + 1), label));
     ++indices[best_axis];
     out.predicted = best_pred;
     if (on_step) on_step(out, indices);
@@ -512,9 +517,8 @@ absl::StatusOr<RepairResult> RepairToBudgets(const HybridConfig& parent, const S
           absl::StrCat("budget repair: no narrower choice lowers the excess any more (",
                        absl::StrJoin(BudgetViolations(out.predicted, budgets), "; "), ")"));
     }
-    const ChoiceAxis& axis = space.axes[shrink->axis];
-    out.changes.push_back(absl::StrCat(axis.name, " ", axis.widths[indices[shrink->axis]], " -> ",
-                                       axis.widths[indices[shrink->axis] - 1]));
+    const int a = shrink->axis;
+    out.changes.push_back(StepText(space, a, indices[a], indices[a] - 1));
     --indices[shrink->axis];
     out.predicted = shrink->predicted;
     out.repaired = true;
@@ -537,9 +541,8 @@ absl::StatusOr<std::vector<LadderRung>> DescentLadder(const HybridConfig& parent
     const std::optional<Shrink> shrink = BestShrink(parent, space, model, target, indices,
                                                     predicted, importance, nullptr);
     if (!shrink) break;  // as low as the space goes: the descent ends here
-    const ChoiceAxis& axis = space.axes[shrink->axis];
-    down.back().change = absl::StrCat(axis.name, " ", axis.widths[indices[shrink->axis] - 1],
-                                      " -> ", axis.widths[indices[shrink->axis]]);
+    const int a = shrink->axis;
+    down.back().change = StepText(space, a, indices[a] - 1, indices[a]);
     --indices[shrink->axis];
     predicted = shrink->predicted;
     down.push_back({indices, predicted, ""});
@@ -595,7 +598,7 @@ absl::StatusOr<std::vector<Branch>> BranchLadders(const HybridConfig& parent,
                             GrowthLadder(parent, space, model, ceiling, repaired->indices,
                                          importance));
     std::vector<std::string> changes = {
-        absl::StrCat(axis.name, " ", axis.widths[top_rung[a]], " -> ", axis.widths[start[a]])};
+        StepText(space, static_cast<int>(a), top_rung[a], start[a])};
     for (const std::string& c : repaired->changes) changes.push_back(c);
     ladder.front().change = absl::StrJoin(changes, ", ");
     out.push_back({static_cast<int>(a), std::move(ladder)});

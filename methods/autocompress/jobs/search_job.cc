@@ -108,6 +108,9 @@ struct Inputs {
   std::optional<data::ParentVocabulary> vocab;
   std::optional<JobDataset> calibration;
   std::optional<JobDataset> eval;
+  // The ranked parent's importance scores (RepairImportance), computed on first use: the
+  // repair and the settle's ladders share them.
+  std::optional<autocompress::Importance> importance;
 };
 
 // Largest planning margin: a table that validated worse than this is a poor table, and
@@ -468,14 +471,17 @@ void ReportSearchStep(WorkerContext& ctx, const Inputs& in, int64_t steps, int64
 // Importance of the ranked parent's units on a few training batches: what the repair gives
 // up and the settle's ladder regains per unit of cost. Whole global batches (rank 0 alone
 // runs this), so the same search on another number of ranks picks the same student.
-absl::StatusOr<autocompress::Importance> RepairImportance(const Inputs& in,
-                                                          const SearchPlan& plan) {
-  TAILOR_ASSIGN_OR_RETURN(
-      std::vector<at::Tensor> calib,
-      WholeBatches(in, in.calibration, plan.data_seed, kRepairSalt, kImportanceBatches,
-                   plan.global_batch, plan.length, tasks::Split::kTrain));
-  model::HybridLM teacher = in.teacher;  // a handle: the same module
-  return autocompress::RankImportance(teacher, calib);
+absl::StatusOr<const autocompress::Importance*> RepairImportance(Inputs& in,
+                                                                  const SearchPlan& plan) {
+  if (!in.importance.has_value()) {
+    TAILOR_ASSIGN_OR_RETURN(
+        std::vector<at::Tensor> calib,
+        WholeBatches(in, in.calibration, plan.data_seed, kRepairSalt, kImportanceBatches,
+                     plan.global_batch, plan.length, tasks::Split::kTrain));
+    model::HybridLM teacher = in.teacher;  // a handle: the same module
+    TAILOR_ASSIGN_OR_RETURN(in.importance, autocompress::RankImportance(teacher, calib));
+  }
+  return &*in.importance;
 }
 
 // The argmax architecture, priced by the cost model itself (not the soft predictor); one
@@ -493,11 +499,12 @@ absl::StatusOr<autocompress::RepairResult> RepairArgmax(WorkerContext& ctx, Inpu
   repair.indices = indices;
   repair.predicted = predicted;
   if (violations.empty()) return repair;
-  TAILOR_ASSIGN_OR_RETURN(autocompress::Importance importance, RepairImportance(in, plan));
+  TAILOR_ASSIGN_OR_RETURN(const autocompress::Importance* importance,
+                          RepairImportance(in, plan));
   ctx.Progress(0.9, Clip(absl::StrCat("argmax architecture violates the budget (",
                                       absl::StrJoin(violations, "; "), "); repairing")));
   return autocompress::RepairToBudgets(config, in.space, *in.cost_model, in.budgets, indices,
-                                       &importance);
+                                       importance);
 }
 
 // Slices the (repaired) architecture out of the ranked parent, uploads it as
@@ -599,7 +606,7 @@ absl::Status AddMeasuredRungs(const Inputs& in, const std::vector<autocompress::
 // (each from the budgets narrowed by as much up to the widened ones), and the rungs the
 // `measure` job serves: their configs in output.candidates, their choice indices in
 // result.settle.rungs (for the settle job).
-absl::Status AddSettleLadder(WorkerContext& ctx, const Inputs& in, const SearchPlan& plan,
+absl::Status AddSettleLadder(WorkerContext& ctx, Inputs& in, const SearchPlan& plan,
                              const autocompress::RepairResult& repair, v1::JobOutput& output,
                              ac::SearchResult& result) {
   const v1::SearchParams& sp = ctx.contract().search();
@@ -608,11 +615,12 @@ absl::Status AddSettleLadder(WorkerContext& ctx, const Inputs& in, const SearchP
   const double mem_reach = std::max(in.planning.memory_margin(), kMinLadderReach);
   const autocompress::Budgets ceiling = Moved(budgets, lat_reach, mem_reach, +1);
   ctx.Progress(0.92, "building the settle's growth ladder");
-  TAILOR_ASSIGN_OR_RETURN(autocompress::Importance importance, RepairImportance(in, plan));
+  TAILOR_ASSIGN_OR_RETURN(const autocompress::Importance* importance,
+                          RepairImportance(in, plan));
   const model::HybridConfig& parent = in.teacher->config();
   TAILOR_ASSIGN_OR_RETURN(std::vector<autocompress::LadderRung> ladder,
                           autocompress::GrowthLadder(parent, in.space, *in.cost_model, ceiling,
-                                                     repair.indices, &importance));
+                                                     repair.indices, importance));
   // With three rungs or more on its own ladder, the ladder starts below the search's choice
   // too, for a table that is optimistic there (its binding share lowered by the reach).
   std::vector<autocompress::LadderRung> descent = {ladder.front()};
@@ -621,7 +629,7 @@ absl::Status AddSettleLadder(WorkerContext& ctx, const Inputs& in, const SearchP
         descent, autocompress::DescentLadder(
                      parent, in.space, *in.cost_model,
                      Below(budgets, repair.predicted, std::max(lat_reach, mem_reach)),
-                     repair.indices, &importance));
+                     repair.indices, importance));
   }
   const int choice = static_cast<int>(descent.size()) - 1;
   ladder.front().change = descent.back().change;
@@ -634,7 +642,7 @@ absl::Status AddSettleLadder(WorkerContext& ctx, const Inputs& in, const SearchP
     TAILOR_ASSIGN_OR_RETURN(
         branches, autocompress::BranchLadders(parent, in.space, *in.cost_model,
                                               Moved(budgets, lat_reach, mem_reach, -1), ceiling,
-                                              ladder.back().indices, max_branches, &importance));
+                                              ladder.back().indices, max_branches, importance));
   }
   ac::Settle& settle = *result.mutable_settle();
   settle.set_ladder_steps(static_cast<int32_t>(ladder.size()) - 1 - choice);
@@ -745,6 +753,17 @@ costmodel::Prediction PredictionOf(const v1::ModelCosts& c) {
   return p;
 }
 
+// The held-out batches candidates of different shapes are compared on (the uniform baseline's
+// grid, the settle's picks): the contract's data.eval when it gives one (fetched into
+// `in.eval` beforehand), else its calibration data or the task suites' eval split.
+absl::StatusOr<std::vector<at::Tensor>> HeldOutBatches(WorkerContext& ctx, const Inputs& in) {
+  const v1::SearchParams& sp = ctx.contract().search();
+  const int64_t length = std::min<int64_t>(sp.sequence_length(), in.teacher->config().max_seq);
+  return WholeBatches(in, in.eval.has_value() ? in.eval : in.calibration, ctx.contract().seed(),
+                      kUniformSalt, kUniformEvalBatches, sp.batch_sequences(), length,
+                      tasks::Split::kEval);
+}
+
 // The held-out KD loss of each pick (rung index into settle.rungs), sliced untrained from the
 // ranked parent, on the batches the uniform baseline scores its candidates on.
 absl::StatusOr<std::vector<double>> PickLosses(WorkerContext& ctx, Inputs& in,
@@ -753,14 +772,7 @@ absl::StatusOr<std::vector<double>> PickLosses(WorkerContext& ctx, Inputs& in,
   if (ctx.contract().data().has_eval()) {
     TAILOR_ASSIGN_OR_RETURN(in.eval, FetchJobDataset(ctx, "eval"));
   }
-  const v1::SearchParams& sp = ctx.contract().search();
-  const int64_t length =
-      std::min<int64_t>(sp.sequence_length(), in.teacher->config().max_seq);
-  TAILOR_ASSIGN_OR_RETURN(
-      std::vector<at::Tensor> eval,
-      WholeBatches(in, in.eval.has_value() ? in.eval : in.calibration, ctx.contract().seed(),
-                   kUniformSalt, kUniformEvalBatches, sp.batch_sequences(), length,
-                   tasks::Split::kEval));
+  TAILOR_ASSIGN_OR_RETURN(std::vector<at::Tensor> eval, HeldOutBatches(ctx, in));
   std::vector<std::vector<int>> indices;
   for (int p : picks) {
     indices.emplace_back(settle.rungs(p).indices().begin(), settle.rungs(p).indices().end());
@@ -801,7 +813,9 @@ absl::StatusOr<v1::JobOutput> RunSettle(WorkerContext& ctx) {
   if (d.picks.size() > 1) {
     TAILOR_ASSIGN_OR_RETURN(std::vector<double> kd, PickLosses(ctx, in, settle, d.picks));
     autocompress::ChooseAmongPicks(kd, d);
-    for (size_t k = 0; k < d.picks.size(); ++k) settle.mutable_rungs(d.picks[k])->set_kd_loss(kd[k]);
+    for (size_t k = 0; k < d.picks.size(); ++k) {
+      settle.mutable_rungs(d.picks[k])->set_kd_loss(kd[k]);
+    }
   }
   for (int i = 0; i < settle.rungs_size(); ++i) {
     ac::SettleRung& r = *settle.mutable_rungs(i);
@@ -852,14 +866,7 @@ absl::StatusOr<v1::JobOutput> RunBaselineUniform(WorkerContext& ctx) {
     return output;
   }
 
-  const v1::SearchParams& sp = ctx.contract().search();
-  const int64_t rows = sp.batch_sequences();
-  const int64_t length = std::min<int64_t>(sp.sequence_length(), config.max_seq);
-  // Scored on the contract's held-out data when it gives any (data.eval, else calibration).
-  TAILOR_ASSIGN_OR_RETURN(
-      std::vector<at::Tensor> eval,
-      WholeBatches(in, in.eval.has_value() ? in.eval : in.calibration, ctx.contract().seed(),
-                   kUniformSalt, kUniformEvalBatches, rows, length, tasks::Split::kEval));
+  TAILOR_ASSIGN_OR_RETURN(std::vector<at::Tensor> eval, HeldOutBatches(ctx, in));
   ctx.Progress(0.2, "pricing the uniform grid and scoring the largest fitting candidates");
   absl::Status reachable =
       autocompress::CheckBudgetsReachable(config, in.space, cost_model, in.budgets);
