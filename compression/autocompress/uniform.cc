@@ -452,8 +452,8 @@ absl::StatusOr<UniformResult> SelectUniform(model::HybridLM& ranked_parent,
 }
 
 // One step of the repair: the one-axis shrink of `indices` (never below `keep_at_least`)
-// that gives up the least importance per unit of budget excess saved. nullopt when no shrink
-// lowers the excess.
+// that gives up the least importance per unit of budget excess saved; none that lands within
+// every budget of `overshoot` when given. nullopt when no shrink lowers the excess.
 struct Shrink {
   int axis = -1;
   costmodel::Prediction predicted;
@@ -463,7 +463,8 @@ std::optional<Shrink> BestShrink(const HybridConfig& parent, const SearchSpace& 
                                  const std::vector<int>& indices,
                                  const costmodel::Prediction& predicted,
                                  const Importance* importance,
-                                 const std::vector<int>* keep_at_least) {
+                                 const std::vector<int>* keep_at_least,
+                                 const Budgets* overshoot = nullptr) {
   const std::vector<Rho> now = Rhos(predicted, budgets);
   std::optional<Shrink> best;
   double best_ratio = 0, best_saved = 0;
@@ -475,6 +476,7 @@ std::optional<Shrink> BestShrink(const HybridConfig& parent, const SearchSpace& 
     --cand[a];
     absl::StatusOr<costmodel::Prediction> p = PredictChild(parent, space, model, cand);
     if (!p.ok()) continue;  // not a valid child (cannot happen for prefix widths)
+    if (overshoot != nullptr && BudgetViolations(*p, *overshoot).empty()) continue;
     const std::vector<Rho> next = Rhos(*p, budgets);
     double saved = 0;
     for (size_t r = 0; r < now.size(); ++r) {
@@ -530,25 +532,43 @@ absl::StatusOr<std::vector<LadderRung>> DescentLadder(const HybridConfig& parent
                                                       const SearchSpace& space,
                                                       const costmodel::CostModel& model,
                                                       const Budgets& target,
+                                                      const Budgets& overshoot,
                                                       std::vector<int> indices,
                                                       const Importance* importance) {
-  TAILOR_ASSIGN_OR_RETURN(costmodel::Prediction predicted,
-                          PredictChild(parent, space, model, indices));
-  // Shrinks top down from `indices` itself; each rung's change is the growth back to it from
-  // the rung below, known once that rung is found.
-  std::vector<LadderRung> down = {{indices, predicted, ""}};
-  while (!BudgetViolations(predicted, target).empty()) {
-    const std::optional<Shrink> shrink = BestShrink(parent, space, model, target, indices,
-                                                    predicted, importance, nullptr);
+  const std::vector<int> choice = indices;
+  RepairResult bottom;
+  TAILOR_ASSIGN_OR_RETURN(bottom.predicted, PredictChild(parent, space, model, indices));
+  // The repair's shrinks from the choice, in order, until the target holds; a shrink that
+  // lands within `overshoot` too only when no other lowers the excess.
+  std::vector<int> shrunk;
+  while (!BudgetViolations(bottom.predicted, target).empty()) {
+    std::optional<Shrink> shrink = BestShrink(parent, space, model, target, indices,
+                                              bottom.predicted, importance, nullptr, &overshoot);
+    if (!shrink) {
+      shrink = BestShrink(parent, space, model, target, indices, bottom.predicted, importance,
+                          nullptr);
+    }
     if (!shrink) break;  // as low as the space goes: the descent ends here
-    const int a = shrink->axis;
-    down.back().change = StepText(space, a, indices[a] - 1, indices[a]);
+    shrunk.push_back(shrink->axis);
     --indices[shrink->axis];
-    predicted = shrink->predicted;
-    down.push_back({indices, predicted, ""});
+    bottom.predicted = shrink->predicted;
   }
-  std::reverse(down.begin(), down.end());
-  return down;
+  // The shrink that crossed the target may overshoot it by far (hidden 96 -> 64 on the
+  // quickstart's parent: 20-30% below the choice); what fits under the target grows back, so
+  // the bottom is the largest architecture the repair finds there, not the first.
+  if (!shrunk.empty() && BudgetViolations(bottom.predicted, target).empty()) {
+    GrowBack(parent, space, model, target, choice, importance, indices, bottom);
+  }
+  // Up from the bottom to the choice one axis step per rung, the last shrink undone first.
+  std::vector<LadderRung> ladder = {{indices, bottom.predicted, ""}};
+  for (auto it = shrunk.rbegin(); it != shrunk.rend(); ++it) {
+    const int a = *it;
+    if (indices[a] >= choice[a]) continue;  // grown back already
+    ++indices[a];
+    TAILOR_ASSIGN_OR_RETURN(costmodel::Prediction p, PredictChild(parent, space, model, indices));
+    ladder.push_back({indices, p, StepText(space, a, indices[a] - 1, indices[a])});
+  }
+  return ladder;
 }
 
 absl::StatusOr<std::vector<LadderRung>> GrowthLadder(const HybridConfig& parent,

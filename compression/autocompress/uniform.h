@@ -131,15 +131,19 @@ absl::StatusOr<std::vector<LadderRung>> GrowthLadder(const model::HybridConfig& 
                                                      const Importance* importance = nullptr);
 
 // The settle's ladder below the search's choice, for a table that is optimistic there: the
-// repair's shrinks from `indices` (the least importance per unit of excess first, no
-// grow-back) until every budget of `target` holds or nothing narrower lowers the excess.
-// Returned bottom first as a ladder that grows back up to `indices` itself (its last rung;
-// the only one when `indices` already meets `target`), each rung one axis step above the one
-// below.
+// repair's shrinks from `indices` (the least importance per unit of excess first) until every
+// budget of `target` holds or nothing narrower lowers the excess, then the repair's grow-back
+// toward `indices` while `target` holds. A shrink that lands within every budget of
+// `overshoot` (below the target) is taken only when no other lowers the excess: the bottom is
+// the largest architecture the repair finds under the target, not the first big step across
+// it. Returned bottom first as a ladder that grows back up to `indices` itself (its last
+// rung; the only one when `indices` already meets `target`), each rung one axis step above
+// the one below.
 absl::StatusOr<std::vector<LadderRung>> DescentLadder(const model::HybridConfig& parent,
                                                       const SearchSpace& space,
                                                       const costmodel::CostModel& model,
                                                       const Budgets& target,
+                                                      const Budgets& overshoot,
                                                       std::vector<int> indices,
                                                       const Importance* importance = nullptr);
 

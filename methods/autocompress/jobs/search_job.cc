@@ -625,11 +625,14 @@ absl::Status AddSettleLadder(WorkerContext& ctx, Inputs& in, const SearchPlan& p
   // too, for a table that is optimistic there (its binding share lowered by the reach).
   std::vector<autocompress::LadderRung> descent = {ladder.front()};
   if (sp.settle_rungs() >= 3) {
+    // Its bottom under the target, and not by another reach below it where a smaller step
+    // gets there.
+    const double reach = std::max(lat_reach, mem_reach);
+    const autocompress::Budgets target = Below(budgets, repair.predicted, reach);
     TAILOR_ASSIGN_OR_RETURN(
-        descent, autocompress::DescentLadder(
-                     parent, in.space, *in.cost_model,
-                     Below(budgets, repair.predicted, std::max(lat_reach, mem_reach)),
-                     repair.indices, importance));
+        descent, autocompress::DescentLadder(parent, in.space, *in.cost_model, target,
+                                             Moved(target, reach, reach, -1), repair.indices,
+                                             importance));
   }
   const int choice = static_cast<int>(descent.size()) - 1;
   ladder.front().change = descent.back().change;

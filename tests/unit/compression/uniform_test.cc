@@ -328,10 +328,11 @@ TEST(UniformTest, DescentLadderShrinksToTheTargetAndEndsAtTheChoice) {
   std::vector<int> widest;
   for (const ChoiceAxis& a : f.space.axes) widest.push_back(static_cast<int>(a.widths.size()) - 1);
   const double mib = f.model->Predict(*ChildConfig(f.parent, f.space, widest))->memory_mib;
-  Budgets target;
+  Budgets target, overshoot;
   target.memory_mib = 0.97 * mib;
+  overshoot.memory_mib = 0.92 * mib;
   absl::StatusOr<std::vector<LadderRung>> descent =
-      DescentLadder(f.parent, f.space, *f.model, target, widest);
+      DescentLadder(f.parent, f.space, *f.model, target, overshoot, widest);
   ASSERT_TRUE(descent.ok()) << descent.status();
   ASSERT_GE(descent->size(), 2u);
   EXPECT_EQ(descent->back().indices, widest);
@@ -347,9 +348,34 @@ TEST(UniformTest, DescentLadderShrinksToTheTargetAndEndsAtTheChoice) {
     EXPECT_GT(r.predicted.memory_mib, *target.memory_mib) << "rung " << i;
     EXPECT_NE(r.change.find(" -> "), std::string::npos) << r.change;
   }
+  // The bottom is grown back under the target: no single step toward the choice still fits.
+  const std::vector<int>& bottom = descent->front().indices;
+  int grown_back_checks = 0;
+  for (size_t a = 0; a < widest.size(); ++a) {
+    if (bottom[a] >= widest[a]) continue;
+    std::vector<int> up = bottom;
+    ++up[a];
+    EXPECT_GT(f.model->Predict(*ChildConfig(f.parent, f.space, up))->memory_mib,
+              *target.memory_mib)
+        << f.space.axes[a].name;
+    ++grown_back_checks;
+  }
+  EXPECT_GE(grown_back_checks, 1);
+  // Not past the overshoot floor: the per-layer steps get there, the hidden one (a quarter of
+  // this parent's memory) would land far below it.
+  EXPECT_GT(descent->front().predicted.memory_mib, *overshoot.memory_mib);
+  EXPECT_EQ(bottom[0], widest[0]) << "hidden shrunk";
+  // With no floor to respect, the cheapest shrink per importance may take the big step; the
+  // bottom then still fits the target.
+  overshoot.memory_mib = 0;
+  absl::StatusOr<std::vector<LadderRung>> coarse =
+      DescentLadder(f.parent, f.space, *f.model, target, overshoot, widest);
+  ASSERT_TRUE(coarse.ok()) << coarse.status();
+  EXPECT_LE(coarse->front().predicted.memory_mib, *target.memory_mib);
+  EXPECT_EQ(coarse->back().indices, widest);
   // Already within the target: the choice alone.
   target.memory_mib = 2 * mib;
-  descent = DescentLadder(f.parent, f.space, *f.model, target, widest);
+  descent = DescentLadder(f.parent, f.space, *f.model, target, overshoot, widest);
   ASSERT_TRUE(descent.ok());
   ASSERT_EQ(descent->size(), 1u);
   EXPECT_EQ(descent->front().change, "");
