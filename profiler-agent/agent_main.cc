@@ -36,6 +36,7 @@ struct Flags {
   int profile_validation = 0;
   int verify_repetitions = 0;
   int verify_task_samples = 0;
+  int verify_serves = 0;
   std::string ca_cert;
   std::string token_file;
   int max_jobs = 1;
@@ -99,6 +100,9 @@ void DeclareFlags(CLI::App& app, Flags& flags) {
   app.add_option("--verify-repetitions", flags.verify_repetitions,
                  "verify: measured requests (0 = default 15)")
       ->check(CLI::Range(0, 10000));
+  app.add_option("--verify-serves", flags.verify_serves,
+                 "verify: serves of the model, judged on the median one (0 = default 3)")
+      ->check(CLI::Range(0, 100));
   app.add_option("--verify-task-samples", flags.verify_task_samples,
                  "verify: evaluation samples per task suite (0 = default 64)")
       ->check(CLI::Range(0, 100000));
@@ -137,6 +141,7 @@ HandlerOptions HandlerOptionsOf(const Flags& flags, const ServingEngineChoice& e
   handler_options.profile_validation_architectures = flags.profile_validation;
   handler_options.verify_repetitions = flags.verify_repetitions;
   handler_options.verify_task_samples = flags.verify_task_samples;
+  handler_options.verify_serves = flags.verify_serves;
   return handler_options;
 }
 

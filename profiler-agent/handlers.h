@@ -23,6 +23,7 @@ struct HandlerOptions {
   int profile_validation_architectures = 0;
   int verify_repetitions = 0;
   int verify_task_samples = 0;
+  int verify_serves = 0;
   // The engine's own report about itself (ResolveServingEngine) and the threads it serves a
   // request with (llama.cpp).
   std::string engine_build;

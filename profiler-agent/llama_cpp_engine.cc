@@ -467,13 +467,15 @@ absl::StatusOr<v1::JobOutput> LlamaCppEngine::Verify(const v1::DeploymentContrac
   }
   const v1::LatencyPercentile percentile = contract.budget().latency_percentile();
   const int repetitions = RepetitionsFor(percentile, config_.verify_repetitions);
-  TAILOR_RETURN_IF_ERROR(report(0.35, absl::StrCat("serving the contract's request batch ",
-                                                   repetitions, " times in llama.cpp")));
-  TAILOR_ASSIGN_OR_RETURN(
-      *result.mutable_measured(),
-      MeasureCalmly(*gguf_path,
-                    ServeOptions(w, kVerifyWarmup, repetitions, contract.seed(), options_.sidecar),
-                    w, percentile));
+  TAILOR_RETURN_IF_ERROR(report(
+      0.35, absl::StrCat("serving the contract's request batch ", repetitions, " times in ",
+                         config_.verify_serves, " llama.cpp processes")));
+  const gguf::ServeBenchmarkOptions serve =
+      ServeOptions(w, kVerifyWarmup, repetitions, contract.seed(), options_.sidecar);
+  TAILOR_ASSIGN_OR_RETURN(*result.mutable_measured(),
+                          MeasureServes(config_.verify_serves, [&] {
+                            return MeasureCalmly(*gguf_path, serve, w, percentile);
+                          }));
   TAILOR_RETURN_IF_ERROR(report(0.7, "evaluating the task suites (tailor's engine)"));
   TAILOR_ASSIGN_OR_RETURN(*result.mutable_quality(),
                           TaskQuality(**ours, contract.seed(), config_.verify_task_samples));

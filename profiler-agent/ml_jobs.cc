@@ -128,6 +128,7 @@ MlJobConfig MlJobConfigOf(const DeviceDescription& device, const HandlerOptions&
   ml.profile_validation_architectures = options.profile_validation_architectures;
   if (options.verify_repetitions > 0) ml.verify_repetitions = options.verify_repetitions;
   if (options.verify_task_samples > 0) ml.verify_task_samples = options.verify_task_samples;
+  if (options.verify_serves > 0) ml.verify_serves = options.verify_serves;
   ml.builtin_threads = options.engine_threads;
   return ml;
 }
@@ -313,9 +314,12 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
     return IsBadModel(e.status().code()) ? BadModel("model", e.status()) : e.status();
   }
   engine::Engine& eng = **e;
-  TAILOR_RETURN_IF_ERROR(report(0.1, "serving the contract's request batch"));
+  TAILOR_RETURN_IF_ERROR(report(0.1, absl::StrCat("serving the contract's request batch (",
+                                                  config.verify_serves, " serves)")));
   v1::JobOutput result;
-  TAILOR_ASSIGN_OR_RETURN(*result.mutable_measured(), MeasureBuiltin(contract, config, eng));
+  TAILOR_ASSIGN_OR_RETURN(
+      *result.mutable_measured(),
+      MeasureServes(config.verify_serves, [&] { return MeasureBuiltin(contract, config, eng); }));
 
   // Quality on the task suites, served at the contract's precision.
   TAILOR_RETURN_IF_ERROR(report(0.6, "evaluating the task suites"));
@@ -545,17 +549,13 @@ namespace {
 constexpr int kMeasureRounds = 3;
 
 // The round of median latency of each candidate, its statistic saying so.
-std::vector<v1::ModelCosts> MedianRounds(const std::vector<std::vector<v1::ModelCosts>>& rounds) {
+absl::StatusOr<std::vector<v1::ModelCosts>> MedianRounds(
+    const std::vector<std::vector<v1::ModelCosts>>& rounds) {
   std::vector<v1::ModelCosts> out;
   for (size_t i = 0; i < rounds.front().size(); ++i) {
-    std::vector<const v1::ModelCosts*> runs;
-    for (const std::vector<v1::ModelCosts>& r : rounds) runs.push_back(&r[i]);
-    std::sort(runs.begin(), runs.end(), [](const v1::ModelCosts* a, const v1::ModelCosts* b) {
-      return a->latency_ms() < b->latency_ms();
-    });
-    v1::ModelCosts m = *runs[runs.size() / 2];
-    m.set_latency_statistic(absl::StrCat(m.latency_statistic(), "; the median of ", runs.size(),
-                                         " interleaved rounds"));
+    std::vector<v1::ModelCosts> runs;
+    for (const std::vector<v1::ModelCosts>& r : rounds) runs.push_back(r[i]);
+    TAILOR_ASSIGN_OR_RETURN(v1::ModelCosts m, MedianServe(runs, "interleaved rounds"));
     out.push_back(std::move(m));
   }
   return out;
@@ -605,7 +605,8 @@ JobHandler MakeMeasureHandler(std::shared_ptr<ServingEngine> engine) {
       rounds.push_back(std::move(measured));
     }
     v1::MeasureResult r;
-    for (v1::ModelCosts& m : MedianRounds(rounds)) *r.add_measured() = std::move(m);
+    TAILOR_ASSIGN_OR_RETURN(std::vector<v1::ModelCosts> medians, MedianRounds(rounds));
+    for (v1::ModelCosts& m : medians) *r.add_measured() = std::move(m);
     r.set_rounds(kMeasureRounds);
     const EngineIdentity id = engine->identity();
     v1::EngineInfo& info = *r.mutable_engine();

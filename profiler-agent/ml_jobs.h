@@ -43,6 +43,9 @@ struct MlJobConfig {
   // Verify: measured repetitions and task samples per suite (tests shrink them).
   int verify_repetitions = 15;
   int verify_task_samples = 64;
+  // Verify: serves of the student judged on their median (request_latency.h MeasureServes),
+  // as the measure job judges the settle's rungs on the median of 3 rounds.
+  int verify_serves = 3;
   // Of data.eval, when the contract has one: enough to cover the usual held-out set, so the
   // served perplexity is over the tokens the distill job's figure is.
   int verify_eval_sequences = 256;

@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace tailor::profiler {
 
@@ -63,6 +67,43 @@ absl::StatusOr<v1::ModelCosts> MeasureUntilCalm(
   }
   if (d.disturbed) absl::StrAppend(c.mutable_latency_statistic(), " (disturbed: ", d.why, ")");
   return c;
+}
+
+absl::StatusOr<v1::ModelCosts> MedianServe(const std::vector<v1::ModelCosts>& serves,
+                                           absl::string_view what) {
+  if (serves.empty()) return absl::InvalidArgumentError("MedianServe: no serves");
+  std::vector<const v1::ModelCosts*> sorted;
+  for (const v1::ModelCosts& s : serves) sorted.push_back(&s);
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const v1::ModelCosts* a, const v1::ModelCosts* b) {
+                     return a->latency_ms() < b->latency_ms();
+                   });
+  v1::ModelCosts m = *sorted[sorted.size() / 2];
+  m.clear_serve_latency_ms();
+  int remeasures = 0;
+  std::vector<std::string> each;
+  for (const v1::ModelCosts& s : serves) {
+    m.add_serve_latency_ms(s.latency_ms());
+    remeasures += s.remeasures();
+    each.push_back(absl::StrFormat("%.2f", s.latency_ms()));
+  }
+  m.set_remeasures(remeasures);
+  if (serves.size() > 1) {
+    absl::StrAppend(m.mutable_latency_statistic(), "; the median of ", serves.size(), " ", what,
+                    " (", absl::StrJoin(each, ", "), " ms)");
+  }
+  return m;
+}
+
+absl::StatusOr<v1::ModelCosts> MeasureServes(
+    int serves, const std::function<absl::StatusOr<v1::ModelCosts>()>& serve) {
+  std::vector<v1::ModelCosts> runs;
+  for (int i = 0; i < std::max(serves, 1); ++i) {
+    absl::StatusOr<v1::ModelCosts> run = serve();
+    if (!run.ok()) return run.status();
+    runs.push_back(*std::move(run));
+  }
+  return MedianServe(runs, "serves");
 }
 
 costmodel::CalmServingOptions RequestCalmOptions(int threads) {

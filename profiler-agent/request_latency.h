@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "compression/costmodel/calm_serving.h"
 #include "compression/engine/workload.h"
 #include "tailor/v1/contract.pb.h"
@@ -36,6 +37,19 @@ struct VerifyRun {
 absl::StatusOr<v1::ModelCosts> MeasureUntilCalm(
     const std::function<absl::StatusOr<VerifyRun>()>& serve,
     const costmodel::CalmServingOptions& options);
+
+// Several serves of one model judged as one: the serve of median latency_ms (the upper one of
+// an even count), its statistic saying "; the median of N <what> (a, b, c ms)", every serve's
+// latency in serve_latency_ms, their re-serves summed. InvalidArgument when `serves` is empty.
+absl::StatusOr<v1::ModelCosts> MedianServe(const std::vector<v1::ModelCosts>& serves,
+                                           absl::string_view what);
+
+// A verify's measurement: `serves` serves of the model back to back (each its own engine run,
+// served until calm), judged on the median serve, as the measure job judges a candidate on
+// the median of its rounds; the settle's measurement and the verify's are then the same
+// statistic. The first error is returned as is.
+absl::StatusOr<v1::ModelCosts> MeasureServes(
+    int serves, const std::function<absl::StatusOr<v1::ModelCosts>()>& serve);
 
 // The interference check of a figure taken over many requests (a verify's percentile, a
 // profiled model's median): sustained interference only, the interquartile spread over 25%,
