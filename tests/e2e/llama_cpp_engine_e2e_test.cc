@@ -11,9 +11,11 @@
 // the quickstart's Nemotron-H checkpoint (tailor-train-parent --layout nemotron-h, two steps:
 // pattern M*-M-*M-, per-layer widths in `nemotron_h`) and Qwen3 (one width per kind in
 // `qwen3`: profiled on uniform models, searched and exported uniform).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -106,8 +108,16 @@ TEST_P(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
   EXPECT_THAT(verify["measured"].value("latency_statistic", ""),
               ::testing::StartsWith("p90 of 50 whole requests"));
   EXPECT_TRUE(verify["measured"].contains("request_spread")) << verify["measured"].dump(2);
-  EXPECT_LE(verify["measured"].value("remeasures", 0), 2);
+  // Three serves (the agent's default --verify-serves), each re-served at most twice; the
+  // median one judged.
+  EXPECT_LE(verify["measured"].value("remeasures", 0), 6);
   EXPECT_EQ(verify["measured"]["latency_ms"], verify["measured"]["request_p90_ms"]);
+  ASSERT_EQ(verify["measured"]["serve_latency_ms"].size(), 3u) << verify["measured"].dump(2);
+  std::vector<double> serves = verify["measured"]["serve_latency_ms"].get<std::vector<double>>();
+  std::sort(serves.begin(), serves.end());
+  EXPECT_EQ(verify["measured"]["latency_ms"].get<double>(), serves[1]);
+  EXPECT_THAT(verify["measured"].value("latency_statistic", ""),
+              HasSubstr("; the median of 3 serves ("));
 
   // The measured settle: the search's ladder served in llama.cpp as verify serves (p90 of 50
   // whole requests, three interleaved rounds), and with a budget every rung meets, the largest
