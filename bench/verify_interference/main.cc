@@ -33,6 +33,7 @@
 #include "absl/time/time.h"
 #include "bench/common/bench_parents.h"
 #include "bench/common/bench_report.h"
+#include "common/status_macros.h"
 #include "compression/costmodel/calm_serving.h"
 #include "compression/engine/workload.h"
 #include "compression/gguf/hf_to_gguf.h"
@@ -42,6 +43,7 @@
 #include "nlohmann/json.hpp"
 #include "profiler-agent/llama_cpp_engine.h"
 #include "profiler-agent/request_latency.h"
+#include "tailor/v1/job_output.pb.h"
 #include "tests/testing/hf_test_checkpoint.h"
 
 namespace tailor::bench {
@@ -54,7 +56,8 @@ struct Flags {
   int rounds = 5;
   int competitors = 2;
   int threads = 1;  // the engine's (--engine-threads)
-  int serves = 3;   // quiet serves per round judged on their median (--verify-serves)
+  int serves = 3;   // quiet serves per round judged on their median, as the agent's
+                    // --verify-serves judges a verify
   bool memory_load = false;  // --load memory: competitors stream a 64 MiB buffer each
   std::string json_out = "bench/out/verify_interference.json";
 };
@@ -168,17 +171,19 @@ absl::Status RunRounds(const std::string& gguf, const gguf::ServeBenchmarkOption
     const costmodel::Disturbance qd = costmodel::JudgeDisturbance(*q, calm);
     quiet.disturbed += qd.disturbed ? 1 : 0;
     quiet.spread.push_back(qd.spread);
-    std::vector<double> round = {quiet.latency_ms.back()};
+    // Judged as verify judges its serves (profiler::MedianServe), the first one included.
+    std::vector<v1::ModelCosts> round(1);
+    round[0].set_latency_ms(quiet.latency_ms.back());
     for (int s = 1; s < f.serves; ++s) {
       absl::StatusOr<costmodel::ServedModel> more = serve();
       if (!more.ok()) return more.status();
-      round.push_back(MedianRequest(*more));
+      round.emplace_back().set_latency_ms(MedianRequest(*more));
     }
-    std::vector<double> sorted = round;
-    std::sort(sorted.begin(), sorted.end());
-    modes.median.latency_ms.push_back(sorted[sorted.size() / 2]);  // MedianServe's choice
+    TAILOR_ASSIGN_OR_RETURN(v1::ModelCosts judged, profiler::MedianServe(round, "serves"));
+    modes.median.latency_ms.push_back(judged.latency_ms());
     modes.median.serves += f.serves;
-    modes.quiet_serves.insert(modes.quiet_serves.end(), round.begin(), round.end());
+    modes.quiet_serves.insert(modes.quiet_serves.end(), judged.serve_latency_ms().begin(),
+                              judged.serve_latency_ms().end());
 
     std::vector<pid_t> pids = StartCompetitors(f.competitors, serve_time, f.memory_load);
     absl::StatusOr<costmodel::ServedModel> p = serve();
