@@ -34,6 +34,7 @@ struct Flags {
   std::string token;
   int profile_rounds = 0;
   int profile_validation = 0;
+  int profile_remeasures = -1;
   int verify_repetitions = 0;
   int verify_task_samples = 0;
   int verify_serves = 0;
@@ -97,6 +98,10 @@ void DeclareFlags(CLI::App& app, Flags& flags) {
   app.add_option("--profile-validation", flags.profile_validation,
                  "profile: held-out architectures measured end to end (0 = default)")
       ->check(CLI::Range(0, 1000));
+  app.add_option("--profile-remeasures", flags.profile_remeasures,
+                 "profile (llama.cpp): serves again of a model whose requests show "
+                 "interference (-1 = default 2)")
+      ->check(CLI::Range(-1, 10));
   app.add_option("--verify-repetitions", flags.verify_repetitions,
                  "verify: measured requests (0 = default 15)")
       ->check(CLI::Range(0, 10000));
@@ -139,6 +144,7 @@ HandlerOptions HandlerOptionsOf(const Flags& flags, const ServingEngineChoice& e
   handler_options.ml_jobs = true;
   handler_options.profile_rounds = flags.profile_rounds;
   handler_options.profile_validation_architectures = flags.profile_validation;
+  handler_options.profile_remeasures = flags.profile_remeasures;
   handler_options.verify_repetitions = flags.verify_repetitions;
   handler_options.verify_task_samples = flags.verify_task_samples;
   handler_options.verify_serves = flags.verify_serves;

@@ -21,6 +21,7 @@ struct HandlerOptions {
   // profile job still validates, so a cheap table shows its larger error in `costs list`.
   int profile_rounds = 0;
   int profile_validation_architectures = 0;
+  int profile_remeasures = -1;  // -1 = the profiler's default
   int verify_repetitions = 0;
   int verify_task_samples = 0;
   int verify_serves = 0;

@@ -261,6 +261,13 @@ class LlamaCppEngine : public ServingEngine {
                                          const ModelToServe& model,
                                          const std::string& work_dir) const;
   v1::EngineInfo Info() const;
+  // How profiling and its recheck serve a model again while interference shows: as verify
+  // does, at most --profile-remeasures times.
+  costmodel::CalmServingOptions ProfileCalmOptions() const {
+    costmodel::CalmServingOptions o = RequestCalmOptions(options_.sidecar.threads);
+    if (config_.profile_remeasures >= 0) o.max_remeasures = config_.profile_remeasures;
+    return o;
+  }
 
   const MlJobConfig config_;
   const LlamaCppEngineOptions options_;
@@ -333,7 +340,7 @@ absl::StatusOr<ProfileJobOutput> LlamaCppEngine::Profile(const v1::DeploymentCon
   // node's own jitter spreads every calm run's requests (max - min) by 20-60% at the
   // quickstart's size, so the profiler's default re-served every model twice and kept the run
   // with the fewest slow requests (docs/benchmarks.md, "Profiling the quickstart's parent").
-  o.calm = RequestCalmOptions(options_.sidecar.threads);
+  o.calm = ProfileCalmOptions();
   if (config_.profile_validation_architectures > 0) {
     o.validation_architectures = config_.profile_validation_architectures;
   }
@@ -373,7 +380,7 @@ absl::StatusOr<costmodel::RecheckResult> LlamaCppEngine::Recheck(
                                     options_.sidecar));
   // As the whole-model profiler measured its held-out architectures: the median request, and
   // memory as llama.cpp allocated it.
-  const costmodel::CalmServingOptions calm_options = RequestCalmOptions(options_.sidecar.threads);
+  const costmodel::CalmServingOptions calm_options = ProfileCalmOptions();
   auto recheck_serve = [&](const model::HybridConfig& arch,
                            uint64_t seed) -> absl::StatusOr<costmodel::RecheckServed> {
     // Served as the table's own models were: again while interference shows.

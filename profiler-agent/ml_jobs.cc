@@ -126,6 +126,7 @@ MlJobConfig MlJobConfigOf(const DeviceDescription& device, const HandlerOptions&
   ml.device_kind = device.device_kind;
   ml.profile_rounds = options.profile_rounds;
   ml.profile_validation_architectures = options.profile_validation_architectures;
+  ml.profile_remeasures = options.profile_remeasures;
   if (options.verify_repetitions > 0) ml.verify_repetitions = options.verify_repetitions;
   if (options.verify_task_samples > 0) ml.verify_task_samples = options.verify_task_samples;
   if (options.verify_serves > 0) ml.verify_serves = options.verify_serves;

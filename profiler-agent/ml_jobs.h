@@ -52,6 +52,11 @@ struct MlJobConfig {
   // Profile: overrides for tests (0 = the profiler's defaults).
   int profile_rounds = 0;
   int profile_validation_architectures = 0;
+  // Profile (llama.cpp, the whole-model profiler and its recheck): how often a model whose
+  // requests show interference is served again (-1 = the profiler's default, 2). Tests of
+  // tiny models set 0: node's own jitter spreads their sub-millisecond layers past any
+  // threshold, so every model would be served three times for nothing.
+  int profile_remeasures = -1;
   // tailor-builtin: LibTorch intra-op threads serving each request; part of the engine's
   // version (engine::BuiltinEngineVersion).
   int builtin_threads = 1;

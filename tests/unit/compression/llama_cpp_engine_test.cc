@@ -183,6 +183,9 @@ class LlamaCppEngineRealTest : public ::testing::Test {
     config_.verify_task_samples = 2;
     config_.profile_rounds = 3;
     config_.profile_validation_architectures = 3;
+    // These tiny models' requests spread past any threshold on node's jitter alone: a serve
+    // again would only triple the profile's time (the calm rule has its own tests).
+    config_.profile_remeasures = 0;
     engine_ = MakeLlamaCppEngine(config_, {}, identity_);
   }
 
@@ -351,11 +354,15 @@ TEST_F(LlamaCppEngineRealTest, ProfileBuildsAValidatedTableFromWholeRequests) {
     EXPECT_GT(a.measured_latency_ms, 0) << a.description;
     EXPECT_GT(a.predicted_latency_ms, 0) << a.description;
   }
+  // --profile-remeasures 0: every model served once, whatever its spread.
+  EXPECT_EQ(out->result.remeasures, 0);
+  EXPECT_EQ(out->result.remeasured_models, 0);
 }
 
-// Parents whose GGUF layout has one width per kind (llama.cpp's `qwen3`, Mixtral's `llama`;
-// `qwen2` also keeps hidden width and heads): profiled on uniform models with blocks removed
-// whole and validated on uniform architectures, every one of them served by llama.cpp.
+// Parents whose GGUF layout has one width per kind (Mixtral's `llama`; `qwen2` also keeps
+// hidden width and heads): profiled on uniform models with blocks removed whole and validated
+// on uniform architectures, every one of them served by llama.cpp. (`qwen3`, the same rule as
+// `qwen2` less the hidden width, is profiled by e2e_llama_cpp_engine's Qwen3 campaign.)
 class LlamaCppUniformProfileTest : public LlamaCppEngineRealTest,
                                    public ::testing::WithParamInterface<const char*> {};
 
@@ -394,8 +401,7 @@ TEST_P(LlamaCppUniformProfileTest, ProfilesOnModelsTheLayoutHolds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, LlamaCppUniformProfileTest,
-                         ::testing::Values("Qwen3ForCausalLM", "MixtralForCausalLM",
-                                           "Qwen2ForCausalLM"),
+                         ::testing::Values("MixtralForCausalLM", "Qwen2ForCausalLM"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param);
                          });
