@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The sanitizer stage (docs/reliability.md "Sanitizers"): builds with clang only what does
-# not link LibTorch (common, storage, coordinator, cli, the torch-free compression libraries:
-# config, safetensors, archive, entropy codec), their unit tests and the fuzzers, runs those
-# tests under the sanitizer, then (asan) each fuzzer for a bounded time on its seed corpus.
-#   deploy/sanitize.sh            asan: AddressSanitizer + UBSan, tests + 15 s per fuzzer
-#   deploy/sanitize.sh tsan       ThreadSanitizer, tests only
-#   deploy/sanitize.sh tsafety    clang's -Wthread-safety as an error: build only, since a
+# not link LibTorch (common, storage, coordinator, cli, the agent, the torch-free compression
+# libraries: config, safetensors, archive, entropy codec), every build with clang's
+# -Wthread-safety as an error, runs the library tests under the sanitizer, then (asan) each
+# fuzzer for a bounded time on its seed corpus.
+#   deploy/sanitize.sh            asan: every torch-free target (so the thread-safety check
+#                                 covers all of them) under AddressSanitizer + UBSan; library
+#                                 tests + 15 s per fuzzer
+#   deploy/sanitize.sh tsan       ThreadSanitizer, library tests only
+#   deploy/sanitize.sh tsafety    the thread-safety check alone, at -O0: build only, since a
 #                                 missing lock is a compile error and there is nothing to run
 #   FUZZ_SECONDS=300 deploy/sanitize.sh     longer fuzzing
 #   TAILOR_BUILD_LOCK=/tmp/x.lock deploy/sanitize.sh   configure+build under flock

@@ -5,9 +5,9 @@
 #   deploy/test.sh --full     also longer fuzzing (5 min per target) and ThreadSanitizer,
 #                             300 seeded fault runs and a 30-minute soak
 #   SKIP_SANITIZE=1 deploy/test.sh  without the sanitizer stage
-# Then the sanitizer stage (deploy/sanitize.sh, docs/reliability.md): the libraries without
-# LibTorch built with clang's thread-safety analysis as an error, then they and their tests
-# under ASan+UBSan (clang), and each fuzzer for a bounded time.
+# Then the sanitizer stage (deploy/sanitize.sh, docs/reliability.md): everything without
+# LibTorch built once with clang under ASan+UBSan and its thread-safety analysis as an error,
+# the library tests run under the sanitizers, and each fuzzer for a bounded time.
 set -euo pipefail
 FULL=0
 if [ "${1:-}" = "--full" ]; then FULL=1; shift; fi
@@ -29,7 +29,6 @@ cmake --build "$BUILD_DIR" -j"$JOBS"
 (cd "$BUILD_DIR" && ctest --output-on-failure -j"$JOBS" --timeout 900 "$@")
 
 if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
-  deploy/sanitize.sh tsafety
   if [ "$FULL" = 1 ]; then
     FUZZ_SECONDS=${FUZZ_SECONDS:-300} deploy/sanitize.sh asan
     deploy/sanitize.sh tsan
