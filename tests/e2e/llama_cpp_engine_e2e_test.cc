@@ -79,6 +79,7 @@ TEST_P(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
   }
   const bool p90 = architecture == "NemotronHForCausalLM";
   // RepetitionsFor: enough requests for five beyond the percentile.
+  const std::string percentile = p90 ? "LATENCY_P90" : "LATENCY_P50";
   const std::string statistic = p90 ? "p90 of 50 whole requests" : "p50 of 10 whole requests";
   ASSERT_TRUE(cluster.StartCoordinator());
   cluster.StartAgent("llama0", {"--engine", "llama.cpp", "--profile-rounds", "2",
@@ -99,7 +100,7 @@ TEST_P(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
   EXPECT_EQ(info["engine_version"], "3.21.1") << info.dump(2);
 
   const std::string id = cluster.Submit(
-      cluster.WriteFile("ac.textproto", Autocompress(parent, "3.21.1", p90 ? "LATENCY_P90" : "LATENCY_P50")),
+      cluster.WriteFile("ac.textproto", Autocompress(parent, "3.21.1", percentile)),
       "ac-llama-cpp");
   ASSERT_FALSE(id.empty());
   ASSERT_TRUE(cluster.WaitForState(id, "CAMPAIGN_SUCCEEDED", absl::Minutes(12)))
