@@ -38,6 +38,7 @@ struct Flags {
   int verify_repetitions = 0;
   int verify_task_samples = 0;
   int verify_serves = 0;
+  int close_call_serves = -1;
   std::string ca_cert;
   std::string token_file;
   int max_jobs = 1;
@@ -108,6 +109,10 @@ void DeclareFlags(CLI::App& app, Flags& flags) {
   app.add_option("--verify-serves", flags.verify_serves,
                  "verify: serves of the model, judged on the median one (0 = default 3)")
       ->check(CLI::Range(0, 100));
+  app.add_option("--close-call-serves", flags.close_call_serves,
+                 "verify and measure: more serves of a latency or throughput within 10% of "
+                 "its budget (-1 = default 6, 0 = none)")
+      ->check(CLI::Range(-1, 100));
   app.add_option("--verify-task-samples", flags.verify_task_samples,
                  "verify: evaluation samples per task suite (0 = default 64)")
       ->check(CLI::Range(0, 100000));
@@ -148,6 +153,7 @@ HandlerOptions HandlerOptionsOf(const Flags& flags, const ServingEngineChoice& e
   handler_options.verify_repetitions = flags.verify_repetitions;
   handler_options.verify_task_samples = flags.verify_task_samples;
   handler_options.verify_serves = flags.verify_serves;
+  handler_options.close_call_serves = flags.close_call_serves;
   return handler_options;
 }
 

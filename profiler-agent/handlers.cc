@@ -118,7 +118,7 @@ void RegisterProfilerHandlers(AgentRuntime& runtime, const DeviceDescription& de
   // Methods' own verify variants (an entropy-coded package) serve in the built-in engine.
   jobs.Add(methods::jobs::kProfile, MakeProfileHandler(engine));
   jobs.Add(methods::jobs::kDriftCheck, MakeDriftCheckHandler(engine));
-  jobs.Add(methods::jobs::kMeasure, MakeMeasureHandler(engine));
+  jobs.Add(methods::jobs::kMeasure, MakeMeasureHandler(ml, engine));
   jobs.Add(methods::jobs::kVerify,
            MakeVerifyHandler(ml, engine,
                              jobs.builtin_engine() ? jobs.verify_variants()

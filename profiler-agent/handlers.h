@@ -25,6 +25,7 @@ struct HandlerOptions {
   int verify_repetitions = 0;
   int verify_task_samples = 0;
   int verify_serves = 0;
+  int close_call_serves = -1;  // -1 = default 6; 0 = none
   // The engine's own report about itself (ResolveServingEngine) and the threads it serves a
   // request with (llama.cpp).
   std::string engine_build;

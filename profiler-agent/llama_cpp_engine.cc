@@ -480,9 +480,10 @@ absl::StatusOr<v1::JobOutput> LlamaCppEngine::Verify(const v1::DeploymentContrac
   const gguf::ServeBenchmarkOptions serve =
       ServeOptions(w, kVerifyWarmup, repetitions, contract.seed(), options_.sidecar);
   TAILOR_ASSIGN_OR_RETURN(*result.mutable_measured(),
-                          MeasureServes(config_.verify_serves, [&] {
-                            return MeasureCalmly(*gguf_path, serve, w, percentile);
-                          }));
+                          MeasureServes(
+                              config_.verify_serves,
+                              [&] { return MeasureCalmly(*gguf_path, serve, w, percentile); },
+                              &contract.budget(), config_.close_calls));
   TAILOR_RETURN_IF_ERROR(report(0.7, "evaluating the task suites (tailor's engine)"));
   TAILOR_ASSIGN_OR_RETURN(*result.mutable_quality(),
                           TaskQuality(**ours, contract.seed(), config_.verify_task_samples));

@@ -130,6 +130,7 @@ MlJobConfig MlJobConfigOf(const DeviceDescription& device, const HandlerOptions&
   if (options.verify_repetitions > 0) ml.verify_repetitions = options.verify_repetitions;
   if (options.verify_task_samples > 0) ml.verify_task_samples = options.verify_task_samples;
   if (options.verify_serves > 0) ml.verify_serves = options.verify_serves;
+  if (options.close_call_serves >= 0) ml.close_calls.extra_serves = options.close_call_serves;
   ml.builtin_threads = options.engine_threads;
   return ml;
 }
@@ -320,7 +321,9 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
   v1::JobOutput result;
   TAILOR_ASSIGN_OR_RETURN(
       *result.mutable_measured(),
-      MeasureServes(config.verify_serves, [&] { return MeasureBuiltin(contract, config, eng); }));
+      MeasureServes(
+          config.verify_serves, [&] { return MeasureBuiltin(contract, config, eng); },
+          &contract.budget(), config.close_calls));
 
   // Quality on the task suites, served at the contract's precision.
   TAILOR_RETURN_IF_ERROR(report(0.6, "evaluating the task suites"));
@@ -549,66 +552,72 @@ namespace {
 // over all candidates alike, and the median drops a disturbed round.
 constexpr int kMeasureRounds = 3;
 
-// The round of median latency of each candidate, its statistic saying so.
-absl::StatusOr<std::vector<v1::ModelCosts>> MedianRounds(
-    const std::vector<std::vector<v1::ModelCosts>>& rounds) {
-  std::vector<v1::ModelCosts> out;
-  for (size_t i = 0; i < rounds.front().size(); ++i) {
-    std::vector<v1::ModelCosts> runs;
-    for (const std::vector<v1::ModelCosts>& r : rounds) runs.push_back(r[i]);
-    TAILOR_ASSIGN_OR_RETURN(v1::ModelCosts m, MedianServe(runs, "interleaved rounds"));
-    out.push_back(std::move(m));
+// The candidates' architectures named by the one job the measure job depends on that lists
+// candidates.
+absl::StatusOr<std::vector<model::HybridConfig>> CandidatesOf(const JobContext& ctx,
+                                                              std::string& source) {
+  std::vector<model::HybridConfig> architectures;
+  for (const auto& [key, input] : ctx.inputs()) {
+    if (input.candidates_size() == 0) continue;
+    if (!source.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "measure: both ", source, " and ", key, " name candidates; measure one job's"));
+    }
+    source = key;
+    for (int i = 0; i < input.candidates_size(); ++i) {
+      absl::StatusOr<model::HybridConfig> c =
+          model::ParseHybridConfigJson(input.candidates(i).config_json());
+      if (!c.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "measure: ", key, ".candidates[", i, "].config_json: ", c.status().message()));
+      }
+      architectures.push_back(*std::move(c));
+    }
   }
-  return out;
+  if (architectures.empty()) {
+    return absl::InvalidArgumentError(
+        "measure: no job it depends on names candidate architectures");
+  }
+  return architectures;
 }
 
 }  // namespace
 
-JobHandler MakeMeasureHandler(std::shared_ptr<ServingEngine> engine) {
-  return [engine](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
+JobHandler MakeMeasureHandler(MlJobConfig config, std::shared_ptr<ServingEngine> engine) {
+  return [config, engine](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     const absl::Time start = absl::Now();
-    std::vector<model::HybridConfig> architectures;
     std::string source;
-    for (const auto& [key, input] : ctx.inputs()) {
-      if (input.candidates_size() == 0) continue;
-      if (!source.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "measure: both ", source, " and ", key, " name candidates; measure one job's"));
-      }
-      source = key;
-      for (int i = 0; i < input.candidates_size(); ++i) {
-        absl::StatusOr<model::HybridConfig> c =
-            model::ParseHybridConfigJson(input.candidates(i).config_json());
-        if (!c.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "measure: ", key, ".candidates[", i, "].config_json: ", c.status().message()));
-        }
-        architectures.push_back(*std::move(c));
-      }
-    }
-    if (architectures.empty()) {
-      return absl::InvalidArgumentError(
-          "measure: no job it depends on names candidate architectures");
-    }
+    TAILOR_ASSIGN_OR_RETURN(std::vector<model::HybridConfig> architectures,
+                            CandidatesOf(ctx, source));
     TAILOR_ASSIGN_OR_RETURN(std::string parent_dir, ParentDir(ctx));
     const MlProgressFn progress = ProgressOf(ctx);
-    std::vector<std::vector<v1::ModelCosts>> rounds;
-    for (int round = 0; round < kMeasureRounds; ++round) {
+    const CloseCalls& close = config.close_calls;
+    // Progress by rounds, as many as there could be (close-call rounds serve fewer).
+    const int planned = kMeasureRounds + std::max(close.extra_serves, 0);
+    int served_rounds = 0;
+    auto serve_round = [&](const std::vector<size_t>& which, const std::string& label)
+        -> absl::StatusOr<std::vector<v1::ModelCosts>> {
+      std::vector<model::HybridConfig> served;
+      for (size_t i : which) served.push_back(architectures[i]);
+      const double from = static_cast<double>(served_rounds++) / planned;
       auto in_round = [&](double f, const std::string& message,
                           const std::map<std::string, double>& metrics) {
-        return progress((round + f) / kMeasureRounds,
-                        absl::StrCat("round ", round + 1, " of ", kMeasureRounds, ": ", message),
-                        metrics);
+        return progress(from + f / planned,
+                        absl::StrCat(label, ": ", message), metrics);
       };
-      TAILOR_ASSIGN_OR_RETURN(std::vector<v1::ModelCosts> measured,
-                              engine->Measure(ctx.contract(), parent_dir, architectures,
-                                              ctx.work_dir() + "/measure", in_round));
-      rounds.push_back(std::move(measured));
-    }
+      return engine->Measure(ctx.contract(), parent_dir, served, ctx.work_dir() + "/measure",
+                             in_round);
+    };
+    TAILOR_ASSIGN_OR_RETURN(RoundsMeasured m,
+                            MeasureInRounds(architectures.size(), kMeasureRounds,
+                                            ctx.contract().budget(), close, serve_round));
     v1::MeasureResult r;
-    TAILOR_ASSIGN_OR_RETURN(std::vector<v1::ModelCosts> medians, MedianRounds(rounds));
-    for (v1::ModelCosts& m : medians) *r.add_measured() = std::move(m);
+    for (v1::ModelCosts& costs : m.medians) *r.add_measured() = std::move(costs);
     r.set_rounds(kMeasureRounds);
+    if (m.close_calls > 0) {
+      r.set_close_call_rounds(close.extra_serves);
+      r.set_close_call_band(close.band);
+    }
     const EngineIdentity id = engine->identity();
     v1::EngineInfo& info = *r.mutable_engine();
     info.set_name(id.name);
@@ -617,8 +626,13 @@ JobHandler MakeMeasureHandler(std::shared_ptr<ServingEngine> engine) {
     info.set_threads(id.threads);
     r.set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
     TAILOR_RETURN_IF_ERROR(ctx.ReportProgress(
-        1.0, absl::StrCat(r.measured_size(), " candidates of ", source, " measured"), 0, 0, {},
-        /*final=*/true));
+        1.0,
+        absl::StrCat(r.measured_size(), " candidates of ", source, " measured",
+                     m.close_calls == 0
+                         ? std::string()
+                         : absl::StrCat(", ", m.close_calls, " of them ", close.extra_serves,
+                                        " times more (close calls)")),
+        0, 0, {}, /*final=*/true));
     v1::JobOutput result;
     SetDetail(result, r);
     return result;

@@ -31,6 +31,7 @@
 #include "compression/costmodel/profiler.h"
 #include "compression/engine/engine.h"
 #include "profiler-agent/handlers.h"
+#include "profiler-agent/request_latency.h"
 #include "profiler-agent/serving_engine.h"
 #include "tailor/v1/job_output.pb.h"
 #include "tailor/v1/contract.pb.h"
@@ -46,6 +47,9 @@ struct MlJobConfig {
   // Verify: serves of the student judged on their median (request_latency.h MeasureServes),
   // as the measure job judges the settle's rungs on the median of 3 rounds.
   int verify_serves = 3;
+  // Verify and the measure job: more serves of a figure within the band of a budget
+  // (request_latency.h CloseCalls).
+  CloseCalls close_calls = {6, 0.10};
   // Of data.eval, when the contract has one: enough to cover the usual held-out set, so the
   // served perplexity is over the tokens the distill job's figure is.
   int verify_eval_sequences = 256;
@@ -136,7 +140,7 @@ JobHandler MakeProfileHandler(std::shared_ptr<ServingEngine> engine);
 JobHandler MakeDriftCheckHandler(std::shared_ptr<ServingEngine> engine);
 // measure: the candidate architectures of the job it depends on (JobOutput.candidates)
 // served in this engine (ServingEngine::Measure); a v1::MeasureResult in the same order.
-JobHandler MakeMeasureHandler(std::shared_ptr<ServingEngine> engine);
+JobHandler MakeMeasureHandler(MlJobConfig config, std::shared_ptr<ServingEngine> engine);
 // `variants`: kinds of model a method verifies its own way (VerifyVariant); the first whose
 // `applies` holds takes the job. The parent's quality (the main verify) is scored in tailor's
 // engine under `config`, whatever engine verifies.

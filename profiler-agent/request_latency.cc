@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace tailor::profiler {
 
@@ -95,15 +96,82 @@ absl::StatusOr<v1::ModelCosts> MedianServe(const std::vector<v1::ModelCosts>& se
   return m;
 }
 
+bool CloseToBudget(const v1::ModelCosts& m, const v1::Budget& budget, double band) {
+  auto near = [band](double value, double bound) {
+    return bound > 0 && value > 0 && std::abs(value - bound) <= band * bound;
+  };
+  return (budget.has_latency_ms_max() && near(m.latency_ms(), budget.latency_ms_max())) ||
+         (budget.has_throughput_tokens_per_s_min() &&
+          near(m.throughput_tokens_per_s(), budget.throughput_tokens_per_s_min()));
+}
+
 absl::StatusOr<v1::ModelCosts> MeasureServes(
-    int serves, const std::function<absl::StatusOr<v1::ModelCosts>()>& serve) {
+    int serves, const std::function<absl::StatusOr<v1::ModelCosts>()>& serve,
+    const v1::Budget* budget, const CloseCalls& close) {
   std::vector<v1::ModelCosts> runs;
-  for (int i = 0; i < std::max(serves, 1); ++i) {
-    absl::StatusOr<v1::ModelCosts> run = serve();
-    if (!run.ok()) return run.status();
-    runs.push_back(*std::move(run));
+  auto serve_more = [&](int n) -> absl::Status {
+    for (int i = 0; i < n; ++i) {
+      absl::StatusOr<v1::ModelCosts> run = serve();
+      if (!run.ok()) return run.status();
+      runs.push_back(*std::move(run));
+    }
+    return absl::OkStatus();
+  };
+  TAILOR_RETURN_IF_ERROR(serve_more(std::max(serves, 1)));
+  TAILOR_ASSIGN_OR_RETURN(v1::ModelCosts median, MedianServe(runs, "serves"));
+  if (budget == nullptr || close.extra_serves <= 0 ||
+      !CloseToBudget(median, *budget, close.band)) {
+    return median;
   }
-  return MedianServe(runs, "serves");
+  const size_t first = runs.size();
+  TAILOR_RETURN_IF_ERROR(serve_more(close.extra_serves));
+  TAILOR_ASSIGN_OR_RETURN(median, MedianServe(runs, "serves"));
+  median.set_close_call_serves(close.extra_serves);
+  absl::StrAppend(median.mutable_latency_statistic(), ", the last ", close.extra_serves,
+                  absl::StrFormat(" because the first %d's median was within %.0f%% of a budget",
+                                  first, 100 * close.band));
+  return median;
+}
+
+absl::StatusOr<RoundsMeasured> MeasureInRounds(size_t candidates, int rounds,
+                                               const v1::Budget& budget, const CloseCalls& close,
+                                               const ServeRoundFn& serve_round) {
+  std::vector<std::vector<v1::ModelCosts>> serves(candidates);
+  auto serve = [&](const std::vector<size_t>& which, int n, const std::string& what) {
+    for (int round = 0; round < n; ++round) {
+      TAILOR_ASSIGN_OR_RETURN(
+          std::vector<v1::ModelCosts> measured,
+          serve_round(which, absl::StrCat(what, " ", round + 1, " of ", n)));
+      if (measured.size() != which.size()) {
+        return absl::InternalError(absl::StrCat("MeasureInRounds: ", which.size(),
+                                                " candidates served, ", measured.size(),
+                                                " measurements"));
+      }
+      for (size_t k = 0; k < which.size(); ++k) {
+        serves[which[k]].push_back(std::move(measured[k]));
+      }
+    }
+    return absl::OkStatus();
+  };
+  std::vector<size_t> all(candidates);
+  for (size_t i = 0; i < candidates; ++i) all[i] = i;
+  TAILOR_RETURN_IF_ERROR(serve(all, std::max(rounds, 1), "round"));
+  std::vector<size_t> near;
+  for (size_t i = 0; i < candidates && close.extra_serves > 0; ++i) {
+    TAILOR_ASSIGN_OR_RETURN(v1::ModelCosts m, MedianServe(serves[i], "interleaved rounds"));
+    if (CloseToBudget(m, budget, close.band)) near.push_back(i);
+  }
+  if (!near.empty()) TAILOR_RETURN_IF_ERROR(serve(near, close.extra_serves, "close-call round"));
+  RoundsMeasured out;
+  out.close_calls = static_cast<int>(near.size());
+  for (size_t i = 0; i < candidates; ++i) {
+    TAILOR_ASSIGN_OR_RETURN(v1::ModelCosts m, MedianServe(serves[i], "interleaved rounds"));
+    if (std::find(near.begin(), near.end(), i) != near.end()) {
+      m.set_close_call_serves(close.extra_serves);
+    }
+    out.medians.push_back(std::move(m));
+  }
+  return out;
 }
 
 costmodel::CalmServingOptions RequestCalmOptions(int threads) {

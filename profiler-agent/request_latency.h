@@ -6,6 +6,7 @@
 // without interference (docs/contract.md, "budget"). Per-piece figures stay as diagnostics.
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -44,12 +45,46 @@ absl::StatusOr<v1::ModelCosts> MeasureUntilCalm(
 absl::StatusOr<v1::ModelCosts> MedianServe(const std::vector<v1::ModelCosts>& serves,
                                            absl::string_view what);
 
+// Close calls. How many serves a figure needs depends on how close it is to the budget it is
+// judged against: quiet llama.cpp children of a ~20 ms model differ by +-7-14% from serve to
+// serve on a 2-vCPU host (docs/benchmarks.md, "Close calls"), so a median of three decides
+// a budget 20% away but not one 3% away. A figure whose median lies within `band` of a
+// budget is served `extra_serves` more times and judged on the median of all its serves,
+// in verify and in the settle's measure job alike.
+struct CloseCalls {
+  int extra_serves = 0;  // 0: off
+  double band = 0.10;    // a fraction of the budget
+};
+// Whether `m` lies within `band` of a budget `budget` judges it on: its latency_ms of
+// latency_ms_max, or its throughput of the floor. Memory is left out: llama.cpp's and the
+// built-in engine's allocations do not move from serve to serve.
+bool CloseToBudget(const v1::ModelCosts& m, const v1::Budget& budget, double band);
+
 // A verify's measurement: `serves` serves of the model back to back (each its own engine run,
 // served until calm), judged on the median serve, as the measure job judges a candidate on
 // the median of its rounds; the settle's measurement and the verify's are then the same
-// statistic. The first error is returned as is.
+// statistic. With `budget` and close.extra_serves > 0, a median within close.band of it is
+// served close.extra_serves more times (ModelCosts.close_call_serves). The first error is
+// returned as is.
 absl::StatusOr<v1::ModelCosts> MeasureServes(
-    int serves, const std::function<absl::StatusOr<v1::ModelCosts>()>& serve);
+    int serves, const std::function<absl::StatusOr<v1::ModelCosts>()>& serve,
+    const v1::Budget* budget = nullptr, const CloseCalls& close = {});
+
+// The measure job's serving (the settle's rungs): every candidate served once per round for
+// `rounds` rounds, interleaved so that the host's drift falls on all alike; then the
+// candidates whose median lies within close.band of a budget close.extra_serves rounds more
+// among themselves. `serve_round(which, label)` serves the candidates `which` (indices) once
+// each, in that order. Per candidate, the median of its serves (MedianServe), with
+// close_call_serves set where it had more.
+using ServeRoundFn = std::function<absl::StatusOr<std::vector<v1::ModelCosts>>(
+    const std::vector<size_t>& which, const std::string& label)>;
+struct RoundsMeasured {
+  std::vector<v1::ModelCosts> medians;
+  int close_calls = 0;  // candidates served the extra rounds
+};
+absl::StatusOr<RoundsMeasured> MeasureInRounds(size_t candidates, int rounds,
+                                               const v1::Budget& budget, const CloseCalls& close,
+                                               const ServeRoundFn& serve_round);
 
 // The interference check of a figure taken over many requests (a verify's percentile, a
 // profiled model's median): sustained interference only, the interquartile spread over 25%,

@@ -229,6 +229,140 @@ TEST(MlJobsTest, MeasureServesEachArchitectureAsVerifyDoes) {
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("llama.cpp")));
 }
 
+// Close calls: a median within the band of a budget gets more serves and is judged on all of
+// them; one far from every budget, or with close calls off, is not.
+v1::ModelCosts Serve(double latency_ms, double throughput = 0) {
+  v1::ModelCosts c;
+  c.set_latency_ms(latency_ms);
+  if (throughput > 0) c.set_throughput_tokens_per_s(throughput);
+  c.set_memory_mib(2.5);
+  return c;
+}
+
+TEST(CloseCallsTest, AMedianNearTheBudgetIsServedMoreTimes) {
+  const std::vector<double> latencies = {20, 25, 21, 22, 23, 19, 24, 18, 26};
+  size_t next = 0;
+  auto serve = [&]() -> absl::StatusOr<v1::ModelCosts> { return Serve(latencies[next++]); };
+  v1::Budget budget;
+  budget.set_latency_ms_max(22);
+  absl::StatusOr<v1::ModelCosts> m = MeasureServes(3, serve, &budget, CloseCalls{6, 0.10});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(next, 9u);  // 21 (the first three's median) is within 10% of 22
+  EXPECT_EQ(m->latency_ms(), 22);
+  EXPECT_EQ(m->close_call_serves(), 6);
+  EXPECT_EQ(m->serve_latency_ms_size(), 9);
+  EXPECT_THAT(m->latency_statistic(),
+              HasSubstr("the median of 9 serves (20.00, 25.00, 21.00, 22.00, 23.00, 19.00, "
+                        "24.00, 18.00, 26.00 ms), the last 6 because the first 3's median was "
+                        "within 10% of a budget"));
+
+  // 21 is 16% under 25: decided by three serves.
+  next = 0;
+  budget.set_latency_ms_max(25);
+  m = MeasureServes(3, serve, &budget, CloseCalls{6, 0.10});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(next, 3u);
+  EXPECT_EQ(m->latency_ms(), 21);
+  EXPECT_EQ(m->close_call_serves(), 0);
+  // Off, or without a budget to be close to.
+  next = 0;
+  budget.set_latency_ms_max(22);
+  ASSERT_TRUE(MeasureServes(3, serve, &budget, CloseCalls{0, 0.10}).ok());
+  EXPECT_EQ(next, 3u);
+  next = 0;
+  ASSERT_TRUE(MeasureServes(3, serve).ok());
+  EXPECT_EQ(next, 3u);
+  // A failing extra serve fails the measurement as is.
+  next = 0;
+  auto failing = [&]() -> absl::StatusOr<v1::ModelCosts> {
+    if (next == 4) return absl::InternalError("llama.cpp sidecar: killed by signal 6");
+    return Serve(latencies[next++]);
+  };
+  EXPECT_THAT(MeasureServes(3, failing, &budget, CloseCalls{6, 0.10}).status(),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("signal 6")));
+}
+
+TEST(CloseCallsTest, CloseToBudgetReadsLatencyAndThroughputNotMemory) {
+  v1::Budget b;
+  b.set_memory_mib_max(2.5);
+  EXPECT_FALSE(CloseToBudget(Serve(20, 100), b, 0.10));  // memory is not noisy
+  b.set_throughput_tokens_per_s_min(95);
+  EXPECT_TRUE(CloseToBudget(Serve(20, 100), b, 0.10));   // 5% above the floor
+  EXPECT_FALSE(CloseToBudget(Serve(20, 120), b, 0.10));  // 26% above
+  b.set_latency_ms_max(22);
+  EXPECT_TRUE(CloseToBudget(Serve(23.9, 120), b, 0.10));  // over by 8.6%: close too
+  EXPECT_FALSE(CloseToBudget(Serve(24.5, 120), b, 0.10));
+  EXPECT_FALSE(CloseToBudget(Serve(0, 0), b, 0.10));  // nothing measured
+}
+
+// The measure job's rounds: all candidates interleaved three times, then only the one near
+// the budget six times more; each judged on the median of its own serves.
+TEST(CloseCallsTest, MeasureInRoundsServesOnlyTheCloseCandidatesAgain) {
+  const double base[] = {30, 21, 10};
+  std::vector<std::string> labels;
+  std::vector<std::vector<size_t>> calls;
+  int round = 0;
+  ServeRoundFn serve_round = [&](const std::vector<size_t>& which, const std::string& label)
+      -> absl::StatusOr<std::vector<v1::ModelCosts>> {
+    labels.push_back(label);
+    calls.push_back(which);
+    std::vector<v1::ModelCosts> out;
+    for (size_t i : which) out.push_back(Serve(base[i] + (round % 3) - 1));
+    ++round;
+    return out;
+  };
+  v1::Budget budget;
+  budget.set_latency_ms_max(22);
+  absl::StatusOr<RoundsMeasured> r = MeasureInRounds(3, 3, budget, {6, 0.10}, serve_round);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(calls.size(), 9u);
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(calls[k], (std::vector<size_t>{0, 1, 2})) << k;
+  for (int k = 3; k < 9; ++k) EXPECT_EQ(calls[k], (std::vector<size_t>{1})) << k;
+  EXPECT_EQ(labels.front(), "round 1 of 3");
+  EXPECT_EQ(labels.back(), "close-call round 6 of 6");
+  EXPECT_EQ(r->close_calls, 1);
+  ASSERT_EQ(r->medians.size(), 3u);
+  EXPECT_EQ(r->medians[0].serve_latency_ms_size(), 3);
+  EXPECT_EQ(r->medians[0].latency_ms(), 30);
+  EXPECT_EQ(r->medians[0].close_call_serves(), 0);
+  EXPECT_EQ(r->medians[1].serve_latency_ms_size(), 9);
+  EXPECT_EQ(r->medians[1].latency_ms(), 21);
+  EXPECT_EQ(r->medians[1].close_call_serves(), 6);
+  EXPECT_EQ(r->medians[2].serve_latency_ms_size(), 3);
+
+  // Off: three rounds only.
+  calls.clear();
+  r = MeasureInRounds(3, 3, budget, {0, 0.10}, serve_round);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(calls.size(), 3u);
+  EXPECT_EQ(r->close_calls, 0);
+  // An engine that measures fewer candidates than it was given is an error, not a skew.
+  ServeRoundFn short_round = [](const std::vector<size_t>&, const std::string&)
+      -> absl::StatusOr<std::vector<v1::ModelCosts>> {
+    return std::vector<v1::ModelCosts>{Serve(1)};
+  };
+  EXPECT_THAT(MeasureInRounds(3, 3, budget, {6, 0.10}, short_round).status(),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("3 candidates served, 1")));
+}
+
+// A real verify in the built-in engine with every median "close" (an unbounded band): the
+// three serves and two more, judged on the median of five.
+TEST(MlJobsTest, VerifyServesACloseCallMoreTimes) {
+  const std::string dir = SaveSmall("verify_close");
+  MlJobConfig config = Fast();
+  config.close_calls = {2, 1e9};
+  absl::StatusOr<v1::JobOutput> r = RunVerify(Contract(), dir, config, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::ModelCosts& measured = r->measured();
+  EXPECT_EQ(measured.serve_latency_ms_size(), 5);
+  EXPECT_EQ(measured.close_call_serves(), 2);
+  std::vector<double> serves(measured.serve_latency_ms().begin(),
+                             measured.serve_latency_ms().end());
+  std::sort(serves.begin(), serves.end());
+  EXPECT_EQ(measured.latency_ms(), serves[2]);
+  EXPECT_THAT(measured.latency_statistic(), HasSubstr("the median of 5 serves ("));
+}
+
 TEST(MlJobsTest, VerifyRejectsInvalidModels) {
   const std::string dir = SaveSmall("bad");
   {
