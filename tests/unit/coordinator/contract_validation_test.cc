@@ -716,7 +716,7 @@ TEST(WithDefaultsTest, FillsEveryDocumentedDefaultOnCpu) {
   EXPECT_EQ(s.sequence_length(), 64);
   EXPECT_DOUBLE_EQ(s.supernet_lr(), 1e-4);
   EXPECT_EQ(s.settle_rungs(), 0);
-  EXPECT_DOUBLE_EQ(s.settle_margin(), 0.03);
+  EXPECT_DOUBLE_EQ(s.settle_margin(), 0.02);
 
   EXPECT_EQ(c.ranking().calibration_samples(), 256);
   EXPECT_EQ(c.ranking().sequence_length(), 64);
