@@ -156,21 +156,20 @@ absl::StatusOr<RoundsMeasured> MeasureInRounds(size_t candidates, int rounds,
   std::vector<size_t> all(candidates);
   for (size_t i = 0; i < candidates; ++i) all[i] = i;
   TAILOR_RETURN_IF_ERROR(serve(all, std::max(rounds, 1), "round"));
-  std::vector<size_t> near;
-  for (size_t i = 0; i < candidates && close.extra_serves > 0; ++i) {
-    TAILOR_ASSIGN_OR_RETURN(v1::ModelCosts m, MedianServe(serves[i], "interleaved rounds"));
-    if (CloseToBudget(m, budget, close.band)) near.push_back(i);
-  }
-  if (!near.empty()) TAILOR_RETURN_IF_ERROR(serve(near, close.extra_serves, "close-call round"));
   RoundsMeasured out;
-  out.close_calls = static_cast<int>(near.size());
+  std::vector<size_t> near;
   for (size_t i = 0; i < candidates; ++i) {
     TAILOR_ASSIGN_OR_RETURN(v1::ModelCosts m, MedianServe(serves[i], "interleaved rounds"));
-    if (std::find(near.begin(), near.end(), i) != near.end()) {
-      m.set_close_call_serves(close.extra_serves);
-    }
+    if (close.extra_serves > 0 && CloseToBudget(m, budget, close.band)) near.push_back(i);
     out.medians.push_back(std::move(m));
   }
+  if (near.empty()) return out;
+  TAILOR_RETURN_IF_ERROR(serve(near, close.extra_serves, "close-call round"));
+  for (size_t i : near) {
+    TAILOR_ASSIGN_OR_RETURN(out.medians[i], MedianServe(serves[i], "interleaved rounds"));
+    out.medians[i].set_close_call_serves(close.extra_serves);
+  }
+  out.close_calls = static_cast<int>(near.size());
   return out;
 }
 
