@@ -198,11 +198,13 @@ TEST(AutocompressE2E, RankKilledMidSearchRetriesFromCheckpoint) {
   ASSERT_TRUE(cluster.StartCoordinator());
   cluster.StartAgent("cpu0", {"--profile-rounds", "2", "--profile-validation", "8"});
   std::string contract = Contract("kill", parent);
-  // Long enough to be caught mid-run; checkpoints every 2 steps (recovery's interval).
+  // Long enough to be caught mid-run (a step takes ~0.1 s, the poll ~0.1 s), short enough
+  // that the retry's remaining steps cost seconds; checkpoints every 2 steps (recovery's
+  // interval).
   const std::string short_search =
       "search { steps: 6 sampled_architectures: 4 batch_sequences: 8 sequence_length: 32 }";
   contract.replace(contract.find(short_search), short_search.size(),
-                   "search { steps: 400 sampled_architectures: 4 batch_sequences: 8 "
+                   "search { steps: 80 sampled_architectures: 4 batch_sequences: 8 "
                    "sequence_length: 32 extraction_threshold: 0.999 }");
   const std::string id = cluster.Submit(cluster.WriteFile("kill.textproto", contract), "kill-1");
   ASSERT_FALSE(id.empty());

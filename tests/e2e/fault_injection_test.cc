@@ -8,7 +8,7 @@
 // from the SQLite file, the blob store and /proc.
 //
 // Knobs (environment):
-//   TAILOR_FAULT_RUNS    seeded runs of SeededFaultRuns (default 50)
+//   TAILOR_FAULT_RUNS    seeded runs of SeededFaultRuns (default 36)
 //   TAILOR_FAULT_SEED    first seed (default 1); run i uses seed + i
 //   TAILOR_FAULT_BATCH   PROBE campaigns per run (default 3)
 //   TAILOR_FAULT_LANES   independent clusters the seeded runs are spread over (default 2)
@@ -629,7 +629,7 @@ void RunLane(int lane, const std::vector<int>& runs, const std::vector<Fault>& p
 // coordinator to restart, an agent to reconnect). The fault types come from a seeded, balanced
 // shuffle, so every type is injected about equally often.
 TEST(FaultInjection, SeededFaultRuns) {
-  const int runs = EnvInt("TAILOR_FAULT_RUNS", 50);
+  const int runs = EnvInt("TAILOR_FAULT_RUNS", 36);
   const int seed0 = EnvInt("TAILOR_FAULT_SEED", 1);
   const int batch = std::max(1, EnvInt("TAILOR_FAULT_BATCH", 3));
   const int lanes = std::max(1, std::min(runs, EnvInt("TAILOR_FAULT_LANES", 2)));
