@@ -39,6 +39,7 @@ struct Flags {
   int verify_task_samples = 0;
   int verify_serves = 0;
   int close_call_serves = -1;
+  int close_call_pause_s = 60;
   std::string ca_cert;
   std::string token_file;
   int max_jobs = 1;
@@ -113,6 +114,11 @@ void DeclareFlags(CLI::App& app, Flags& flags) {
                  "verify and measure: more serves of a latency or throughput within 10% of "
                  "its budget (-1 = default 6, 0 = none)")
       ->check(CLI::Range(-1, 100));
+  app.add_option("--close-call-pause-s", flags.close_call_pause_s,
+                 "verify and measure: seconds before each of the two groups of close-call "
+                 "serves, so that they sample more than one minute of the host (0 = back to "
+                 "back)")
+      ->check(CLI::Range(0, 600));
   app.add_option("--verify-task-samples", flags.verify_task_samples,
                  "verify: evaluation samples per task suite (0 = default 64)")
       ->check(CLI::Range(0, 100000));
@@ -154,6 +160,7 @@ HandlerOptions HandlerOptionsOf(const Flags& flags, const ServingEngineChoice& e
   handler_options.verify_task_samples = flags.verify_task_samples;
   handler_options.verify_serves = flags.verify_serves;
   handler_options.close_call_serves = flags.close_call_serves;
+  handler_options.close_call_pause_s = flags.close_call_pause_s;
   return handler_options;
 }
 

@@ -483,7 +483,8 @@ absl::StatusOr<v1::JobOutput> LlamaCppEngine::Verify(const v1::DeploymentContrac
                           MeasureServes(
                               config_.verify_serves,
                               [&] { return MeasureCalmly(*gguf_path, serve, w, percentile); },
-                              &contract.budget(), config_.close_calls));
+                              &contract.budget(),
+                              CloseCallsReporting(config_.close_calls, progress, 0.35)));
   TAILOR_RETURN_IF_ERROR(report(0.7, "evaluating the task suites (tailor's engine)"));
   TAILOR_ASSIGN_OR_RETURN(*result.mutable_quality(),
                           TaskQuality(**ours, contract.seed(), config_.verify_task_samples));

@@ -120,6 +120,21 @@ absl::StatusOr<v1::ModelQuality> TaskQuality(engine::Engine& eng, uint64_t seed,
 }
 
 
+CloseCalls CloseCallsReporting(CloseCalls close, const MlProgressFn& progress,
+                               double fraction) {
+  close.wait = [progress, fraction](absl::Duration pause) {
+    for (absl::Duration left = pause; left > absl::ZeroDuration(); left -= absl::Seconds(1)) {
+      const std::string message = absl::StrCat(
+          "a close call: pausing before more serves, so that they fall in another minute of "
+          "the host (", absl::ToInt64Seconds(absl::Ceil(left, absl::Seconds(1))), " s left)");
+      if (progress && !progress(fraction, message, {})) return false;
+      absl::SleepFor(std::min(left, absl::Seconds(1)));
+    }
+    return true;
+  };
+  return close;
+}
+
 MlJobConfig MlJobConfigOf(const DeviceDescription& device, const HandlerOptions& options) {
   MlJobConfig ml;
   ml.device = device.device;
@@ -131,6 +146,9 @@ MlJobConfig MlJobConfigOf(const DeviceDescription& device, const HandlerOptions&
   if (options.verify_task_samples > 0) ml.verify_task_samples = options.verify_task_samples;
   if (options.verify_serves > 0) ml.verify_serves = options.verify_serves;
   if (options.close_call_serves >= 0) ml.close_calls.extra_serves = options.close_call_serves;
+  if (options.close_call_pause_s >= 0) {
+    ml.close_calls.pause = absl::Seconds(options.close_call_pause_s);
+  }
   ml.builtin_threads = options.engine_threads;
   return ml;
 }
@@ -323,7 +341,7 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
       *result.mutable_measured(),
       MeasureServes(
           config.verify_serves, [&] { return MeasureBuiltin(contract, config, eng); },
-          &contract.budget(), config.close_calls));
+          &contract.budget(), CloseCallsReporting(config.close_calls, progress, 0.3)));
 
   // Quality on the task suites, served at the contract's precision.
   TAILOR_RETURN_IF_ERROR(report(0.6, "evaluating the task suites"));
@@ -591,10 +609,15 @@ JobHandler MakeMeasureHandler(MlJobConfig config, std::shared_ptr<ServingEngine>
                             CandidatesOf(ctx, source));
     TAILOR_ASSIGN_OR_RETURN(std::string parent_dir, ParentDir(ctx));
     const MlProgressFn progress = ProgressOf(ctx);
-    const CloseCalls& close = config.close_calls;
     // Progress by rounds, as many as there could be (close-call rounds serve fewer).
-    const int planned = kMeasureRounds + std::max(close.extra_serves, 0);
+    const int planned = kMeasureRounds + std::max(config.close_calls.extra_serves, 0);
     int served_rounds = 0;
+    const CloseCalls close = CloseCallsReporting(
+        config.close_calls,
+        [&](double, const std::string& message, const std::map<std::string, double>& metrics) {
+          return progress(static_cast<double>(served_rounds) / planned, message, metrics);
+        },
+        0);
     auto serve_round = [&](const std::vector<size_t>& which, const std::string& label)
         -> absl::StatusOr<std::vector<v1::ModelCosts>> {
       std::vector<model::HybridConfig> served;

@@ -49,7 +49,9 @@ struct MlJobConfig {
   int verify_serves = 3;
   // Verify and the measure job: more serves of a figure within the band of a budget
   // (request_latency.h CloseCalls).
-  CloseCalls close_calls = {6, 0.10};
+  // Two groups of three, each after the agent's --close-call-pause-s (60 s: the host's slow
+  // minutes, CloseCalls::groups); none here, for the tests that build their own config.
+  CloseCalls close_calls = {6, 0.10, 2, absl::ZeroDuration()};
   // Of data.eval, when the contract has one: enough to cover the usual held-out set, so the
   // served perplexity is over the tokens the distill job's figure is.
   int verify_eval_sequences = 256;
@@ -65,6 +67,11 @@ struct MlJobConfig {
   // version (engine::BuiltinEngineVersion).
   int builtin_threads = 1;
 };
+
+// `close` with a wait that sleeps in steps of at most a second, reporting the pause and the
+// seconds left at `fraction` before each: a cancelled job (progress false) stops within one.
+CloseCalls CloseCallsReporting(CloseCalls close, const MlProgressFn& progress,
+                               double fraction);
 
 // The agent's device and its --profile-*/--verify-* overrides.
 MlJobConfig MlJobConfigOf(const DeviceDescription& device, const HandlerOptions& options);

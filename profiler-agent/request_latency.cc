@@ -105,6 +105,38 @@ bool CloseToBudget(const v1::ModelCosts& m, const v1::Budget& budget, double ban
           near(m.throughput_tokens_per_s(), budget.throughput_tokens_per_s_min()));
 }
 
+namespace {
+
+// Serves close.extra_serves more in close.groups groups, each after close.pause:
+// `serve_n(n)` serves n more.
+absl::Status ServeCloseCallGroups(const CloseCalls& close,
+                                  const std::function<absl::Status(int)>& serve_n) {
+  const int groups = std::clamp(close.groups, 1, std::max(close.extra_serves, 1));
+  for (int g = 0; g < groups; ++g) {
+    if (close.pause > absl::ZeroDuration()) {
+      if (!close.wait) {
+        absl::SleepFor(close.pause);
+      } else if (!close.wait(close.pause)) {
+        return absl::CancelledError("cancelled while pausing between close-call serves");
+      }
+    }
+    // Group sizes differ by at most one, the larger ones first.
+    const int n = close.extra_serves / groups + (g < close.extra_serves % groups ? 1 : 0);
+    TAILOR_RETURN_IF_ERROR(serve_n(n));
+  }
+  return absl::OkStatus();
+}
+
+// ", in 2 groups 60s apart" when the extra serves were spread, else "".
+std::string GroupsNote(const CloseCalls& close) {
+  const int groups = std::clamp(close.groups, 1, std::max(close.extra_serves, 1));
+  if (groups == 1 && close.pause <= absl::ZeroDuration()) return "";
+  return absl::StrCat(" in ", groups, groups == 1 ? " group" : " groups", " after pauses of ",
+                      absl::FormatDuration(close.pause));
+}
+
+}  // namespace
+
 absl::StatusOr<v1::ModelCosts> MeasureServes(
     int serves, const std::function<absl::StatusOr<v1::ModelCosts>()>& serve,
     const v1::Budget* budget, const CloseCalls& close) {
@@ -124,10 +156,11 @@ absl::StatusOr<v1::ModelCosts> MeasureServes(
     return median;
   }
   const size_t first = runs.size();
-  TAILOR_RETURN_IF_ERROR(serve_more(close.extra_serves));
+  TAILOR_RETURN_IF_ERROR(ServeCloseCallGroups(close, serve_more));
   TAILOR_ASSIGN_OR_RETURN(median, MedianServe(runs, "serves"));
   median.set_close_call_serves(close.extra_serves);
   absl::StrAppend(median.mutable_latency_statistic(), ", the last ", close.extra_serves,
+                  GroupsNote(close),
                   absl::StrFormat(" because the first %d's median was within %.0f%% of a budget",
                                   first, 100 * close.band));
   return median;
@@ -137,11 +170,13 @@ absl::StatusOr<RoundsMeasured> MeasureInRounds(size_t candidates, int rounds,
                                                const v1::Budget& budget, const CloseCalls& close,
                                                const ServeRoundFn& serve_round) {
   std::vector<std::vector<v1::ModelCosts>> serves(candidates);
-  auto serve = [&](const std::vector<size_t>& which, int n, const std::string& what) {
-    for (int round = 0; round < n; ++round) {
+  // Rounds first + 1 .. first + n of `total`.
+  auto serve = [&](const std::vector<size_t>& which, int first, int n, int total,
+                   const std::string& what) {
+    for (int round = first; round < first + n; ++round) {
       TAILOR_ASSIGN_OR_RETURN(
           std::vector<v1::ModelCosts> measured,
-          serve_round(which, absl::StrCat(what, " ", round + 1, " of ", n)));
+          serve_round(which, absl::StrCat(what, " ", round + 1, " of ", total)));
       if (measured.size() != which.size()) {
         return absl::InternalError(absl::StrCat("MeasureInRounds: ", which.size(),
                                                 " candidates served, ", measured.size(),
@@ -155,7 +190,7 @@ absl::StatusOr<RoundsMeasured> MeasureInRounds(size_t candidates, int rounds,
   };
   std::vector<size_t> all(candidates);
   for (size_t i = 0; i < candidates; ++i) all[i] = i;
-  TAILOR_RETURN_IF_ERROR(serve(all, std::max(rounds, 1), "round"));
+  TAILOR_RETURN_IF_ERROR(serve(all, 0, std::max(rounds, 1), std::max(rounds, 1), "round"));
   RoundsMeasured out;
   std::vector<size_t> near;
   for (size_t i = 0; i < candidates; ++i) {
@@ -164,7 +199,12 @@ absl::StatusOr<RoundsMeasured> MeasureInRounds(size_t candidates, int rounds,
     out.medians.push_back(std::move(m));
   }
   if (near.empty()) return out;
-  TAILOR_RETURN_IF_ERROR(serve(near, close.extra_serves, "close-call round"));
+  int served = 0;
+  TAILOR_RETURN_IF_ERROR(ServeCloseCallGroups(close, [&](int n) {
+    const absl::Status s = serve(near, served, n, close.extra_serves, "close-call round");
+    served += n;
+    return s;
+  }));
   for (size_t i : near) {
     TAILOR_ASSIGN_OR_RETURN(out.medians[i], MedianServe(serves[i], "interleaved rounds"));
     out.medians[i].set_close_call_serves(close.extra_serves);

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "compression/costmodel/calm_serving.h"
 #include "compression/engine/workload.h"
 #include "tailor/v1/contract.pb.h"
@@ -54,6 +55,17 @@ absl::StatusOr<v1::ModelCosts> MedianServe(const std::vector<v1::ModelCosts>& se
 struct CloseCalls {
   int extra_serves = 0;  // 0: off
   double band = 0.10;    // a fraction of the budget
+  // The extra serves come in `groups` groups (sizes differing by at most one), each after a
+  // `pause`. Back to back, nine serves take ~30 s; the host's slow minutes (the whole host
+  // x1.1-1.2 slower for 1-2 minutes with nothing of ours running, docs/benchmarks.md "Close
+  // calls") last longer, so a figure taken in one would be judged in it. Serves minutes
+  // apart sample more than one phase; within a phase, serve after serve are independent
+  // (lag-1 autocorrelation 0.00 over 61 serves), so the pause costs only wall time.
+  int groups = 1;
+  absl::Duration pause = absl::ZeroDuration();
+  // Waits out a pause; false (the job was cancelled) ends the measurement with CANCELLED.
+  // Null: absl::SleepFor. The jobs pass PauseReporting (ml_jobs.h); tests record the calls.
+  std::function<bool(absl::Duration)> wait;
 };
 // Whether `m` lies within `band` of a budget `budget` judges it on: its latency_ms of
 // latency_ms_max, or its throughput of the floor. Memory is left out: llama.cpp's and the
@@ -64,8 +76,9 @@ bool CloseToBudget(const v1::ModelCosts& m, const v1::Budget& budget, double ban
 // served until calm), judged on the median serve, as the measure job judges a candidate on
 // the median of its rounds; the settle's measurement and the verify's are then the same
 // statistic. With `budget` and close.extra_serves > 0, a median within close.band of it is
-// served close.extra_serves more times (ModelCosts.close_call_serves). The first error is
-// returned as is.
+// served close.extra_serves more times in close.groups groups close.pause apart
+// (ModelCosts.close_call_serves). The first error is returned as is, CANCELLED when a
+// pause's wait says so.
 absl::StatusOr<v1::ModelCosts> MeasureServes(
     int serves, const std::function<absl::StatusOr<v1::ModelCosts>()>& serve,
     const v1::Budget* budget = nullptr, const CloseCalls& close = {});
@@ -73,7 +86,7 @@ absl::StatusOr<v1::ModelCosts> MeasureServes(
 // The measure job's serving (the settle's rungs): every candidate served once per round for
 // `rounds` rounds, interleaved so that the host's drift falls on all alike; then the
 // candidates whose median lies within close.band of a budget close.extra_serves rounds more
-// among themselves. `serve_round(which, label)` serves the candidates `which` (indices) once
+// among themselves, in close.groups groups close.pause apart. `serve_round(which, label)` serves the candidates `which` (indices) once
 // each, in that order. Per candidate, the median of its serves (MedianServe), with
 // close_call_serves set where it had more.
 using ServeRoundFn = std::function<absl::StatusOr<std::vector<v1::ModelCosts>>(

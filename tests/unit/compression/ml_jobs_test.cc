@@ -6,9 +6,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "compression/model/hybrid_lm.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -282,6 +285,76 @@ TEST(CloseCallsTest, AMedianNearTheBudgetIsServedMoreTimes) {
               StatusIs(absl::StatusCode::kInternal, HasSubstr("signal 6")));
 }
 
+// The extra serves in groups, each after a pause: the host's slow minutes outlast nine serves
+// back to back, so a figure taken in one is sampled again a minute later.
+TEST(CloseCallsTest, GroupsOfExtraServesComeAPauseApart) {
+  const std::vector<double> latencies = {20, 25, 21, 22, 23, 19, 24, 18};
+  std::vector<std::string> events;
+  size_t next = 0;
+  auto serve = [&]() -> absl::StatusOr<v1::ModelCosts> {
+    events.push_back("serve");
+    return Serve(latencies[next++]);
+  };
+  CloseCalls close{5, 0.10, 2, absl::Seconds(60), [&](absl::Duration d) {
+                     events.push_back(absl::StrCat("wait ", absl::FormatDuration(d)));
+                     return true;
+                   }};
+  v1::Budget budget;
+  budget.set_latency_ms_max(22);
+  absl::StatusOr<v1::ModelCosts> m = MeasureServes(3, serve, &budget, close);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(events, (std::vector<std::string>{"serve", "serve", "serve", "wait 1m", "serve",
+                                              "serve", "serve", "wait 1m", "serve", "serve"}));
+  EXPECT_EQ(m->close_call_serves(), 5);
+  EXPECT_EQ(m->latency_ms(), 22);  // the median of all eight
+  EXPECT_THAT(m->latency_statistic(),
+              HasSubstr("the last 5 in 2 groups after pauses of 1m because the first 3's "
+                        "median was within 10% of a budget"));
+
+  // More groups than serves: one serve per group.
+  events.clear();
+  next = 0;
+  close.extra_serves = 2;
+  close.groups = 5;
+  ASSERT_TRUE(MeasureServes(3, serve, &budget, close).ok());
+  EXPECT_EQ(events, (std::vector<std::string>{"serve", "serve", "serve", "wait 1m", "serve",
+                                              "wait 1m", "serve"}));
+
+  // A cancel during a pause ends the measurement: nothing served after it.
+  events.clear();
+  next = 0;
+  close.wait = [&](absl::Duration) { return false; };
+  EXPECT_THAT(MeasureServes(3, serve, &budget, close).status(),
+              StatusIs(absl::StatusCode::kCancelled, HasSubstr("pausing")));
+  EXPECT_EQ(next, 3u);
+}
+
+// The jobs' pause: reported each second with what is left, and cut short by a cancel.
+TEST(CloseCallsTest, CloseCallsReportingReportsThePauseAndStopsOnCancel) {
+  std::vector<std::string> messages;
+  bool keep_going = true;
+  MlProgressFn progress = [&](double f, const std::string& message,
+                              const std::map<std::string, double>&) {
+    EXPECT_EQ(f, 0.35);
+    messages.push_back(message);
+    return keep_going;
+  };
+  CloseCalls close = CloseCallsReporting(CloseCalls{6, 0.10, 2, absl::Seconds(60)}, progress,
+                                         0.35);
+  EXPECT_EQ(close.extra_serves, 6);
+  EXPECT_EQ(close.pause, absl::Seconds(60));
+  ASSERT_TRUE(close.wait);
+  EXPECT_TRUE(close.wait(absl::Milliseconds(1500)));
+  ASSERT_EQ(messages.size(), 2u);
+  EXPECT_THAT(messages[0], HasSubstr("pausing before more serves"));
+  EXPECT_THAT(messages[0], HasSubstr("(2 s left)"));
+  EXPECT_THAT(messages[1], HasSubstr("(1 s left)"));
+  messages.clear();
+  keep_going = false;
+  EXPECT_FALSE(close.wait(absl::Seconds(60)));  // at once, not a minute later
+  EXPECT_EQ(messages.size(), 1u);
+}
+
 TEST(CloseCallsTest, CloseToBudgetReadsLatencyAndThroughputNotMemory) {
   v1::Budget b;
   b.set_memory_mib_max(2.5);
@@ -329,6 +402,24 @@ TEST(CloseCallsTest, MeasureInRoundsServesOnlyTheCloseCandidatesAgain) {
   EXPECT_EQ(r->medians[1].latency_ms(), 21);
   EXPECT_EQ(r->medians[1].close_call_serves(), 6);
   EXPECT_EQ(r->medians[2].serve_latency_ms_size(), 3);
+
+  // In two groups a pause apart: the pauses fall between the rounds.
+  labels.clear();
+  calls.clear();
+  round = 0;
+  std::vector<size_t> waits_after;  // rounds served when each pause began
+  CloseCalls grouped{6, 0.10, 2, absl::Seconds(60), [&](absl::Duration) {
+                       waits_after.push_back(calls.size());
+                       return true;
+                     }};
+  r = MeasureInRounds(3, 3, budget, grouped, serve_round);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(calls.size(), 9u);
+  EXPECT_EQ(waits_after, (std::vector<size_t>{3, 6}));
+  EXPECT_EQ(labels[3], "close-call round 1 of 6");
+  EXPECT_EQ(labels[6], "close-call round 4 of 6");
+  EXPECT_EQ(labels[8], "close-call round 6 of 6");
+  EXPECT_EQ(r->medians[1].close_call_serves(), 6);
 
   // Off: three rounds only.
   calls.clear();
