@@ -22,6 +22,7 @@ struct HandlerOptions {
   int profile_rounds = 0;
   int profile_validation_architectures = 0;
   int profile_remeasures = -1;  // -1 = the profiler's default
+  int profile_max_rounds = 0;   // 0 = MlJobConfig's (one round)
   int verify_repetitions = 0;
   int verify_task_samples = 0;
   int verify_serves = 0;

@@ -341,6 +341,8 @@ absl::StatusOr<ProfileJobOutput> LlamaCppEngine::Profile(const v1::DeploymentCon
   // quickstart's size, so the profiler's default re-served every model twice and kept the run
   // with the fewest slow requests (docs/benchmarks.md, "Profiling the quickstart's parent").
   o.calm = ProfileCalmOptions();
+  o.target_latency_mape = config_.profile_target_latency_mape;
+  o.max_rounds = config_.profile_max_rounds;
   if (config_.profile_validation_architectures > 0) {
     o.validation_architectures = config_.profile_validation_architectures;
   }

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
@@ -142,6 +144,7 @@ MlJobConfig MlJobConfigOf(const DeviceDescription& device, const HandlerOptions&
   ml.profile_rounds = options.profile_rounds;
   ml.profile_validation_architectures = options.profile_validation_architectures;
   ml.profile_remeasures = options.profile_remeasures;
+  if (options.profile_max_rounds > 0) ml.profile_max_rounds = options.profile_max_rounds;
   if (options.verify_repetitions > 0) ml.verify_repetitions = options.verify_repetitions;
   if (options.verify_task_samples > 0) ml.verify_task_samples = options.verify_task_samples;
   if (options.verify_serves > 0) ml.verify_serves = options.verify_serves;
@@ -474,8 +477,17 @@ JobHandler MakeProfileHandler(std::shared_ptr<ServingEngine> engine) {
         ctx.UploadArtifactBytes("cost_validation", "cost_validation.json", json).status());
 
     const costmodel::ValidationSummary& v = out.result.table.validation;
+    std::vector<std::string> mapes;
+    for (double m : out.result.round_latency_mapes) {
+      mapes.push_back(absl::StrFormat("%.1f%%", 100 * m));
+    }
+    const std::string rounds =
+        out.result.rounds <= 1
+            ? std::string()
+            : absl::StrCat(" after ", out.result.rounds, " rounds of every model (held-out "
+                           "latency MAPE ", absl::StrJoin(mapes, " -> "), ")");
     TAILOR_RETURN_IF_ERROR(ctx.ReportProgress(
-        1.0, absl::StrCat("cost table ", stored.id(), " stored"), 0, 0,
+        1.0, absl::StrCat("cost table ", stored.id(), " stored", rounds), 0, 0,
         {{"latency_mape", v.latency_mape}, {"memory_mape", v.memory_mape}}, /*final=*/true));
     v1::ProfileResult profile;
     profile.set_cost_table_id(stored.id());
@@ -486,6 +498,8 @@ JobHandler MakeProfileHandler(std::shared_ptr<ServingEngine> engine) {
     profile.set_entries(out.table.entries_size());
     profile.set_t0_ms(out.table.t0_ms());
     profile.set_profile_seconds(out.result.seconds);
+    profile.set_rounds(out.result.rounds);
+    for (double m : out.result.round_latency_mapes) profile.add_round_latency_mapes(m);
     v1::JobOutput result;
     SetDetail(result, profile);
     spdlog::info("cost table {}: {} entries, latency MAPE {:.2f}% (max {:.2f}%), memory MAPE "

@@ -63,6 +63,11 @@ struct MlJobConfig {
   // tiny models set 0: node's own jitter spreads their sub-millisecond layers past any
   // threshold, so every model would be served three times for nothing.
   int profile_remeasures = -1;
+  // Profile (llama.cpp): rounds of every model while the table's held-out latency MAPE is
+  // over profile_target_latency_mape (WholeModelProfileOptions::max_rounds). The agent's
+  // --profile-max-rounds is 3; one here, for the tests that build their own config.
+  int profile_max_rounds = 1;
+  double profile_target_latency_mape = 0.05;
   // tailor-builtin: LibTorch intra-op threads serving each request; part of the engine's
   // version (engine::BuiltinEngineVersion).
   int builtin_threads = 1;

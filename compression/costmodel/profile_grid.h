@@ -50,6 +50,10 @@ struct ProfileResult {
   int remeasured_models = 0;
   int remeasures = 0;
   int noisy_models = 0;
+  // Rounds of every model served (WholeModelProfileOptions::max_rounds), and the held-out
+  // latency MAPE of the table fitted after each, in order; the last is the table's.
+  int rounds = 1;
+  std::vector<double> round_latency_mapes;
 };
 
 // At most `max_points` of the ascending `values`, evenly spread by index, both ends kept.

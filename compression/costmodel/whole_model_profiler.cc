@@ -182,17 +182,25 @@ double ReportedMiB(const ServedModel& s) { return s.weights_mib + s.state_mib + 
 // What the model's own layers and buffers take: the memory fit's target.
 double ModelMiB(const ServedModel& s) { return ReportedMiB(s) - s.stand_in_mib; }
 
-// Serves `u` until a calm measurement (calm_serving.h).
-absl::Status Measure(Unit& u, const Options& options, const ServeModelFn& serve) {
+// Serves `u` until a calm measurement (calm_serving.h). A later round adds its requests to
+// the earlier rounds' (the memory figures do not move from serve to serve) and its
+// re-measures to theirs; `disturbed` is the latest round's.
+absl::Status Measure(Unit& u, const Options& options, const ServeModelFn& serve, bool first) {
   absl::StatusOr<CalmServed> s =
       ServeUntilCalm([&] { return serve(u.config, u.seed); }, options.calm);
   if (!s.ok()) {
     return absl::Status(s.status().code(),
                         absl::StrCat("serving ", u.description, ": ", s.status().message()));
   }
-  u.served = std::move(s->served);
+  if (first) {
+    u.served = std::move(s->served);
+    u.remeasures = 0;
+  } else {
+    u.served.requests.insert(u.served.requests.end(), s->served.requests.begin(),
+                             s->served.requests.end());
+  }
   u.disturbed = s->disturbance.disturbed;
-  u.remeasures = s->remeasures;
+  u.remeasures += s->remeasures;
   return absl::OkStatus();
 }
 
@@ -207,20 +215,24 @@ absl::Status Report(const Options& options, double fraction, const std::string& 
 // Serves every unit in a shuffled order (drift of the host's load then hits profiling and
 // held-out models alike), reporting before each.
 absl::Status ServeAll(std::vector<Unit>& units, const Options& options, const ServeModelFn& serve,
-                      std::mt19937_64& rng) {
+                      std::mt19937_64& rng, int round) {
   std::vector<size_t> order(units.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::shuffle(order.begin(), order.end(), rng);
   int remeasures = 0;
   for (size_t k = 0; k < order.size(); ++k) {
     Unit& u = units[order[k]];
+    // Progress runs over the first round; a further round says which it is.
+    const std::string round_note =
+        round == 1 ? "" : absl::StrCat(" (round ", round, " of at most ", options.max_rounds, ")");
     TAILOR_RETURN_IF_ERROR(
         Report(options, 0.95 * static_cast<double>(k) / static_cast<double>(order.size()),
-               absl::StrCat("serving model ", k + 1, " of ", order.size(), ": ", u.description),
+               absl::StrCat("serving model ", k + 1, " of ", order.size(), round_note, ": ",
+                            u.description),
                {{"models", static_cast<double>(order.size())},
                 {"served", static_cast<double>(k)},
                 {"remeasures", static_cast<double>(remeasures)}}));
-    TAILOR_RETURN_IF_ERROR(Measure(u, options, serve));
+    TAILOR_RETURN_IF_ERROR(Measure(u, options, serve, round == 1));
     remeasures += u.remeasures;
   }
   return Report(options, 0.95, "fitting the cost table",
@@ -530,10 +542,11 @@ absl::StatusOr<ProfileResult> BuildResult(const std::vector<Unit>& units,
 absl::Status ValidateOptions(const Options& o, const ServeModelFn& serve) {
   TAILOR_RETURN_IF_ERROR(engine::ValidateWorkload(o.workload));
   if (o.max_points_per_axis < 2 || o.max_hidden_points < 1 || o.validation_architectures < 0 ||
-      !(o.ridge >= 0)) {
+      !(o.ridge >= 0) || !(o.target_latency_mape >= 0) || o.max_rounds < 1) {
     return absl::InvalidArgumentError(
         "whole-model profile options: max_points_per_axis >= 2, max_hidden_points >= 1, "
-        "validation_architectures >= 0, ridge >= 0");
+        "validation_architectures >= 0, ridge >= 0, target_latency_mape >= 0, "
+        "max_rounds >= 1");
   }
   TAILOR_RETURN_IF_ERROR(ValidateCalmServingOptions(o.calm));
   if (!serve) return absl::InvalidArgumentError("whole-model profile: no serve function");
@@ -590,8 +603,20 @@ absl::StatusOr<ProfileResult> ProfileCostTableWholeModel(const model::HybridConf
     u.description = std::move(d.description);
     units.push_back(std::move(u));
   }
-  TAILOR_RETURN_IF_ERROR(ServeAll(units, options, serve, rng));
-  TAILOR_ASSIGN_OR_RETURN(ProfileResult result, BuildResult(units, nodes, parent, options));
+  std::vector<double> mapes;
+  ProfileResult result;
+  for (int round = 1; round <= options.max_rounds; ++round) {
+    TAILOR_RETURN_IF_ERROR(ServeAll(units, options, serve, rng, round));
+    TAILOR_ASSIGN_OR_RETURN(result, BuildResult(units, nodes, parent, options));
+    mapes.push_back(result.table.validation.latency_mape);
+    // Without held-out architectures there is no MAPE to judge: one round.
+    if (options.target_latency_mape <= 0 || result.validation.empty() ||
+        mapes.back() <= options.target_latency_mape) {
+      break;
+    }
+  }
+  result.rounds = static_cast<int>(mapes.size());
+  result.round_latency_mapes = std::move(mapes);
   for (const auto& [h, points] : nodes) result.profiled_configs += points.size();
   result.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

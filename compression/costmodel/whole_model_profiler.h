@@ -29,7 +29,8 @@
 //     graph, as P = max(P0, max_l workspace_l) models it), P0 per hidden width the smallest
 //     of its models', eps the median residual.
 //  5. Validation: the cost model predicts every held-out architecture; errors are summarized
-//     into table.validation.
+//     into table.validation. Above target_latency_mape, steps 3-5 again with every model's
+//     requests pooled over the rounds (up to max_rounds).
 //
 // No LibTorch here: the engine is the injected serve function.
 
@@ -74,6 +75,16 @@ struct WholeModelProfileOptions {
   // When a model's measurement shows interference it is served again (calm_serving.h);
   // calm.threads is the threads the engine computes with.
   CalmServingOptions calm;
+  // A table whose held-out latency MAPE exceeds target_latency_mape (> 0) is fitted again
+  // after another round of every model (profiling and held-out, in a new shuffled order,
+  // each a fresh engine process), each model's figures then the medians of its requests
+  // pooled over the rounds; at most max_rounds rounds. A node's time is the difference of
+  // two whole-model times (the N-versus-2N step): one child drawn ~10% slow, which happens
+  // to any child on a shared host, moves it by the whole of a layer's time; the quickstart's
+  // parent was once profiled at 24.7% MAPE (worst 66.9%) in one round where the run before
+  // had 2.6%. The round that ends under the target, or the last, is the table.
+  double target_latency_mape = 0;
+  int max_rounds = 1;
   // Relative ridge of the time fit (times the largest diagonal of the normal equations). The
   // plan makes every node identifiable, so none is needed (it would bias exact data); raise
   // it only to damp a plan of one's own.

@@ -75,6 +75,11 @@ Process* Cluster::StartAgent(const std::string& name, const std::vector<std::str
       extra_args.end()) {
     argv.insert(argv.end(), {"--close-call-pause-s", "0"});
   }
+  // One profile round: the tests' tiny models are timed for plumbing, not a table to trust.
+  if (std::find(extra_args.begin(), extra_args.end(), "--profile-max-rounds") ==
+      extra_args.end()) {
+    argv.insert(argv.end(), {"--profile-max-rounds", "1"});
+  }
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   auto p = std::make_unique<Process>(argv, absl::StrCat(dir_, "/agent-", name, ".log"));
   Process* raw = p.get();

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -548,6 +549,79 @@ TEST(WholeModelProfilerTest, StarvedCpuIsRemeasuredAndPersistentNoiseIsCounted) 
   EXPECT_EQ(r->noisy_models, 0);
 }
 
+// Each child draws its own speed: every request of a serve scaled alike (a calm serve, no
+// spread), by `factor(serve)` for the model's serve-th serve (0-based).
+ServeModelFn ChildSpeedServe(const engine::Workload& w, std::map<uint64_t, int>& serves,
+                             const std::function<double(uint64_t, int)>& factor) {
+  const ServeModelFn exact = SyntheticServe(w, 0.0);
+  return [=, &serves](const model::HybridConfig& c,
+                      uint64_t seed) -> absl::StatusOr<ServedModel> {
+    absl::StatusOr<ServedModel> s = exact(c, seed);
+    const double f = factor(seed, serves[seed]++);
+    for (ServedRequest& r : s->requests) {
+      r.prefill_ms *= f;
+      r.decode_ms *= f;
+      r.request_ms *= f;
+      r.cpu_ms *= f;
+    }
+    return s;
+  };
+}
+
+// A table over its target MAPE gets another round of every model, fitted on the requests
+// pooled over the rounds: here the first round's children ran 30% slow or 20% fast, every
+// later one at the true speed, so the pooled medians of three rounds are exact.
+TEST(WholeModelProfilerTest, ATableOverItsTargetIsServedAgainAndPooled) {
+  WholeModelProfileOptions o = Options();
+  o.target_latency_mape = 0.01;
+  o.max_rounds = 3;
+  std::map<uint64_t, int> serves;
+  auto first_round_off = [](uint64_t seed, int serve) {
+    return serve > 0 ? 1.0 : seed % 2 == 0 ? 1.3 : 0.8;
+  };
+  absl::StatusOr<ProfileResult> r = ProfileCostTableWholeModel(
+      NemotronHStyleParent(), o, ChildSpeedServe(o.workload, serves, first_round_off));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const size_t models = r->profiling_models.size() + r->validation.size();
+  ASSERT_EQ(serves.size(), models);
+  EXPECT_EQ(r->rounds, 3);
+  ASSERT_EQ(r->round_latency_mapes.size(), 3u);
+  EXPECT_GT(r->round_latency_mapes[0], 0.05);  // the first round's table misses
+  EXPECT_GT(r->round_latency_mapes[1], 0.01);  // two rounds: each median half off
+  EXPECT_LT(r->round_latency_mapes[2], 1e-6);  // three: the two true serves' medians
+  EXPECT_EQ(r->table.validation.latency_mape, r->round_latency_mapes[2]);
+  for (const auto& [seed, n] : serves) EXPECT_EQ(n, 3) << seed;
+  EXPECT_EQ(r->remeasures, 0);  // every serve was calm: no re-measure counted per round
+  ExpectExactValidation(*r, o.workload);
+
+  // Under the target after round 1: one round, as without a target.
+  serves.clear();
+  r = ProfileCostTableWholeModel(NemotronHStyleParent(), o,
+                                 ChildSpeedServe(o.workload, serves,
+                                                 [](uint64_t, int) { return 1.0; }));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->rounds, 1);
+  for (const auto& [seed, n] : serves) EXPECT_EQ(n, 1) << seed;
+  // No target: one round however far off.
+  serves.clear();
+  o.target_latency_mape = 0;
+  r = ProfileCostTableWholeModel(NemotronHStyleParent(), o,
+                                 ChildSpeedServe(o.workload, serves, first_round_off));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->rounds, 1);
+  ASSERT_EQ(r->round_latency_mapes.size(), 1u);
+  EXPECT_GT(r->round_latency_mapes[0], 0.05);
+  // A target never met stops at max_rounds.
+  serves.clear();
+  o.target_latency_mape = 1e-9;
+  o.max_rounds = 2;
+  r = ProfileCostTableWholeModel(NemotronHStyleParent(), o,
+                                 ChildSpeedServe(o.workload, serves, first_round_off));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->rounds, 2);
+  for (const auto& [seed, n] : serves) EXPECT_EQ(n, 2) << seed;
+}
+
 TEST(WholeModelProfilerTest, ServeErrorFailsTheProfileNamingIt) {
   WholeModelProfileOptions o = Options();
   const ServeModelFn calm = SyntheticServe(o.workload, 0.0);
@@ -599,6 +673,14 @@ TEST(WholeModelProfilerTest, RejectsBadOptions) {
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(ProfileCostTableWholeModel(TinyParent(), Options(), nullptr).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("serve function")));
+  o = Options();
+  o.max_rounds = 0;
+  EXPECT_THAT(ProfileCostTableWholeModel(TinyParent(), o, SyntheticServe(o.workload, 0)).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_rounds >= 1")));
+  o = Options();
+  o.target_latency_mape = -0.05;
+  EXPECT_THAT(ProfileCostTableWholeModel(TinyParent(), o, SyntheticServe(o.workload, 0)).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("target_latency_mape")));
 }
 
 TEST(WholeModelProfilerTest, BuiltInTablesKeepTheFormulas) {
