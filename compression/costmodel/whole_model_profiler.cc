@@ -232,8 +232,9 @@ absl::Status ServeAll(std::vector<Unit>& units, const Options& options, const Se
                {{"models", static_cast<double>(order.size())},
                 {"served", static_cast<double>(k)},
                 {"remeasures", static_cast<double>(remeasures)}}));
+    const int before = round == 1 ? 0 : u.remeasures;
     TAILOR_RETURN_IF_ERROR(Measure(u, options, serve, round == 1));
-    remeasures += u.remeasures;
+    remeasures += u.remeasures - before;
   }
   return Report(options, 0.95, "fitting the cost table",
                 {{"models", static_cast<double>(order.size())},

@@ -358,6 +358,18 @@ TEST(RenderReportTest, CostTableCheckHeldOrSuspect) {
   EXPECT_THAT(RenderReport(r, Options()),
               HasSubstr("cost table ct-1: predicted within 1.8% of the measurement, inside its "
                         "validated error (worst 3.1%)\n"));
+  // A table validated at 24.7% is "inside" almost anything: said so.
+  c.set_error(0.202);
+  c.set_validated_mape(0.247);
+  c.set_validated_max_error(0.669);
+  EXPECT_THAT(RenderReport(r, Options()),
+              HasSubstr("cost table ct-1: predicted within 20.2% of the measurement, inside its "
+                        "validated error (worst 66.9%); its held-out latency MAPE 24.7% is over "
+                        "the 5% a table is trusted at, so the campaign's choice rests on a rough "
+                        "table\n"));
+  c.set_error(0.018);
+  c.set_validated_mape(0.014);
+  c.set_validated_max_error(0.031);
   c.set_measurement_disturbed(true);  // within the bound: judged all the same
   EXPECT_THAT(RenderReport(r, Options()), HasSubstr("cost table ct-1: predicted within 1.8%"));
   c.set_error(0.058);
