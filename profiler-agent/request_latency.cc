@@ -107,11 +107,16 @@ bool CloseToBudget(const v1::ModelCosts& m, const v1::Budget& budget, double ban
 
 namespace {
 
+// The groups the extra serves come in: at least one, at most one per serve.
+int GroupCount(const CloseCalls& close) {
+  return std::clamp(close.groups, 1, std::max(close.extra_serves, 1));
+}
+
 // Serves close.extra_serves more in close.groups groups, each after close.pause:
 // `serve_n(n)` serves n more.
 absl::Status ServeCloseCallGroups(const CloseCalls& close,
                                   const std::function<absl::Status(int)>& serve_n) {
-  const int groups = std::clamp(close.groups, 1, std::max(close.extra_serves, 1));
+  const int groups = GroupCount(close);
   for (int g = 0; g < groups; ++g) {
     if (close.pause > absl::ZeroDuration()) {
       if (!close.wait) {
@@ -127,9 +132,9 @@ absl::Status ServeCloseCallGroups(const CloseCalls& close,
   return absl::OkStatus();
 }
 
-// ", in 2 groups 60s apart" when the extra serves were spread, else "".
+// " in 2 groups after pauses of 1m" when the extra serves were spread, else "".
 std::string GroupsNote(const CloseCalls& close) {
-  const int groups = std::clamp(close.groups, 1, std::max(close.extra_serves, 1));
+  const int groups = GroupCount(close);
   if (groups == 1 && close.pause <= absl::ZeroDuration()) return "";
   return absl::StrCat(" in ", groups, groups == 1 ? " group" : " groups", " after pauses of ",
                       absl::FormatDuration(close.pause));
