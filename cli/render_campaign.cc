@@ -12,6 +12,7 @@
 #include "cli/render.h"
 #include "cli/table.h"
 #include "common/job_output.h"
+#include "compression/costmodel/cost_table.h"
 #include "methods/api/job_kinds.h"
 #include "methods/registry.h"
 
@@ -202,9 +203,6 @@ std::string RenderRecompress(const v1::CampaignReport& r) {
                       o.old_engine_version(), "): ", o.reason(), "\n");
 }
 
-// The held-out latency MAPE the llama.cpp profile rounds toward (MlJobConfig).
-constexpr double kTrustedTableMape = 0.05;
-
 // How the cost table's prediction held up against the verification; a suspect table is said
 // loudly, since the campaign's choice rests on it.
 std::string RenderTableCheck(const v1::CampaignReport& r) {
@@ -220,16 +218,40 @@ std::string RenderTableCheck(const v1::CampaignReport& r) {
   // "Inside" a wide error says little: a table over the 5% held-out MAPE a llama.cpp table is
   // profiled to (docs/costmodel.md, "Rounds until the table holds") is named as such.
   const std::string wide =
-      c.validated_mape() > kTrustedTableMape
+      c.validated_mape() > costmodel::kTrustedLatencyMape
           ? absl::StrFormat("; its held-out latency MAPE %.1f%% is over the %.0f%% a table is "
                             "trusted at, so the campaign's choice rests on a rough table",
-                            100 * c.validated_mape(), 100 * kTrustedTableMape)
+                            100 * c.validated_mape(), 100 * costmodel::kTrustedLatencyMape)
           : "";
   return absl::StrFormat(
       "cost table %s: predicted within %.1f%% of the measurement, inside its validated error "
       "(worst %.1f%%)%s\n",
       c.cost_table_id(), 100 * c.error(),
       100 * std::max(c.validated_max_error(), c.validated_mape()), wide);
+}
+
+// The quality row of `model` ("student", "baseline"), or null.
+const v1::QualityResult* QualityOf(const v1::CampaignReport& r, const std::string& model) {
+  for (const v1::QualityResult& q : r.quality()) {
+    if (q.model() == model) return &q;
+  }
+  return nullptr;
+}
+
+// A student that distilled to a higher held-out KD loss than the uniform baseline (the same
+// budgets, the same recovery) is not what the search is for: the campaign still answers with
+// it, so the report says so rather than leave two rows of numbers to be compared by eye.
+std::string RenderStudentAgainstBaseline(const v1::CampaignReport& r) {
+  const v1::QualityResult* student = QualityOf(r, "student");
+  const v1::QualityResult* baseline = QualityOf(r, "baseline");
+  if (student == nullptr || baseline == nullptr) return "";
+  if (student->kd_loss() <= baseline->kd_loss()) return "";
+  return absl::StrFormat(
+      "STUDENT BELOW THE UNIFORM BASELINE: KD loss %.4g against the baseline's %.4g, task "
+      "accuracy %.4g against %.4g: the searched architecture lost to a uniform one within the "
+      "same budgets\n",
+      student->kd_loss(), baseline->kd_loss(), student->task_accuracy(),
+      baseline->task_accuracy());
 }
 
 // The quality rows (perplexity and exact match columns when data.eval measured them), the
@@ -263,6 +285,7 @@ std::string RenderQuality(const v1::CampaignReport& r, const RenderOptions& opti
     quality.AddRow(row);
   }
   std::string out = quality.Render(options.width);
+  absl::StrAppend(&out, RenderStudentAgainstBaseline(r));
   if (r.has_quality_check()) {
     const v1::QualityCheck& c = r.quality_check();
     absl::StrAppend(&out, c.met() ? "" : "QUALITY FLOOR MISSED: ", c.reason(), " (",

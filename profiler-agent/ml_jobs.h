@@ -28,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/agent_runtime.h"
+#include "compression/costmodel/cost_table.h"
 #include "compression/costmodel/profiler.h"
 #include "compression/engine/engine.h"
 #include "profiler-agent/handlers.h"
@@ -67,7 +68,7 @@ struct MlJobConfig {
   // over profile_target_latency_mape (WholeModelProfileOptions::max_rounds). The agent's
   // --profile-max-rounds is 3; one here, for the tests that build their own config.
   int profile_max_rounds = 1;
-  double profile_target_latency_mape = 0.05;
+  double profile_target_latency_mape = costmodel::kTrustedLatencyMape;
   // tailor-builtin: LibTorch intra-op threads serving each request; part of the engine's
   // version (engine::BuiltinEngineVersion).
   int builtin_threads = 1;

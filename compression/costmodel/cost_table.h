@@ -26,6 +26,11 @@
 
 namespace tailor::costmodel {
 
+// The held-out latency MAPE a cost table is trusted at: AutoCompress's bar (<= 5%). A
+// llama.cpp profile serves every model again while its table is over it
+// (WholeModelProfileOptions::target_latency_mape), and the report calls a table over it rough.
+inline constexpr double kTrustedLatencyMape = 0.05;
+
 // Must equal coordinator/planner.h's kLayerFamilyVersion: it is part of the fingerprint.
 inline constexpr char kLayerFamilyVersion[] = "hybrid-v1";
 inline constexpr char kPrefill[] = "prefill";

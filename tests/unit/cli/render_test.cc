@@ -241,6 +241,34 @@ TEST(RenderReportTest, InfeasibleUniformBaselineSaysWhy) {
             "recovery tokens  0\n");
 }
 
+// A student that distilled worse than the uniform baseline is said in words; one that
+// distilled at least as well (equal KD loss included) adds nothing.
+TEST(RenderReportTest, StudentBelowTheUniformBaselineIsSaid) {
+  v1::CampaignReport r;
+  r.set_campaign_id("cmp-4");
+  r.set_state(v1::CAMPAIGN_SUCCEEDED);
+  v1::QualityResult* student = r.add_quality();
+  student->set_model("student");
+  student->set_kd_loss(0.803);
+  student->set_task_accuracy(0.205);
+  student->set_parameters(1000);
+  v1::QualityResult* baseline = r.add_quality();
+  baseline->set_model("baseline");
+  baseline->set_kd_loss(0.459);
+  baseline->set_task_accuracy(0.504);
+  baseline->set_parameters(1200);
+  const std::string below = RenderReport(r, Options());
+  EXPECT_THAT(below, HasSubstr(
+      "STUDENT BELOW THE UNIFORM BASELINE: KD loss 0.803 against the baseline's 0.459, task "
+      "accuracy 0.205 against 0.504: the searched architecture lost to a uniform one within "
+      "the same budgets\n"));
+  student->set_kd_loss(0.459);
+  EXPECT_THAT(RenderReport(r, Options()), Not(HasSubstr("UNIFORM BASELINE:")));
+  r.mutable_quality()->RemoveLast();
+  student->set_kd_loss(0.9);
+  EXPECT_THAT(RenderReport(r, Options()), Not(HasSubstr("UNIFORM BASELINE:")));
+}
+
 TEST(RenderReportTest, MeasuredInLlamaCppWithTheEquivalenceGate) {
   v1::CampaignReport r;
   r.set_campaign_id("cmp-5");
