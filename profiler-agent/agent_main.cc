@@ -36,6 +36,7 @@ struct Flags {
   int profile_validation = 0;
   int profile_remeasures = -1;
   int profile_max_rounds = 3;
+  int profile_stack_depth = 0;
   int verify_repetitions = 0;
   int verify_task_samples = 0;
   int verify_serves = 0;
@@ -109,6 +110,12 @@ void DeclareFlags(CLI::App& app, Flags& flags) {
                  "profile (llama.cpp): rounds of every model while the table's held-out "
                  "latency MAPE is over 5%, each model's requests pooled over its rounds")
       ->check(CLI::Range(1, 10));
+  app.add_option("--profile-stack-depth", flags.profile_stack_depth,
+                 "profile (llama.cpp, per-layer layouts): profiling models stack each layer "
+                 "configuration D and D/2 times, the parent's layers tiled (0 = at the "
+                 "parent's own positions)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
   app.add_option("--verify-repetitions", flags.verify_repetitions,
                  "verify: measured requests (0 = default 15)")
       ->check(CLI::Range(0, 10000));
@@ -162,6 +169,7 @@ HandlerOptions HandlerOptionsOf(const Flags& flags, const ServingEngineChoice& e
   handler_options.profile_validation_architectures = flags.profile_validation;
   handler_options.profile_remeasures = flags.profile_remeasures;
   handler_options.profile_max_rounds = flags.profile_max_rounds;
+  handler_options.profile_stack_depth = flags.profile_stack_depth;
   handler_options.verify_repetitions = flags.verify_repetitions;
   handler_options.verify_task_samples = flags.verify_task_samples;
   handler_options.verify_serves = flags.verify_serves;

@@ -23,6 +23,7 @@ struct HandlerOptions {
   int profile_validation_architectures = 0;
   int profile_remeasures = -1;  // -1 = the profiler's default
   int profile_max_rounds = 0;   // 0 = MlJobConfig's (one round)
+  int profile_stack_depth = -1;  // -1 = MlJobConfig's (the parent's positions)
   int verify_repetitions = 0;
   int verify_task_samples = 0;
   int verify_serves = 0;

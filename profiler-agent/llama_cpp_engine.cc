@@ -343,6 +343,8 @@ absl::StatusOr<ProfileJobOutput> LlamaCppEngine::Profile(const v1::DeploymentCon
   o.calm = ProfileCalmOptions();
   o.target_latency_mape = config_.profile_target_latency_mape;
   o.max_rounds = config_.profile_max_rounds;
+  // Layouts of one width per kind serve models that hold every layer: no deeper stacks.
+  if (!o.space.uniform_layers) o.stack_depth = config_.profile_stack_depth;
   if (config_.profile_validation_architectures > 0) {
     o.validation_architectures = config_.profile_validation_architectures;
   }
@@ -555,10 +557,24 @@ costmodel::ServeModelFn LlamaCppServeModelFn(const hf::HfCheckpoint& parent,
                                              const std::string& scratch_dir,
                                              const gguf::ServeBenchmarkOptions& options) {
   auto served = std::make_shared<int>(0);
-  return [&parent, scratch_dir, options, served](const model::HybridConfig& config,
-                                                uint64_t seed) {
-    return ServeDummyModel(config, seed, parent,
-                           absl::StrCat(scratch_dir, "/model-", (*served)++), options);
+  // A model deeper than the parent (the profiler's deep stacks: its layers tiled) is exported
+  // against the parent's config repeated as often, one per depth, made on first use.
+  auto deeper = std::make_shared<std::map<int64_t, hf::HfCheckpoint>>();
+  const absl::StatusOr<model::HybridConfig> own = hf::HybridConfigFromHf(parent.config());
+  const int64_t layers = own.ok() ? own->num_layers() : 0;
+  return [&parent, scratch_dir, options, served, deeper, layers](
+             const model::HybridConfig& config,
+             uint64_t seed) -> absl::StatusOr<costmodel::ServedModel> {
+    const std::string dir = absl::StrCat(scratch_dir, "/model-", (*served)++);
+    if (layers == 0 || config.num_layers() <= layers || config.num_layers() % layers != 0) {
+      return ServeDummyModel(config, seed, parent, dir, options);
+    }
+    const int64_t copies = config.num_layers() / layers;
+    auto it = deeper->find(copies);
+    if (it == deeper->end()) {
+      it = deeper->emplace(copies, parent.ConfigRepeated(static_cast<int>(copies))).first;
+    }
+    return ServeDummyModel(config, seed, it->second, dir, options);
   };
 }
 

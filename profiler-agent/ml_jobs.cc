@@ -145,6 +145,7 @@ MlJobConfig MlJobConfigOf(const DeviceDescription& device, const HandlerOptions&
   ml.profile_validation_architectures = options.profile_validation_architectures;
   ml.profile_remeasures = options.profile_remeasures;
   if (options.profile_max_rounds > 0) ml.profile_max_rounds = options.profile_max_rounds;
+  if (options.profile_stack_depth >= 0) ml.profile_stack_depth = options.profile_stack_depth;
   if (options.verify_repetitions > 0) ml.verify_repetitions = options.verify_repetitions;
   if (options.verify_task_samples > 0) ml.verify_task_samples = options.verify_task_samples;
   if (options.verify_serves > 0) ml.verify_serves = options.verify_serves;

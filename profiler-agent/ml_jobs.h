@@ -68,6 +68,9 @@ struct MlJobConfig {
   // over profile_target_latency_mape (WholeModelProfileOptions::max_rounds). The agent's
   // --profile-max-rounds is 3; one here, for the tests that build their own config.
   int profile_max_rounds = 1;
+  // Profile (llama.cpp, per-layer layouts): how deep a profiling model stacks its node
+  // (WholeModelProfileOptions::stack_depth; 0 = at the parent's positions).
+  int profile_stack_depth = 0;
   double profile_target_latency_mape = costmodel::kTrustedLatencyMape;
   // tailor-builtin: LibTorch intra-op threads serving each request; part of the engine's
   // version (engine::BuiltinEngineVersion).

@@ -50,6 +50,9 @@ struct LlamaFlags {
   int validation = 12;
   int max_points = 2;
   int max_hidden_points = 4;
+  // WholeModelProfileOptions::stack_depth, one profile per entry and parent (0: the parent's
+  // positions); several are compared side by side at the end of the run.
+  std::vector<int> stack_depths = {0};
   // The agent's interquartile 25% (profiler::RequestCalmOptions): calm serves spread 20-60%
   // max - min (a slow request or two), so a max - min bound re-served every model twice and
   // kept the run with the fewest slow requests. Stricter than the agent on CPU: a 1-thread
@@ -80,6 +83,10 @@ constexpr char kLlamaUsage[] =
     "  --validation N       held-out architectures per parent (default 12)\n"
     "  --max-points N       grid points per axis (default 2)\n"
     "  --max-hidden-points N   hidden widths profiled (default 4)\n"
+    "  --stack-depths LIST  comma-separated profiling-model depths, one profile each,\n"
+    "                       compared side by side: 0 stacks a node at the parent's\n"
+    "                       positions, D >= 2 at D and D/2 positions of the parent tiled\n"
+    "                       (per-layer layouts only; default 0)\n"
     "  --max-spread PCT     re-measure a model whose requests spread more (default 25)\n"
     "  --spread-quantile PCT   the spread is (q - (1-q) quantile) / median (default 75:\n"
     "                       interquartile; 100: max - min)\n"
@@ -114,6 +121,19 @@ bool SetValued(const std::string& a, const std::string& v, LlamaFlags& f, std::s
       }
     }
     return true;
+  }
+  if (a == "--stack-depths") {
+    f.stack_depths.clear();
+    for (absl::string_view d : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+      int depth = 0;
+      if (!absl::SimpleAtoi(d, &depth) || depth < 0) {
+        error = absl::StrCat("--stack-depths: not a depth: ", d);
+        return false;
+      }
+      f.stack_depths.push_back(depth);
+    }
+    if (f.stack_depths.empty()) error = "--stack-depths: empty";
+    return !f.stack_depths.empty();
   }
   int64_t n = 0;
   if (!absl::SimpleAtoi(v, &n) || n < 0) {
@@ -377,7 +397,7 @@ costmodel::ServeModelFn Logged(costmodel::ServeModelFn serve) {
 }
 
 absl::StatusOr<costmodel::ProfileResult> Profile(const json& config, const std::string& dir,
-                                                 const LlamaFlags& f) {
+                                                 const LlamaFlags& f, int stack_depth) {
   std::filesystem::create_directories(dir + "/parent");
   std::filesystem::create_directories(dir + "/scratch");
   TAILOR_RETURN_IF_ERROR(testing::WriteHfCheckpointFiles(
@@ -405,6 +425,7 @@ absl::StatusOr<costmodel::ProfileResult> Profile(const json& config, const std::
   o.calm.threads = f.threads;
   o.max_points_per_axis = f.max_points;
   o.max_hidden_points = f.max_hidden_points;
+  o.stack_depth = stack_depth;
   o.validation_architectures = f.validation;
   o.calm.max_spread = f.max_spread;
   o.calm.spread_quantile = f.spread_quantile;
@@ -421,8 +442,29 @@ absl::StatusOr<costmodel::ProfileResult> Profile(const json& config, const std::
   return costmodel::ProfileCostTableWholeModel(parent, o, serve);
 }
 
+std::string PlanName(int stack_depth) {
+  return stack_depth == 0 ? "stacks at the parent's positions"
+                          : absl::StrCat("stacks of ", stack_depth, " and ", stack_depth / 2);
+}
+
+// The profiles of one run side by side (--stack-depths): the same held-out architectures
+// (one seed), so the plans differ in their profiling models only.
+void PrintPlans(const json& parents) {
+  std::printf("\n%-12s %-34s %7s %9s %9s %9s %9s %9s\n", "parent", "plan", "models",
+              "wall s", "lat MAPE", "lat max", "lat <=10%", "mem MAPE");
+  for (const auto& [key, p] : parents.items()) {
+    const json& l = p["cost_model"]["latency"];
+    std::printf("%-12s %-34s %7d %9.1f %9s %9s %9s %9s\n", p.value("parent", key).c_str(),
+                PlanName(p["profiling"].value("stack_depth", 0)).c_str(),
+                p["profiling"].value("models_served", 0), p["profiling"].value("seconds", 0.0),
+                Pct(l.value("mape", 0.0)).c_str(), Pct(l.value("max_error", 0.0)).c_str(),
+                Pct(l.value("within_10pct", 0.0)).c_str(),
+                Pct(p["cost_model"]["memory"].value("mape", 0.0)).c_str());
+  }
+}
+
 // Profiles one parent in a temp dir of its own (removed after) and prints its report.
-absl::StatusOr<json> RunParent(const std::string& name, const LlamaFlags& f) {
+absl::StatusOr<json> RunParent(const std::string& name, const LlamaFlags& f, int stack_depth) {
   // qwen3: a layout with one width per kind, profiled on uniform models (docs/costmodel.md).
   const json config = name == "llama"  ? DecoderParent("LlamaForCausalLM", f.quick)
                       : name == "qwen3" ? DecoderParent("Qwen3ForCausalLM", f.quick)
@@ -431,20 +473,20 @@ absl::StatusOr<json> RunParent(const std::string& name, const LlamaFlags& f) {
   std::string dir = (std::filesystem::temp_directory_path() / "costmodel_llama_XXXXXX").string();
   if (mkdtemp(dir.data()) == nullptr) return absl::InternalError("cannot make a temp dir");
   const std::string load_before = LoadAverage();
-  absl::StatusOr<costmodel::ProfileResult> r = Profile(config, dir, f);
+  absl::StatusOr<costmodel::ProfileResult> r = Profile(config, dir, f, stack_depth);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   if (!r.ok()) return r.status();
   const std::string load_after = LoadAverage();
   const size_t served = r->profiling_models.size() + r->validation.size();
-  std::printf("\n=== %s parent (hidden %d, %d layers%s): %zu held-out architectures ===\n",
+  std::printf("\n=== %s parent (hidden %d, %d layers%s): %zu held-out architectures, %s ===\n",
               name.c_str(), config["hidden_size"].get<int>(),
               config["num_hidden_layers"].get<int>(),
               config.contains("hybrid_override_pattern")
                   ? absl::StrCat(", pattern ", config["hybrid_override_pattern"].get<std::string>())
                         .c_str()
                   : "",
-              r->validation.size());
+              r->validation.size(), PlanName(stack_depth).c_str());
   std::printf("profiling cost: %.1f s wall, %zu models served (%zu profiling + %zu held-out), "
               "%d re-measures of %d models, %d still noisy; load average %s -> %s\n\n",
               r->seconds, served, r->profiling_models.size(), r->validation.size(),
@@ -468,7 +510,9 @@ absl::StatusOr<json> RunParent(const std::string& name, const LlamaFlags& f) {
   }
   out["profiling_models"] = profiling;
   out["parent_config"] = config;
-  out["profiling"] = {{"seconds", r->seconds},
+  out["parent"] = name;
+  out["profiling"] = {{"stack_depth", stack_depth},
+                      {"seconds", r->seconds},
                       {"models_served", served},
                       {"profiling_models", r->profiling_models.size()},
                       {"profiled_configurations", r->profiled_configs},
@@ -560,13 +604,18 @@ int RunLlamaCppMode(int argc, char** argv) {
               static_cast<long>(f.workload.cached_prefix_tokens), f.threads, f.warmup,
               f.repetitions);
   for (const std::string& name : f.parents) {
-    absl::StatusOr<json> p = RunParent(name, f);
-    if (!p.ok()) {
-      std::fprintf(stderr, "%s parent: %s\n", name.c_str(), p.status().ToString().c_str());
-      return 1;
+    for (int depth : f.stack_depths) {
+      // Uniform layouts (qwen3) serve models that hold every layer: no deeper stacks.
+      if (depth != 0 && name == "qwen3") continue;
+      absl::StatusOr<json> p = RunParent(name, f, depth);
+      if (!p.ok()) {
+        std::fprintf(stderr, "%s parent: %s\n", name.c_str(), p.status().ToString().c_str());
+        return 1;
+      }
+      out["parents"][depth == 0 ? name : absl::StrCat(name, "@depth", depth)] = *std::move(p);
     }
-    out["parents"][name] = *std::move(p);
   }
+  if (f.stack_depths.size() > 1) PrintPlans(out["parents"]);
   return WriteJson(out, f.json_out) ? 0 : 1;
 }
 

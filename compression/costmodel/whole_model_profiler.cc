@@ -101,6 +101,30 @@ void PlanAtHidden(const SearchSpace& space, const std::vector<ProfilePoint>& nod
   if (used.size() >= 2) out.push_back(std::move(combined));
 }
 
+// PlanAtHidden with stacks deeper than the parent (Options::stack_depth): per node, the
+// parent's layers tiled until the node's positions number `depth`, every layer removed, and
+// the node at `depth` of those positions in one model and at depth / 2 in another. Tiling
+// keeps the layout's order of kinds (a Llama-layout block's attention then FFN), so the
+// engine's file layout writes these models as it writes any student.
+void PlanDeepAtHidden(const SearchSpace& space, const std::vector<ProfilePoint>& nodes,
+                      int64_t h, int64_t positions, int depth,
+                      std::vector<model::HybridConfig>& out) {
+  const model::HybridConfig one = EmptyAt(space, h, positions);
+  const int n = space.num_layers();
+  for (const ProfilePoint& p : nodes) {
+    const std::vector<int> at = PositionsOf(space, p);
+    const int tiles = (depth + static_cast<int>(at.size()) - 1) / static_cast<int>(at.size());
+    model::HybridConfig empty = one;
+    std::vector<int> deep;
+    for (int t = 0; t < tiles; ++t) {
+      if (t > 0) empty.layers.insert(empty.layers.end(), one.layers.begin(), one.layers.end());
+      for (int i : at) deep.push_back(t * n + i);
+    }
+    out.push_back(WithNodeAt(empty, p.spec, deep, depth));
+    out.push_back(WithNodeAt(empty, p.spec, deep, depth / 2));
+  }
+}
+
 // PlanAtHidden for layouts with one width per kind (SearchSpaceOptions::uniform_layers),
 // which serve no model with a lone layer or mixed widths. The base model holds every layer
 // at the first node offered there (the narrowest: grid axes ascend); a stack swaps one node
@@ -540,6 +564,24 @@ absl::StatusOr<ProfileResult> BuildResult(const std::vector<Unit>& units,
   return result;
 }
 
+// Deeper stacks buy less and less (a node's error falls as 1 / D only while the rest of
+// the model dominates its time), and each model is served whole.
+constexpr int kMaxStackDepth = 64;
+
+absl::Status ValidateStackDepth(const Options& o) {
+  if (o.stack_depth != 0 && (o.stack_depth < 2 || o.stack_depth > kMaxStackDepth)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "whole-model profile options: stack_depth is 0 (the parent's positions) or 2 to ",
+        kMaxStackDepth, ", got ", o.stack_depth));
+  }
+  if (o.stack_depth != 0 && o.space.uniform_layers) {
+    return absl::InvalidArgumentError(
+        "whole-model profile options: stack_depth needs per-layer widths; a layout of one "
+        "width per kind (space.uniform_layers) serves models that hold every layer");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateOptions(const Options& o, const ServeModelFn& serve) {
   TAILOR_RETURN_IF_ERROR(engine::ValidateWorkload(o.workload));
   if (o.max_points_per_axis < 2 || o.max_hidden_points < 1 || o.validation_architectures < 0 ||
@@ -549,6 +591,7 @@ absl::Status ValidateOptions(const Options& o, const ServeModelFn& serve) {
         "validation_architectures >= 0, ridge >= 0, target_latency_mape >= 0, "
         "max_rounds >= 1");
   }
+  TAILOR_RETURN_IF_ERROR(ValidateStackDepth(o));
   TAILOR_RETURN_IF_ERROR(ValidateCalmServingOptions(o.calm));
   if (!serve) return absl::InvalidArgumentError("whole-model profile: no serve function");
   return absl::OkStatus();
@@ -562,11 +605,14 @@ int64_t PositionsFor(const model::HybridConfig& parent, const Options& options) 
 
 absl::StatusOr<std::vector<model::HybridConfig>> PlanWholeModelProfiling(
     const model::HybridConfig& parent, const WholeModelProfileOptions& options) {
+  TAILOR_RETURN_IF_ERROR(ValidateStackDepth(options));
   TAILOR_ASSIGN_OR_RETURN(SearchSpace space, SearchSpace::FromParent(parent, options.space));
   std::vector<model::HybridConfig> out;
   for (const auto& [h, nodes] : NodesByHidden(space, options)) {
     if (options.space.uniform_layers) {
       PlanUniformAtHidden(space, nodes, h, PositionsFor(parent, options), out);
+    } else if (options.stack_depth > 0) {
+      PlanDeepAtHidden(space, nodes, h, PositionsFor(parent, options), options.stack_depth, out);
     } else {
       PlanAtHidden(space, nodes, h, PositionsFor(parent, options), out);
     }

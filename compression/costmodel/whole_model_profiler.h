@@ -14,7 +14,8 @@
 //     floor(n / 2) of them, one per distinct position set with n >= 2), so that T0 and every
 //     node's time are identifiable: t = (T(stack) - T(half)) / (n - floor(n / 2)) is the
 //     Puzzletron N-versus-2N difference. Without any n >= 2 set, one model combining a node
-//     of every position set anchors T0 instead. A space with uniform_layers (layouts of one
+//     of every position set anchors T0 instead. With stack_depth D, the parent's layers are
+//     tiled so that each node stands at D positions and at floor(D / 2) in two models. A space with uniform_layers (layouts of one
 //     width per kind) gets models that hold every layer: a base of the narrowest nodes, a
 //     stack per node over it and a half of the base's blocks.
 //  3. Serving: every model (profiling and held-out) once, in a shuffled order so drift of the
@@ -85,6 +86,17 @@ struct WholeModelProfileOptions {
   // had 2.6%. The round that ends under the target, or the last, is the table.
   double target_latency_mape = 0;
   int max_rounds = 1;
+  // How deep a profiling model stacks its node (per-layer layouts). 0: at the parent
+  // positions whose options hold the node (n of them, 2-3 per kind in the quickstart's
+  // 8-layer parent), so every profiling model is a candidate of the space, and the node's
+  // time is the difference of two whole-model times n - floor(n / 2) layers apart. D >= 2:
+  // the parent's layers tiled until the node's positions number D, the node at D of them and,
+  // in a second model, at floor(D / 2) (Puzzletron's N versus 2N; llama.cpp's cost of a layer
+  // does not depend on its position), every other layer removed: the difference is
+  // D - floor(D / 2) layers, so a child's own speed (~5% on this host, the whole model's time
+  // scaled alike) moves a node's time by less. These models are deeper than the parent, not
+  // candidates. Not with space.uniform_layers (their models hold every layer).
+  int stack_depth = 0;
   // Relative ridge of the time fit (times the largest diagonal of the normal equations). The
   // plan makes every node identifiable, so none is needed (it would bias exact data); raise
   // it only to damp a plan of one's own.

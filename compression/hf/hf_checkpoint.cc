@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -464,6 +465,20 @@ absl::StatusOr<HfCheckpoint> HfCheckpoint::Open(const std::string& dir,
   }
   ckpt.tokenizer_files_ = ListTokenizerFiles(dir);
   return ckpt;
+}
+
+HfCheckpoint HfCheckpoint::ConfigRepeated(int copies) const {
+  HfCheckpoint deeper;
+  deeper.dir_ = dir_;
+  deeper.config_ = config_;
+  deeper.config_.layers.clear();
+  for (int c = 0; c < std::max(1, copies); ++c) {
+    deeper.config_.layers.insert(deeper.config_.layers.end(), config_.layers.begin(),
+                                 config_.layers.end());
+  }
+  deeper.config_.num_hidden_layers = static_cast<int64_t>(deeper.config_.layers.size());
+  deeper.tokenizer_files_ = tokenizer_files_;
+  return deeper;
 }
 
 HfCheckpoint::HfCheckpoint(HfCheckpoint&&) noexcept = default;

@@ -89,6 +89,12 @@ class HfCheckpoint {
   // Sum of the tensors' bytes as stored.
   uint64_t weight_bytes() const { return weight_bytes_; }
 
+  // This checkpoint's config with its decoder layers repeated `copies` times (>= 1), the same
+  // dir and tokenizer files, and no tensors: the parent a model deeper than this one is
+  // exported against (the whole-model profiler's deep stacks, dummy weights of their own).
+  // Tensor() finds nothing in it.
+  HfCheckpoint ConfigRepeated(int copies) const;
+
   // Sorted; exactly the names of ExpectedTensors(config()).
   std::vector<std::string> tensor_names() const;
   // NotFound naming the tensor when the checkpoint has no such tensor.

@@ -12,10 +12,12 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "compression/costmodel/whole_model_profiler.h"
 #include "compression/hf/hf_import.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -363,6 +365,65 @@ TEST_F(LlamaCppEngineRealTest, ProfileBuildsAValidatedTableFromWholeRequests) {
 // hidden width and heads): profiled on uniform models with blocks removed whole and validated
 // on uniform architectures, every one of them served by llama.cpp. (`qwen3`, the same rule as
 // `qwen2` less the hidden width, is profiled by e2e_llama_cpp_engine's Qwen3 campaign.)
+// Profiling models deeper than the parent (WholeModelProfileOptions::stack_depth: the
+// parent's layers tiled, one node at D or D / 2 positions, every other layer removed) are
+// written and served like any student: `deci` with its stand-ins (a first block without
+// attention, blocks without an FFN), `nemotron_h` with its zero attention or Mamba block.
+// A stack and its half of each layer kind, served in llama.cpp; none may abort.
+TEST_F(LlamaCppEngineRealTest, DeepStackModelsServe) {
+  for (const char* arch : {"LlamaForCausalLM", "NemotronHForCausalLM"}) {
+    const std::string dir = testing::NewTestDir(absl::StrCat("llama_cpp_deep_", arch));
+    // Nemotron-H's Mamba, attention and MLP (`nemotron_h`; with both experts and MLPs, the
+    // test checkpoint's default, llama.cpp serves no student).
+    const nlohmann::json config = arch == std::string("LlamaForCausalLM")
+                                      ? testing::TinyHfConfig(arch)
+                                      : testing::TinyNemotronHConfig("M*-M");
+    ASSERT_THAT(testing::WriteHfCheckpointFiles(
+                    dir, config, testing::HfTestTensors(config, model::DType::kF32, 1)),
+                IsOk());
+    absl::StatusOr<hf::HfCheckpoint> hf = hf::HfCheckpoint::Open(dir);
+    ASSERT_THAT(hf.status(), IsOk());
+    absl::StatusOr<model::HybridConfig> parent = hf::HybridConfigFromHf(hf->config());
+    ASSERT_THAT(parent.status(), IsOk());
+    costmodel::WholeModelProfileOptions options;
+    options.space = LlamaCppServableSpace(*hf);
+    options.workload = engine::Workload{1, 8, 4, 0};
+    options.max_hidden_points = 1;
+    options.stack_depth = 4;
+    absl::StatusOr<std::vector<model::HybridConfig>> plan =
+        costmodel::PlanWholeModelProfiling(*parent, options);
+    ASSERT_THAT(plan.status(), IsOk());
+    gguf::ServeBenchmarkOptions serve_options;
+    serve_options.input_tokens = 8;
+    serve_options.output_tokens = 4;
+    serve_options.warmup = 1;
+    serve_options.repetitions = 3;
+    const std::string scratch = absl::StrCat(work_, "/deep-", arch);
+    std::filesystem::create_directories(scratch);
+    const costmodel::ServeModelFn serve = LlamaCppServeModelFn(*hf, scratch, serve_options);
+    std::set<model::LayerKind> kinds;
+    for (size_t k = 0; k + 1 < plan->size(); k += 2) {  // a stack, then its half
+      // The node's kind: what the stack holds more of than its half (`nemotron_h_moe`'s
+      // expert layers cannot be removed, so both hold those alike).
+      std::map<model::LayerKind, int> more;
+      for (const model::LayerSpec& l : (*plan)[k].layers) more[l.kind] += l.present();
+      for (const model::LayerSpec& l : (*plan)[k + 1].layers) more[l.kind] -= l.present();
+      model::LayerKind kind = model::LayerKind::kMlp;
+      for (const auto& [kind_of, count] : more) {
+        if (count > 0) kind = kind_of;
+      }
+      if (!kinds.insert(kind).second) continue;
+      for (size_t m : {k, k + 1}) {
+        absl::StatusOr<costmodel::ServedModel> s = serve((*plan)[m], m + 1);
+        ASSERT_THAT(s.status(), IsOk()) << arch << " model " << m;
+        ASSERT_EQ(s->requests.size(), 3u);
+        EXPECT_GT(s->requests[0].request_ms, 0) << arch << " model " << m;
+      }
+    }
+    EXPECT_EQ(kinds.size(), arch == std::string("LlamaForCausalLM") ? 2u : 3u) << arch;
+  }
+}
+
 class LlamaCppUniformProfileTest : public LlamaCppEngineRealTest,
                                    public ::testing::WithParamInterface<const char*> {};
 

@@ -15,6 +15,7 @@
 #include "compression/model/hybrid_lm.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "profiler-agent/device.h"
 #include "profiler-agent/ml_jobs.h"
 #include "profiler-agent/request_latency.h"
 #include "tailor/v1/job_output.pb.h"
@@ -107,6 +108,25 @@ TEST(MlJobsTest, EngineOptionsFromTheContract) {
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->cpu_threads, 2);
   EXPECT_EQ(BuiltinIdentity(2).version, "1+threads2");
+}
+
+// The agent's flags reach the job config; a flag left at its "default" value keeps
+// MlJobConfig's own.
+TEST(MlJobsTest, AgentOptionsReachTheJobConfig) {
+  DeviceDescription device;
+  device.device = "cpu";
+  device.device_kind = "cpu";
+  HandlerOptions options;
+  MlJobConfig defaults = MlJobConfigOf(device, options);
+  EXPECT_EQ(defaults.profile_stack_depth, 0);
+  EXPECT_EQ(defaults.profile_max_rounds, 1);
+  EXPECT_EQ(defaults.profile_target_latency_mape, costmodel::kTrustedLatencyMape);
+  options.profile_stack_depth = 16;
+  options.profile_max_rounds = 3;
+  MlJobConfig set = MlJobConfigOf(device, options);
+  EXPECT_EQ(set.profile_stack_depth, 16);
+  EXPECT_EQ(set.profile_max_rounds, 3);
+  EXPECT_EQ(set.device_kind, "cpu");
 }
 
 TEST(MlJobsTest, VerifyMeasuresEvaluatesAndChecksBudgets) {

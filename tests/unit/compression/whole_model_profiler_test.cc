@@ -201,8 +201,9 @@ TEST(WholeModelProfilerTest, PlanSizes) {
               quick->size(), nemo->size());
 }
 
-void ExpectExact(const model::HybridConfig& parent) {
+void ExpectExact(const model::HybridConfig& parent, int stack_depth = 0) {
   WholeModelProfileOptions o = Options();
+  o.stack_depth = stack_depth;
   absl::StatusOr<ProfileResult> r =
       ProfileCostTableWholeModel(parent, o, SyntheticServe(o.workload, 0.0));
   ASSERT_TRUE(r.ok()) << r.status();
@@ -269,6 +270,48 @@ TEST(WholeModelProfilerTest, ExactWithoutNoiseWithRepeatedLayers) {
 TEST(WholeModelProfilerTest, ExactWithoutNoiseOnANemotronHStyleParent) {
   ExpectExact(NemotronHStyleParent());
 }
+
+// Stacks deeper than the parent: each node alone at exactly D and D / 2 positions of the
+// parent's layers tiled (the kinds in the parent's order), two models per node.
+TEST(WholeModelProfilerTest, DeepStacksTileTheParentAndHoldOneNode) {
+  for (const model::HybridConfig& parent :
+       {TinyParent(), QuickstartParent(), NemotronHStyleParent()}) {
+    WholeModelProfileOptions o = Options();
+    absl::StatusOr<std::vector<model::HybridConfig>> shallow =
+        PlanWholeModelProfiling(parent, o);
+    o.stack_depth = 8;
+    absl::StatusOr<std::vector<model::HybridConfig>> deep = PlanWholeModelProfiling(parent, o);
+    ASSERT_TRUE(shallow.ok()) << shallow.status();
+    ASSERT_TRUE(deep.ok()) << deep.status();
+    std::set<std::string> nodes, models;
+    for (size_t k = 0; k < deep->size(); ++k) {
+      const model::HybridConfig& c = (*deep)[k];
+      ASSERT_EQ(c.layers.size() % parent.layers.size(), 0u);
+      std::set<std::string> present;
+      int count = 0;
+      for (size_t i = 0; i < c.layers.size(); ++i) {
+        EXPECT_EQ(c.layers[i].kind, parent.layers[i % parent.layers.size()].kind);
+        if (!c.layers[i].present()) continue;
+        present.insert(LayerKey(c.layers[i], c.hidden));
+        ++count;
+      }
+      ASSERT_EQ(present.size(), 1u) << ModelKey(c);
+      EXPECT_EQ(count, k % 2 == 0 ? 8 : 4) << ModelKey(c);
+      nodes.insert(std::to_string(c.hidden) + *present.begin());
+      models.insert(ModelKey(c));
+    }
+    EXPECT_EQ(deep->size(), 2 * nodes.size());
+    EXPECT_EQ(models.size(), deep->size());
+    std::printf("%zu layers: %zu models at the parent's positions, %zu at depth 8\n",
+                parent.layers.size(), shallow->size(), deep->size());
+  }
+}
+
+TEST(WholeModelProfilerTest, ExactWithoutNoiseWithDeepStacks) {
+  ExpectExact(QuickstartParent(), 8);
+  ExpectExact(NemotronHStyleParent(), 16);
+}
+
 
 // Llama-layout parents whose GGUF layout has one width per kind (llama.cpp's `qwen3`,
 // `qwen3moe`, Mixtral as `llama`): blocks of attention then an FFN.
@@ -622,6 +665,41 @@ TEST(WholeModelProfilerTest, ATableOverItsTargetIsServedAgainAndPooled) {
   for (const auto& [seed, n] : serves) EXPECT_EQ(n, 2) << seed;
 }
 
+// What deep stacks are for: every child draws its own speed (the whole request scaled alike,
+// sd 5%, as this host's llama.cpp children do), and a node's time is a difference of two
+// such whole-model times. At the quickstart parent's positions (2-3 per kind) that difference
+// is one or two layers against the whole of T0; at depth 16 it is eight. The table's
+// predictions for the held-out architectures are compared with the engine's truth (not with
+// their own noisy measurements), over four seeds of child speeds.
+TEST(WholeModelProfilerTest, DeepStacksPredictCloserUnderChildSpeedNoise) {
+  double error[2] = {0, 0};
+  int predictions = 0;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    for (int d = 0; d < 2; ++d) {
+      WholeModelProfileOptions o = Options();
+      o.stack_depth = d == 0 ? 0 : 16;
+      std::map<uint64_t, int> serves;
+      auto rng = std::make_shared<std::mt19937_64>(seed);
+      const ServeModelFn serve = ChildSpeedServe(o.workload, serves, [rng](uint64_t, int) {
+        return std::max(0.5, 1 + 0.05 * std::normal_distribution<double>(0, 1)(*rng));
+      });
+      absl::StatusOr<ProfileResult> r = ProfileCostTableWholeModel(QuickstartParent(), o, serve);
+      ASSERT_TRUE(r.ok()) << r.status();
+      for (const ArchitectureMeasurement& m : r->validation) {
+        const double truth = Truth::PhaseMs(m.config, 0) + Truth::PhaseMs(m.config, 1);
+        error[d] += RelativeError(m.predicted_latency_ms, truth);
+        predictions += d;
+      }
+    }
+  }
+  error[0] /= predictions;
+  error[1] /= predictions;
+  std::printf("child speed sd 5%%: mean error against the truth %.2f%% at the parent's "
+              "positions, %.2f%% at depth 16 (%d predictions each)\n",
+              100 * error[0], 100 * error[1], predictions);
+  EXPECT_LT(error[1], 0.8 * error[0]);
+}
+
 TEST(WholeModelProfilerTest, ServeErrorFailsTheProfileNamingIt) {
   WholeModelProfileOptions o = Options();
   const ServeModelFn calm = SyntheticServe(o.workload, 0.0);
@@ -681,6 +759,19 @@ TEST(WholeModelProfilerTest, RejectsBadOptions) {
   o.target_latency_mape = -0.05;
   EXPECT_THAT(ProfileCostTableWholeModel(TinyParent(), o, SyntheticServe(o.workload, 0)).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("target_latency_mape")));
+  for (int depth : {-1, 1, 65}) {
+    o = Options();
+    o.stack_depth = depth;
+    EXPECT_THAT(PlanWholeModelProfiling(TinyParent(), o).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("stack_depth is 0 (the parent's positions) or 2 to 64, got " +
+                                   std::to_string(depth))));
+  }
+  o = Options();
+  o.stack_depth = 8;
+  o.space.uniform_layers = true;
+  EXPECT_THAT(ProfileCostTableWholeModel(TinyParent(), o, SyntheticServe(o.workload, 0)).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("per-layer widths")));
 }
 
 TEST(WholeModelProfilerTest, BuiltInTablesKeepTheFormulas) {
