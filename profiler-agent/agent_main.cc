@@ -115,6 +115,9 @@ void DeclareFlags(CLI::App& app, Flags& flags) {
                  "configuration D and D/2 times, the parent's layers tiled (0 = at the "
                  "parent's own positions)")
       ->check(CLI::Range(0, 64))
+      ->check([](const std::string& v) {
+        return v == "1" ? std::string("one copy is no stack: 0, or 2 to 64") : std::string();
+      })
       ->capture_default_str();
   app.add_option("--verify-repetitions", flags.verify_repetitions,
                  "verify: measured requests (0 = default 15)")

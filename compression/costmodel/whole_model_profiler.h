@@ -15,9 +15,10 @@
 //     node's time are identifiable: t = (T(stack) - T(half)) / (n - floor(n / 2)) is the
 //     Puzzletron N-versus-2N difference. Without any n >= 2 set, one model combining a node
 //     of every position set anchors T0 instead. With stack_depth D, the parent's layers are
-//     tiled so that each node stands at D positions and at floor(D / 2) in two models. A space with uniform_layers (layouts of one
-//     width per kind) gets models that hold every layer: a base of the narrowest nodes, a
-//     stack per node over it and a half of the base's blocks.
+//     tiled so that each node stands at D positions and at floor(D / 2) in two models. A
+//     space with uniform_layers (layouts of one width per kind) gets models that hold every
+//     layer: a base of the narrowest nodes, a stack per node over it and a half of the base's
+//     blocks.
 //  3. Serving: every model (profiling and held-out) once, in a shuffled order so drift of the
 //     host hits all alike; its latency is the median of its requests (per phase too). A
 //     disturbed measurement (spread of request times, or too little CPU time for the
@@ -93,8 +94,8 @@ struct WholeModelProfileOptions {
   // the parent's layers tiled until the node's positions number D, the node at D of them and,
   // in a second model, at floor(D / 2) (Puzzletron's N versus 2N; llama.cpp's cost of a layer
   // does not depend on its position), every other layer removed: the difference is
-  // D - floor(D / 2) layers, so a child's own speed (~5% on this host, the whole model's time
-  // scaled alike) moves a node's time by less. These models are deeper than the parent, not
+  // D - floor(D / 2) layers, so a child's own speed (5-25% on this host, the whole model's
+  // time scaled alike) moves a node's time by less. These models are deeper than the parent, not
   // candidates. Not with space.uniform_layers (their models hold every layer).
   int stack_depth = 0;
   // Relative ridge of the time fit (times the largest diagonal of the normal equations). The
