@@ -14,7 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/e2e/cluster.h"
@@ -47,22 +51,15 @@ std::vector<std::string> GoldenCampaigns() {
 // of data the release already had (a student whose KD loss is above the uniform baseline's):
 // the rest must read exactly as the release printed it. `added` counts the lines removed.
 std::string WithoutAddedLines(const std::string& text, int& added) {
-  static constexpr const char* kAdded[] = {"STUDENT BELOW THE UNIFORM BASELINE: "};
-  std::string out;
-  size_t start = 0;
-  while (start < text.size()) {
-    const size_t end = std::min(text.find('\n', start), text.size() - 1) + 1;
-    const std::string line = text.substr(start, end - start);
-    bool is_added = false;
-    for (const char* prefix : kAdded) is_added = is_added || line.rfind(prefix, 0) == 0;
-    if (is_added) {
+  std::vector<absl::string_view> kept;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::StartsWith(line, "STUDENT BELOW THE UNIFORM BASELINE: ")) {
       ++added;
     } else {
-      out += line;
+      kept.push_back(line);
     }
-    start = end;
   }
-  return out;
+  return absl::StrJoin(kept, "\n");
 }
 
 // A JSON value with proto3's defaults dropped (zero, false, "", empty lists and objects) and
