@@ -626,6 +626,13 @@ absl::StatusOr<std::vector<Branch>> BranchLadders(const HybridConfig& parent,
   return out;
 }
 
+int BranchStart(const std::vector<LadderRung>& ladder, const Budgets& budgets) {
+  for (int i = static_cast<int>(ladder.size()) - 1; i > 0; --i) {
+    if (BudgetViolations(ladder[i].predicted, budgets).empty()) return i;
+  }
+  return 0;
+}
+
 absl::StatusOr<std::vector<double>> HeldOutKd(model::HybridLM& ranked_parent,
                                               const SearchSpace& space,
                                               const std::vector<std::vector<int>>& candidates,

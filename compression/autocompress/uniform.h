@@ -149,12 +149,23 @@ absl::StatusOr<std::vector<LadderRung>> DescentLadder(const model::HybridConfig&
 
 // The ladder's steps are one axis step each, so a global axis whose next width is a big step
 // (hidden 96 -> 128 on the quickstart's parent: +25% of the request's latency) blocks it well
-// short of the budget. A branch takes that step anyway: from the ladder's top rung, one
-// blocked global axis (or one tied across layers) is stepped, the other axes are repaired
-// down to `floor` (RepairToBudgets, the stepped axis held at its new width), and the result
-// is grown toward `ceiling` as GrowthLadder grows. Its first rung's change names the jump and
-// the repair. Branches whose repair cannot reach `floor` are left out; at most
+// short of the budget. A branch takes that step anyway: from the ladder's rung BranchStart
+// picks, one blocked global axis (or one tied across layers) is stepped, the other axes are
+// repaired down to `floor` (RepairToBudgets, the stepped axis held at its new width), and the
+// result is grown toward `ceiling` as GrowthLadder grows. Its first rung's change names the
+// jump and the repair. Branches whose repair cannot reach `floor` are left out; at most
 // `max_branches`, in the order of the space's axes.
+//
+// BranchStart: the ladder's largest rung the table places within the contract's budgets, not
+// its top. A ladder grows toward budgets widened by the table's error, so it may take a
+// global step only past the budget, on top of every cheaper step: on the quickstart's
+// Nemotron-H parent (2026-12-06) its top stepped the Mamba heads 2 -> 4 after two MLP widths
+// (predicted 23.3 ms of 22), so a branch from the top had nothing left to step. Sliced
+// untrained, the Mamba heads halved with the MLPs whole cost a held-out KD loss of 2.33, the
+// MLPs and attention heads halved with the Mamba heads whole 0.75, and the distilled student
+// (Mamba heads halved) lost to the uniform baseline (Mamba heads whole): KD 0.349 against
+// 0.021. From the largest rung within the budgets the Mamba step is a branch that pays for
+// itself with MLP and attention widths, and the settle compares the picks on held-out KD.
 struct Branch {
   int axis = -1;  // the stepped axis
   std::vector<LadderRung> ladder;
@@ -166,6 +177,9 @@ absl::StatusOr<std::vector<Branch>> BranchLadders(const model::HybridConfig& par
                                                   const std::vector<int>& top_rung,
                                                   int max_branches,
                                                   const Importance* importance = nullptr);
+
+// The index of the last rung of `ladder` whose prediction meets every budget; 0 when none does.
+int BranchStart(const std::vector<LadderRung>& ladder, const Budgets& budgets);
 
 // The mean KL(teacher || student) over `eval_batches` of each architecture (choice indices)
 // sliced from `ranked_parent` without training: how the uniform baseline ranks its

@@ -597,6 +597,9 @@ absl::Status ValidateOptions(const Options& o, const ServeModelFn& serve) {
   return absl::OkStatus();
 }
 
+// Above any plan's model count (a few hundred at most).
+constexpr uint64_t kHeldOutSeedOffset = uint64_t{1} << 20;
+
 int64_t PositionsFor(const model::HybridConfig& parent, const Options& options) {
   return std::max(parent.max_seq, options.workload.cache_positions());
 }
@@ -632,6 +635,10 @@ absl::StatusOr<ProfileResult> ProfileCostTableWholeModel(const model::HybridConf
                           PlanWholeModelProfiling(parent, options));
   std::mt19937_64 rng(options.seed);
   uint64_t seed = options.seed * 1000003;
+  // The held-out architectures' weights get seeds of their own, independent of how many
+  // models the plan serves: two plans of one parent (stack_depth 0 and 16) validate on the
+  // very same held-out models, weights included (their draw already depends only on the seed).
+  uint64_t held_out_seed = seed + kHeldOutSeedOffset;
   std::vector<Unit> units;
   for (model::HybridConfig& c : plan) {
     Unit u{std::move(c), ++seed, true};
@@ -646,7 +653,7 @@ absl::StatusOr<ProfileResult> ProfileCostTableWholeModel(const model::HybridConf
                                                       /*require_present_layer=*/true, rng));
   for (DrawnArchitecture& d : drawn) {
     TAILOR_RETURN_IF_ERROR(model::ValidateHybridConfig(d.config));
-    Unit u{std::move(d.config), ++seed, false};
+    Unit u{std::move(d.config), ++held_out_seed, false};
     u.description = std::move(d.description);
     units.push_back(std::move(u));
   }

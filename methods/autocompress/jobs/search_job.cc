@@ -642,10 +642,11 @@ absl::Status AddSettleLadder(WorkerContext& ctx, Inputs& in, const SearchPlan& p
   const int max_branches = std::min(kMaxBranches, (sp.settle_rungs() - 2) / 4);
   std::vector<autocompress::Branch> branches;
   if (max_branches > 0) {
+    const int start = autocompress::BranchStart(ladder, budgets);
     TAILOR_ASSIGN_OR_RETURN(
         branches, autocompress::BranchLadders(parent, in.space, *in.cost_model,
                                               Moved(budgets, lat_reach, mem_reach, -1), ceiling,
-                                              ladder.back().indices, max_branches, importance));
+                                              ladder[start].indices, max_branches, importance));
   }
   ac::Settle& settle = *result.mutable_settle();
   settle.set_ladder_steps(static_cast<int32_t>(ladder.size()) - 1 - choice);

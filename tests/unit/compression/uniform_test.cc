@@ -425,6 +425,47 @@ TEST(UniformTest, BranchLadderTakesTheBlockedGlobalStepAndPaysElsewhere) {
   EXPECT_TRUE(BranchLadders(f.parent, f.space, *f.model, floor, ceiling, start, 2)->empty());
 }
 
+// A ladder that takes a global step only past the budget: hidden 8 -> 12 is its top rung,
+// over the budget. The branch starts from the largest rung within the budgets (hidden 8), so
+// it steps hidden 8 -> 12 and pays with the per-layer axes; from the top it could only have
+// stepped 12 -> 16.
+TEST(UniformTest, BranchesStartFromTheLargestRungWithinTheBudgets) {
+  Fixture f;
+  std::vector<int> widest;
+  for (const ChoiceAxis& a : f.space.axes) widest.push_back(static_cast<int>(a.widths.size()) - 1);
+  std::vector<LadderRung> ladder(3);
+  ladder[0].indices = widest;
+  ladder[0].indices[0] = 0;  // hidden 4
+  ladder[1].indices = widest;
+  ladder[1].indices[0] = 1;  // hidden 8
+  ladder[2].indices = widest;
+  ladder[2].indices[0] = 2;  // hidden 12
+  for (LadderRung& r : ladder) {
+    r.predicted = *f.model->Predict(*ChildConfig(f.parent, f.space, r.indices));
+  }
+  const double at8 = ladder[1].predicted.memory_mib;
+  Budgets budgets;
+  budgets.memory_mib = 1.01 * at8;
+  ASSERT_GT(ladder[2].predicted.memory_mib, *budgets.memory_mib);
+  EXPECT_EQ(BranchStart(ladder, budgets), 1);
+  budgets.memory_mib = 2 * ladder[2].predicted.memory_mib;
+  EXPECT_EQ(BranchStart(ladder, budgets), 2);
+  budgets.memory_mib = 0.5 * ladder[0].predicted.memory_mib;  // nothing fits: the first
+  EXPECT_EQ(BranchStart(ladder, budgets), 0);
+
+  Budgets floor, ceiling;
+  floor.memory_mib = 0.98 * at8;
+  ceiling.memory_mib = 1.05 * at8;
+  budgets.memory_mib = 1.01 * at8;
+  const int start = BranchStart(ladder, budgets);
+  absl::StatusOr<std::vector<Branch>> branches =
+      BranchLadders(f.parent, f.space, *f.model, floor, ceiling, ladder[start].indices, 1);
+  ASSERT_TRUE(branches.ok()) << branches.status();
+  ASSERT_EQ(branches->size(), 1u);
+  EXPECT_EQ(branches->front().ladder.front().change.rfind("hidden 8 -> 12, ", 0), 0u)
+      << branches->front().ladder.front().change;
+}
+
 TEST(UniformTest, DescriptionsNameEveryLayer) {
   HybridConfig c = Parent();
   c.layers[1].mlp.ffn = 0;

@@ -700,6 +700,29 @@ TEST(WholeModelProfilerTest, DeepStacksPredictCloserUnderChildSpeedNoise) {
   EXPECT_LT(error[1], 0.8 * error[0]);
 }
 
+// Two plans of one parent validate on the very same held-out models, dummy weights included:
+// their seeds do not depend on how many models the plan serves (44 against 64 here).
+TEST(WholeModelProfilerTest, HeldOutModelsDoNotDependOnThePlan) {
+  std::vector<ArchitectureMeasurement> held_out[2];
+  size_t planned[2] = {0, 0};
+  for (int d = 0; d < 2; ++d) {
+    WholeModelProfileOptions o = Options();
+    o.stack_depth = d == 0 ? 0 : 16;
+    absl::StatusOr<ProfileResult> r =
+        ProfileCostTableWholeModel(QuickstartParent(), o, SyntheticServe(o.workload, 0.0));
+    ASSERT_TRUE(r.ok()) << r.status();
+    held_out[d] = r->validation;
+    planned[d] = PlanWholeModelProfiling(QuickstartParent(), o)->size();
+  }
+  EXPECT_NE(planned[0], planned[1]);
+  ASSERT_EQ(held_out[0].size(), held_out[1].size());
+  ASSERT_FALSE(held_out[0].empty());
+  for (size_t i = 0; i < held_out[0].size(); ++i) {
+    EXPECT_EQ(held_out[0][i].seed, held_out[1][i].seed) << i;
+    EXPECT_EQ(ModelKey(held_out[0][i].config), ModelKey(held_out[1][i].config)) << i;
+  }
+}
+
 TEST(WholeModelProfilerTest, ServeErrorFailsTheProfileNamingIt) {
   WholeModelProfileOptions o = Options();
   const ServeModelFn calm = SyntheticServe(o.workload, 0.0);
