@@ -163,6 +163,20 @@ std::string StepText(const SearchSpace& space, int a, int from, int to) {
   return absl::StrCat(axis.name, " ", axis.widths[from], " -> ", axis.widths[to]);
 }
 
+// The rise in held-out KD loss from width `from` to `to` of an axis measured alone
+// (MeasureAxisKd); never negative: a slice that measured below a wider one is noise, and a
+// free step is still a step.
+double AxisKdLost(const ChoiceAxis& axis, const std::vector<double>& kd, int64_t from,
+                  int64_t to) {
+  auto index = [&](int64_t width) {
+    const auto it = std::find(axis.widths.begin(), axis.widths.end(), width);
+    return static_cast<size_t>(it - axis.widths.begin());
+  };
+  const size_t f = index(from), t = index(to);
+  if (f >= kd.size() || t >= kd.size()) return 0;
+  return std::max(0.0, kd[t] - kd[f]);
+}
+
 // Share of axis a's importance lost by shrinking it from width `from` to `to` (see
 // RepairToBudgets), summed over every layer the axis sets. Falls back to the share of the
 // width when no scores are available.
@@ -173,6 +187,9 @@ double ImportanceLost(const HybridConfig& parent, const SearchSpace& space,
   const double width_share = static_cast<double>(from - to) /
                              static_cast<double>(std::max<int64_t>(axis.widths.back(), 1));
   if (imp == nullptr) return width_share;
+  if (static_cast<size_t>(a) < imp->axis_kd.size() && !imp->axis_kd[a].empty()) {
+    return AxisKdLost(axis, imp->axis_kd[a], from, to);
+  }
   double lost = 0, total = 0;
   if (axis.kind == AxisKind::kHidden) {
     lost = RangeSum(imp->hidden, to, from);
@@ -631,6 +648,34 @@ int BranchStart(const std::vector<LadderRung>& ladder, const Budgets& budgets) {
     if (BudgetViolations(ladder[i].predicted, budgets).empty()) return i;
   }
   return 0;
+}
+
+absl::Status MeasureAxisKd(model::HybridLM& ranked_parent, const SearchSpace& space,
+                           const std::vector<at::Tensor>& batches, Importance& importance,
+                           int max_evaluations) {
+  std::vector<int> widest;
+  int narrower = 0;
+  for (const ChoiceAxis& axis : space.axes) {
+    widest.push_back(static_cast<int>(axis.widths.size()) - 1);
+    narrower += widest.back();
+  }
+  if (narrower > max_evaluations) return absl::OkStatus();
+  std::vector<std::vector<int>> candidates;
+  for (size_t a = 0; a < space.axes.size(); ++a) {
+    for (int i = 0; i < widest[a]; ++i) {
+      candidates.push_back(widest);
+      candidates.back()[a] = i;
+    }
+  }
+  TAILOR_ASSIGN_OR_RETURN(std::vector<double> kd,
+                          HeldOutKd(ranked_parent, space, candidates, batches));
+  importance.axis_kd.assign(space.axes.size(), {});
+  size_t next = 0;
+  for (size_t a = 0; a < space.axes.size(); ++a) {
+    for (int i = 0; i < widest[a]; ++i) importance.axis_kd[a].push_back(kd[next++]);
+    importance.axis_kd[a].push_back(0.0);  // the parent's own width
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<double>> HeldOutKd(model::HybridLM& ranked_parent,

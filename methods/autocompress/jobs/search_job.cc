@@ -468,8 +468,9 @@ void ReportSearchStep(WorkerContext& ctx, const Inputs& in, int64_t steps, int64
                steps, metrics);
 }
 
-// Importance of the ranked parent's units on a few training batches: what the repair gives
-// up and the settle's ladder regains per unit of cost. Whole global batches (rank 0 alone
+// Importance of the ranked parent's units on a few training batches, and each axis step's
+// KD loss on the same batches: what the repair gives up and the settle's ladder regains per
+// unit of cost. Whole global batches (rank 0 alone
 // runs this), so the same search on another number of ranks picks the same student.
 absl::StatusOr<const autocompress::Importance*> RepairImportance(Inputs& in,
                                                                   const SearchPlan& plan) {
@@ -480,6 +481,7 @@ absl::StatusOr<const autocompress::Importance*> RepairImportance(Inputs& in,
                      plan.global_batch, plan.length, tasks::Split::kTrain));
     model::HybridLM teacher = in.teacher;  // a handle: the same module
     TAILOR_ASSIGN_OR_RETURN(in.importance, autocompress::RankImportance(teacher, calib));
+    TAILOR_RETURN_IF_ERROR(autocompress::MeasureAxisKd(teacher, in.space, calib, *in.importance));
   }
   return &*in.importance;
 }

@@ -209,16 +209,27 @@ TEST(UniformTest, SelectScoresTheLargestFittingByKdLoss) {
   EXPECT_EQ(r->best.indices, g->fitting[0].indices);
 }
 
-TEST(UniformTest, RepairShrinksUntilTheBudgetIsMetSparingImportantUnits) {
-  Fixture f;
+std::vector<int> Widest(const Fixture& f) {
   std::vector<int> widest;
   for (const ChoiceAxis& a : f.space.axes) widest.push_back(a.widths.size() - 1);
-  // The budget is what keeping only the important quarter of every layer axis costs (full
-  // hidden width): reachable without ever touching an important unit.
-  std::vector<int> quarter(widest.size(), 1);
-  quarter[0] = widest[0];
+  return widest;
+}
+
+// What keeping only the first quarter of every layer axis costs (full hidden width).
+Budgets QuarterOfEveryLayerAxis(const Fixture& f) {
+  std::vector<int> quarter(f.space.axes.size(), 1);
+  quarter[0] = Widest(f)[0];
   Budgets b;
   b.memory_mib = f.model->Predict(*ChildConfig(f.parent, f.space, quarter))->memory_mib;
+  return b;
+}
+
+TEST(UniformTest, RepairShrinksUntilTheBudgetIsMetSparingImportantUnits) {
+  Fixture f;
+  const std::vector<int> widest = Widest(f);
+  // The budget is what keeping only the important quarter of every layer axis costs:
+  // reachable without ever touching an important unit.
+  const Budgets b = QuarterOfEveryLayerAxis(f);
 
   // Everything fits already: nothing changes.
   Budgets loose;
@@ -271,6 +282,62 @@ TEST(UniformTest, RepairShrinksUntilTheBudgetIsMetSparingImportantUnits) {
   impossible.memory_mib = 1e-9;
   EXPECT_EQ(RepairToBudgets(f.parent, f.space, *f.model, impossible, widest).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// Each narrower choice of each axis scored alone from the parent: the KD loss of exactly that
+// slice (recomputed here with HeldOutKd), the parent's own width 0; nothing measured when the
+// space has more narrower choices than allowed.
+TEST(UniformTest, MeasureAxisKdScoresEveryNarrowerChoiceAlone) {
+  Fixture f;
+  torch::manual_seed(0);
+  absl::StatusOr<model::HybridLM> parent = model::CreateHybridLM(f.parent, 3);
+  ASSERT_TRUE(parent.ok());
+  std::vector<at::Tensor> batches = {torch::randint(0, 20, {3, 8}, torch::kLong)};
+  std::vector<int> widest;
+  int narrower = 0;
+  for (const ChoiceAxis& a : f.space.axes) {
+    widest.push_back(static_cast<int>(a.widths.size()) - 1);
+    narrower += widest.back();
+  }
+  Importance imp;
+  ASSERT_TRUE(MeasureAxisKd(*parent, f.space, batches, imp, narrower - 1).ok());
+  EXPECT_TRUE(imp.axis_kd.empty());
+  ASSERT_TRUE(MeasureAxisKd(*parent, f.space, batches, imp, narrower).ok());
+  ASSERT_EQ(imp.axis_kd.size(), f.space.axes.size());
+  for (size_t a = 0; a < f.space.axes.size(); ++a) {
+    ASSERT_EQ(imp.axis_kd[a].size(), f.space.axes[a].widths.size()) << a;
+    EXPECT_EQ(imp.axis_kd[a].back(), 0.0) << a;
+    std::vector<int> narrowest = widest;
+    narrowest[a] = 0;
+    absl::StatusOr<std::vector<double>> kd = HeldOutKd(*parent, f.space, {narrowest}, batches);
+    ASSERT_TRUE(kd.ok()) << kd.status();
+    EXPECT_NEAR(imp.axis_kd[a][0], kd->front(), 1e-9) << f.space.axes[a].name;
+    EXPECT_GT(imp.axis_kd[a][0], 0.0) << f.space.axes[a].name;
+  }
+}
+
+// With measured KD per axis step, the repair prices a step by it: the same unit scores that
+// spare every hidden channel above, but hidden steps measured nearly free and every layer
+// axis's steps dear, and the repair's first shrink is the hidden width.
+TEST(UniformTest, RepairPricesStepsByMeasuredKdWhenGiven) {
+  Fixture f;
+  const std::vector<int> widest = Widest(f);
+  const Budgets b = QuarterOfEveryLayerAxis(f);
+  Importance imp;
+  imp.hidden.assign(16, 1.0);
+  imp.layers.resize(4);
+  for (int l : {0, 3}) imp.layers[l].attention_heads = {1.0, 1e-9, 1.0, 1e-9};
+  for (size_t a = 0; a < widest.size(); ++a) {
+    const double per_step = f.space.axes[a].name == "hidden" ? 1e-6 : 10.0;
+    std::vector<double> kd;
+    for (int i = 0; i <= widest[a]; ++i) kd.push_back(per_step * (widest[a] - i));
+    imp.axis_kd.push_back(kd);
+  }
+  absl::StatusOr<RepairResult> r = RepairToBudgets(f.parent, f.space, *f.model, b, widest, &imp);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_FALSE(r->changes.empty());
+  EXPECT_EQ(r->changes.front().rfind("hidden 16 -> 12", 0), 0u) << r->changes.front();
+  EXPECT_LE(r->predicted.memory_mib, *b.memory_mib);
 }
 
 // The settle's growth ladder: from a narrow architecture toward a ceiling, each rung is the
