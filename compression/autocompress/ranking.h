@@ -43,8 +43,8 @@ struct LayerImportance {
 struct Importance {
   std::vector<double> hidden;
   std::vector<LayerImportance> layers;
-  // Per axis of a search space, per choice index: the held-out KD loss of the ranked parent
-  // with that axis alone at that width (the last choice, the parent's own, 0). When set
+  // Per axis of a search space, per choice index: the KD loss of the ranked parent with that
+  // axis alone at that width, on the repair's batches (the parent's own width: 0). When set
   // (uniform.h MeasureAxisKd), the repair and the ladders price a step by it instead of by
   // the unit scores above, which are shares WITHIN one axis and so cannot weigh axes against
   // each other. Empty: not measured.

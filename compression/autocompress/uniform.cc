@@ -163,7 +163,7 @@ std::string StepText(const SearchSpace& space, int a, int from, int to) {
   return absl::StrCat(axis.name, " ", axis.widths[from], " -> ", axis.widths[to]);
 }
 
-// The rise in held-out KD loss from width `from` to `to` of an axis measured alone
+// The rise in KD loss from width `from` to `to` of an axis measured alone
 // (MeasureAxisKd); never negative: a slice that measured below a wider one is noise, and a
 // free step is still a step.
 double AxisKdLost(const ChoiceAxis& axis, const std::vector<double>& kd, int64_t from,

@@ -89,8 +89,8 @@ absl::StatusOr<UniformResult> SelectUniform(model::HybridLM& ranked_parent,
 // penalty is on soft samples and has a dead zone only below the budget). Repeatedly takes
 // the one-step shrink (one axis to its next narrower choice) with the smallest importance
 // lost per unit of budget excess saved, until every budget is met:
-//   lost  = with Importance::axis_kd measured (MeasureAxisKd): the rise in held-out KD loss
-//           of that axis's step, measured alone from the parent; else the importance of the
+//   lost  = with Importance::axis_kd measured (MeasureAxisKd): the rise in KD loss of that
+//           axis's step, measured alone from the parent; else the importance of the
 //           units the shrink removes / the axis's total importance (ranking scores of the
 //           ranked parent; without them, the fraction of the width)
 //   saved = sum over violated budgets of the drop in rho (cost / budget, budget / cost for
@@ -184,10 +184,11 @@ absl::StatusOr<std::vector<Branch>> BranchLadders(const model::HybridConfig& par
 // The index of the last rung of `ladder` whose prediction meets every budget; 0 when none does.
 int BranchStart(const std::vector<LadderRung>& ladder, const Budgets& budgets);
 
-// Fills importance.axis_kd: for every axis and every narrower choice, the held-out KD loss
-// (HeldOutKd) of the ranked parent with only that axis at that choice. Why: the unit scores
-// are shares within one axis, so halving the Mamba heads of every Mamba layer (one global
-// axis) weighed as much as halving one MLP; on the quickstart's Nemotron-H parent the repair
+// Fills importance.axis_kd: for every axis and every narrower choice, the KD loss on
+// `batches` (as HeldOutKd takes it) of the ranked parent with only that axis at that choice
+// (the search job passes the repair's importance batches). Why: the unit scores are shares
+// within one axis, so halving the Mamba heads of every Mamba layer (one global axis) weighed
+// as much as halving one MLP; on the quickstart's Nemotron-H parent the repair
 // then halved the Mamba heads, which cost ~3x the KD of halving MLP and attention widths
 // (uniform baseline's scoring, 2026-12-06), and its student lost to the uniform baseline.
 // One sliced forward per choice: skipped (axis_kd left empty, the unit scores used) when

@@ -470,8 +470,8 @@ void ReportSearchStep(WorkerContext& ctx, const Inputs& in, int64_t steps, int64
 
 // Importance of the ranked parent's units on a few training batches, and each axis step's
 // KD loss on the same batches: what the repair gives up and the settle's ladder regains per
-// unit of cost. Whole global batches (rank 0 alone
-// runs this), so the same search on another number of ranks picks the same student.
+// unit of cost. Whole global batches (rank 0 alone runs this), so the same search on another
+// number of ranks picks the same student.
 absl::StatusOr<const autocompress::Importance*> RepairImportance(Inputs& in,
                                                                   const SearchPlan& plan) {
   if (!in.importance.has_value()) {
