@@ -163,32 +163,22 @@ std::string StepText(const SearchSpace& space, int a, int from, int to) {
   return absl::StrCat(axis.name, " ", axis.widths[from], " -> ", axis.widths[to]);
 }
 
-// The rise in KD loss from width `from` to `to` of an axis measured alone
-// (MeasureAxisKd); never negative: a slice that measured below a wider one is noise, and a
-// free step is still a step.
-double AxisKdLost(const ChoiceAxis& axis, const std::vector<double>& kd, int64_t from,
-                  int64_t to) {
-  auto index = [&](int64_t width) {
-    const auto it = std::find(axis.widths.begin(), axis.widths.end(), width);
-    return static_cast<size_t>(it - axis.widths.begin());
-  };
-  const size_t f = index(from), t = index(to);
-  if (f >= kd.size() || t >= kd.size()) return 0;
-  return std::max(0.0, kd[t] - kd[f]);
-}
-
-// Share of axis a's importance lost by shrinking it from width `from` to `to` (see
-// RepairToBudgets), summed over every layer the axis sets. Falls back to the share of the
-// width when no scores are available.
+// Importance axis a loses going from choice `from_choice` to the narrower `to_choice` (see
+// RepairToBudgets). With axis_kd measured: the rise in KD loss, never negative (a slice that
+// measured below a wider one is noise, and a free step is still a step). Else the share of
+// the axis's unit scores, summed over every layer the axis sets; without scores, the share
+// of the width.
 double ImportanceLost(const HybridConfig& parent, const SearchSpace& space,
-                      const std::vector<int>& indices, int a, int64_t from, int64_t to,
+                      const std::vector<int>& indices, int a, int from_choice, int to_choice,
                       const Importance* imp) {
   const ChoiceAxis& axis = space.axes[a];
+  const int64_t from = axis.widths[from_choice], to = axis.widths[to_choice];
   const double width_share = static_cast<double>(from - to) /
                              static_cast<double>(std::max<int64_t>(axis.widths.back(), 1));
   if (imp == nullptr) return width_share;
   if (static_cast<size_t>(a) < imp->axis_kd.size() && !imp->axis_kd[a].empty()) {
-    return AxisKdLost(axis, imp->axis_kd[a], from, to);
+    const std::vector<double>& kd = imp->axis_kd[a];
+    return std::max(0.0, kd[to_choice] - kd[from_choice]);
   }
   double lost = 0, total = 0;
   if (axis.kind == AxisKind::kHidden) {
@@ -241,8 +231,7 @@ void GrowBack(const HybridConfig& parent, const SearchSpace& space,
       double added = 0;
       for (size_t r = 0; r < now.size(); ++r) added += next[r].rho - now[r].rho;
       const double gained =
-          ImportanceLost(parent, space, cand, static_cast<int>(a), space.axes[a].widths[cand[a]],
-                         space.axes[a].widths[indices[a]], importance);
+          ImportanceLost(parent, space, cand, static_cast<int>(a), cand[a], indices[a], importance);
       // Growing for free (or cheaper) always wins.
       const double ratio = added > 0 ? gained / added : std::numeric_limits<double>::infinity();
       if (best_axis < 0 || ratio > best_ratio) {
@@ -500,9 +489,8 @@ std::optional<Shrink> BestShrink(const HybridConfig& parent, const SearchSpace& 
       if (now[r].rho > 1.0) saved += now[r].rho - next[r].rho;
     }
     if (!(saved > 0)) continue;
-    const double lost = ImportanceLost(parent, space, indices, static_cast<int>(a),
-                                       space.axes[a].widths[indices[a]],
-                                       space.axes[a].widths[cand[a]], importance);
+    const double lost = ImportanceLost(parent, space, indices, static_cast<int>(a), indices[a],
+                                       cand[a], importance);
     const double ratio = lost / saved;
     if (!best || ratio < best_ratio || (ratio == best_ratio && saved > best_saved)) {
       best = Shrink{static_cast<int>(a), *p};
