@@ -42,6 +42,8 @@ struct Flags {
   int verify_serves = 0;
   int close_call_serves = -1;
   int close_call_pause_s = 60;
+  int slow_host_remeasures = -1;
+  int slow_host_pause_s = 60;
   std::string ca_cert;
   std::string token_file;
   int max_jobs = 1;
@@ -134,6 +136,14 @@ void DeclareFlags(CLI::App& app, Flags& flags) {
                  "serves, so that they sample more than one minute of the host (0 = back to "
                  "back)")
       ->check(CLI::Range(0, 600));
+  app.add_option("--slow-host-remeasures", flags.slow_host_remeasures,
+                 "measure: how often the settle's rungs are served again while, as a set, "
+                 "they measure slower than their cost table's validated worst error allows "
+                 "(a slow host, not slow rungs; -1 = default 2, 0 = never)")
+      ->check(CLI::Range(-1, 10));
+  app.add_option("--slow-host-pause-s", flags.slow_host_pause_s,
+                 "measure: seconds of pause before serving the rungs again on a slow host")
+      ->check(CLI::Range(0, 600));
   app.add_option("--verify-task-samples", flags.verify_task_samples,
                  "verify: evaluation samples per task suite (0 = default 64)")
       ->check(CLI::Range(0, 100000));
@@ -178,6 +188,8 @@ HandlerOptions HandlerOptionsOf(const Flags& flags, const ServingEngineChoice& e
   handler_options.verify_serves = flags.verify_serves;
   handler_options.close_call_serves = flags.close_call_serves;
   handler_options.close_call_pause_s = flags.close_call_pause_s;
+  handler_options.slow_host_remeasures = flags.slow_host_remeasures;
+  handler_options.slow_host_pause_s = flags.slow_host_pause_s;
   return handler_options;
 }
 

@@ -29,6 +29,8 @@ struct HandlerOptions {
   int verify_serves = 0;
   int close_call_serves = -1;  // -1 = default 6; 0 = none
   int close_call_pause_s = -1;  // -1 = MlJobConfig's (none); 0 = none
+  int slow_host_remeasures = -1;  // -1 = MlJobConfig's (2); 0 = no check
+  int slow_host_pause_s = -1;     // -1 = MlJobConfig's (none); 0 = none
   // The engine's own report about itself (ResolveServingEngine) and the threads it serves a
   // request with (llama.cpp).
   std::string engine_build;

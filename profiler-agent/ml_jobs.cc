@@ -122,18 +122,24 @@ absl::StatusOr<v1::ModelQuality> TaskQuality(engine::Engine& eng, uint64_t seed,
 }
 
 
-CloseCalls CloseCallsReporting(CloseCalls close, const MlProgressFn& progress,
-                               double fraction) {
-  close.wait = [progress, fraction](absl::Duration pause) {
+std::function<bool(absl::Duration)> PauseReporting(const MlProgressFn& progress,
+                                                   double fraction, const std::string& why) {
+  return [progress, fraction, why](absl::Duration pause) {
     for (absl::Duration left = pause; left > absl::ZeroDuration(); left -= absl::Seconds(1)) {
       const std::string message = absl::StrCat(
-          "a close call: pausing before more serves, so that they fall in another minute of "
-          "the host (", absl::ToInt64Seconds(absl::Ceil(left, absl::Seconds(1))), " s left)");
+          why, " (", absl::ToInt64Seconds(absl::Ceil(left, absl::Seconds(1))), " s left)");
       if (progress && !progress(fraction, message, {})) return false;
       absl::SleepFor(std::min(left, absl::Seconds(1)));
     }
     return true;
   };
+}
+
+CloseCalls CloseCallsReporting(CloseCalls close, const MlProgressFn& progress,
+                               double fraction) {
+  close.wait = PauseReporting(progress, fraction,
+                              "a close call: pausing before more serves, so that they fall in "
+                              "another minute of the host");
   return close;
 }
 
@@ -152,6 +158,10 @@ MlJobConfig MlJobConfigOf(const DeviceDescription& device, const HandlerOptions&
   if (options.close_call_serves >= 0) ml.close_calls.extra_serves = options.close_call_serves;
   if (options.close_call_pause_s >= 0) {
     ml.close_calls.pause = absl::Seconds(options.close_call_pause_s);
+  }
+  if (options.slow_host_remeasures >= 0) ml.slow_host.remeasures = options.slow_host_remeasures;
+  if (options.slow_host_pause_s >= 0) {
+    ml.slow_host.pause = absl::Seconds(options.slow_host_pause_s);
   }
   ml.builtin_threads = options.engine_threads;
   return ml;
@@ -585,18 +595,24 @@ namespace {
 // over all candidates alike, and the median drops a disturbed round.
 constexpr int kMeasureRounds = 3;
 
-// The candidates' architectures named by the one job the measure job depends on that lists
-// candidates.
-absl::StatusOr<std::vector<model::HybridConfig>> CandidatesOf(const JobContext& ctx,
-                                                              std::string& source) {
+// What the one job the measure job depends on that lists candidates asks for.
+struct Candidates {
+  std::string source;  // that job's key
   std::vector<model::HybridConfig> architectures;
+  std::vector<double> predicted_ms;  // their predicted latency, as listed
+  double latency_error = 0;          // JobOutput.candidates_latency_error
+};
+
+absl::StatusOr<Candidates> CandidatesOf(const JobContext& ctx) {
+  Candidates out;
   for (const auto& [key, input] : ctx.inputs()) {
     if (input.candidates_size() == 0) continue;
-    if (!source.empty()) {
+    if (!out.source.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "measure: both ", source, " and ", key, " name candidates; measure one job's"));
+          "measure: both ", out.source, " and ", key, " name candidates; measure one job's"));
     }
-    source = key;
+    out.source = key;
+    out.latency_error = input.candidates_latency_error();
     for (int i = 0; i < input.candidates_size(); ++i) {
       absl::StatusOr<model::HybridConfig> c =
           model::ParseHybridConfigJson(input.candidates(i).config_json());
@@ -604,14 +620,32 @@ absl::StatusOr<std::vector<model::HybridConfig>> CandidatesOf(const JobContext& 
         return absl::InvalidArgumentError(absl::StrCat(
             "measure: ", key, ".candidates[", i, "].config_json: ", c.status().message()));
       }
-      architectures.push_back(*std::move(c));
+      out.architectures.push_back(*std::move(c));
+      out.predicted_ms.push_back(input.candidates(i).predicted().latency_ms());
     }
   }
-  if (architectures.empty()) {
+  if (out.architectures.empty()) {
     return absl::InvalidArgumentError(
         "measure: no job it depends on names candidate architectures");
   }
-  return architectures;
+  return out;
+}
+
+// The slow-host check of `candidates` under `config`, with its waits reported: none when the
+// candidates' job gave no table error or the agent checks none.
+SlowHostCheck SlowHostCheckOf(const MlJobConfig& config, const Candidates& candidates,
+                              const MlProgressFn& progress) {
+  SlowHostCheck check = config.slow_host;
+  if (candidates.latency_error <= 0 || check.remeasures <= 0) return {};
+  check.predicted_ms = candidates.predicted_ms;
+  check.bound = std::max(check.bound, candidates.latency_error);
+  check.wait = PauseReporting(
+      progress, 0,
+      absl::StrFormat("the candidates measured more than %.1f%% above their cost table's "
+                      "prices as a set (a slow host, not slow candidates): pausing before "
+                      "serving them again",
+                      100 * check.bound));
+  return check;
 }
 
 }  // namespace
@@ -619,9 +653,8 @@ absl::StatusOr<std::vector<model::HybridConfig>> CandidatesOf(const JobContext& 
 JobHandler MakeMeasureHandler(MlJobConfig config, std::shared_ptr<ServingEngine> engine) {
   return [config, engine](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     const absl::Time start = absl::Now();
-    std::string source;
-    TAILOR_ASSIGN_OR_RETURN(std::vector<model::HybridConfig> architectures,
-                            CandidatesOf(ctx, source));
+    TAILOR_ASSIGN_OR_RETURN(const Candidates candidates, CandidatesOf(ctx));
+    const std::vector<model::HybridConfig>& architectures = candidates.architectures;
     TAILOR_ASSIGN_OR_RETURN(std::string parent_dir, ParentDir(ctx));
     const MlProgressFn progress = ProgressOf(ctx);
     // Progress by rounds, as many as there could be (close-call rounds serve fewer).
@@ -646,15 +679,23 @@ JobHandler MakeMeasureHandler(MlJobConfig config, std::shared_ptr<ServingEngine>
       return engine->Measure(ctx.contract(), parent_dir, served, ctx.work_dir() + "/measure",
                              in_round);
     };
-    TAILOR_ASSIGN_OR_RETURN(RoundsMeasured m,
-                            MeasureInRounds(architectures.size(), kMeasureRounds,
-                                            ctx.contract().budget(), close, serve_round));
+    const SlowHostCheck slow_host = SlowHostCheckOf(config, candidates, progress);
+    TAILOR_ASSIGN_OR_RETURN(RoundsMeasured m, MeasureInRounds(architectures.size(),
+                                                              kMeasureRounds,
+                                                              ctx.contract().budget(), close,
+                                                              serve_round, slow_host));
     v1::MeasureResult r;
     for (v1::ModelCosts& costs : m.medians) *r.add_measured() = std::move(costs);
     r.set_rounds(kMeasureRounds);
     if (m.close_calls > 0) {
       r.set_close_call_rounds(close.extra_serves);
       r.set_close_call_band(close.band);
+    }
+    for (double scale : m.host_scales) r.add_host_scales(scale);
+    if (!m.host_scales.empty()) {
+      r.set_kept_attempt(m.kept_attempt);
+      r.set_slow_host_bound(slow_host.bound);
+      r.set_slow_host_pause_s(absl::ToDoubleSeconds(slow_host.pause));
     }
     const EngineIdentity id = engine->identity();
     v1::EngineInfo& info = *r.mutable_engine();
@@ -663,14 +704,22 @@ JobHandler MakeMeasureHandler(MlJobConfig config, std::shared_ptr<ServingEngine>
     info.set_build(id.build);
     info.set_threads(id.threads);
     r.set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
-    TAILOR_RETURN_IF_ERROR(ctx.ReportProgress(
-        1.0,
-        absl::StrCat(r.measured_size(), " candidates of ", source, " measured",
-                     m.close_calls == 0
-                         ? std::string()
-                         : absl::StrCat(", ", m.close_calls, " of them ", close.extra_serves,
-                                        " times more (close calls)")),
-        0, 0, {}, /*final=*/true));
+    std::string message = absl::StrCat(r.measured_size(), " candidates of ", candidates.source,
+                                       " measured");
+    if (m.host_scales.size() > 1) {
+      absl::StrAppend(&message, "; served again on a slow host (measured / predicted ",
+                      absl::StrJoin(m.host_scales, ", ",
+                                    [](std::string* out, double s) {
+                                      absl::StrAppend(out, absl::StrFormat("x%.3f", s));
+                                    }),
+                      absl::StrFormat(" against a bound of x%.3f; kept attempt %d)",
+                                      1 + slow_host.bound, m.kept_attempt + 1));
+    }
+    if (m.close_calls > 0) {
+      absl::StrAppend(&message, ", ", m.close_calls, " of them ", close.extra_serves,
+                      " times more (close calls)");
+    }
+    TAILOR_RETURN_IF_ERROR(ctx.ReportProgress(1.0, message, 0, 0, {}, /*final=*/true));
     v1::JobOutput result;
     SetDetail(result, r);
     return result;

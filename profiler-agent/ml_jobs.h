@@ -53,6 +53,12 @@ struct MlJobConfig {
   // Two groups of three, each after the agent's --close-call-pause-s (60 s: the host's slow
   // minutes, CloseCalls::groups); none here, for the tests that build their own config.
   CloseCalls close_calls = {6, 0.10, 2, absl::ZeroDuration()};
+  // The measure job: its rounds served again, up to `remeasures` times `pause` apart, while
+  // the candidates measure further above their prices than their table's validated worst
+  // error, and never less than `bound` (request_latency.h SlowHostCheck: a median over ~8
+  // candidates of 3-round medians still moves by +-5% on a quiet host). The agent's
+  // --slow-host-pause-s is 60 s; none here, for the tests that build their own config.
+  SlowHostCheck slow_host = {{}, 0.10, 2, absl::ZeroDuration(), nullptr};
   // Of data.eval, when the contract has one: enough to cover the usual held-out set, so the
   // served perplexity is over the tokens the distill job's figure is.
   int verify_eval_sequences = 256;
@@ -77,8 +83,12 @@ struct MlJobConfig {
   int builtin_threads = 1;
 };
 
-// `close` with a wait that sleeps in steps of at most a second, reporting the pause and the
-// seconds left at `fraction` before each: a cancelled job (progress false) stops within one.
+// A wait that sleeps in steps of at most a second, reporting `why` and the seconds left at
+// `fraction` before each: a cancelled job (progress false) stops within one.
+std::function<bool(absl::Duration)> PauseReporting(const MlProgressFn& progress,
+                                                   double fraction, const std::string& why);
+
+// `close` with PauseReporting's wait.
 CloseCalls CloseCallsReporting(CloseCalls close, const MlProgressFn& progress,
                                double fraction);
 

@@ -171,13 +171,39 @@ absl::StatusOr<v1::ModelCosts> MeasureServes(
   return median;
 }
 
+namespace {
+
+// The median over the candidates of measured / predicted latency (1 when none has both).
+double HostScale(const std::vector<v1::ModelCosts>& medians,
+                 const std::vector<double>& predicted_ms) {
+  std::vector<double> ratios;
+  for (size_t i = 0; i < medians.size() && i < predicted_ms.size(); ++i) {
+    if (predicted_ms[i] > 0 && medians[i].latency_ms() > 0) {
+      ratios.push_back(medians[i].latency_ms() / predicted_ms[i]);
+    }
+  }
+  if (ratios.empty()) return 1;
+  std::sort(ratios.begin(), ratios.end());
+  const size_t n = ratios.size();
+  return n % 2 == 1 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
+}
+
+bool ChecksSlowHost(const SlowHostCheck& c, size_t candidates) {
+  if (c.bound <= 0 || c.predicted_ms.size() != candidates) return false;
+  return std::all_of(c.predicted_ms.begin(), c.predicted_ms.end(),
+                     [](double p) { return p > 0; });
+}
+
+}  // namespace
+
 absl::StatusOr<RoundsMeasured> MeasureInRounds(size_t candidates, int rounds,
                                                const v1::Budget& budget, const CloseCalls& close,
-                                               const ServeRoundFn& serve_round) {
-  std::vector<std::vector<v1::ModelCosts>> serves(candidates);
-  // Rounds first + 1 .. first + n of `total`.
+                                               const ServeRoundFn& serve_round,
+                                               const SlowHostCheck& slow_host) {
+  using Serves = std::vector<std::vector<v1::ModelCosts>>;
+  // Rounds first + 1 .. first + n of `total` of the candidates `which`, into `into`.
   auto serve = [&](const std::vector<size_t>& which, int first, int n, int total,
-                   const std::string& what) {
+                   const std::string& what, Serves& into) {
     for (int round = first; round < first + n; ++round) {
       TAILOR_ASSIGN_OR_RETURN(
           std::vector<v1::ModelCosts> measured,
@@ -187,27 +213,56 @@ absl::StatusOr<RoundsMeasured> MeasureInRounds(size_t candidates, int rounds,
                                                 " candidates served, ", measured.size(),
                                                 " measurements"));
       }
-      for (size_t k = 0; k < which.size(); ++k) {
-        serves[which[k]].push_back(std::move(measured[k]));
-      }
+      for (size_t k = 0; k < which.size(); ++k) into[which[k]].push_back(std::move(measured[k]));
     }
     return absl::OkStatus();
   };
+  auto medians_of = [&](const Serves& s) -> absl::StatusOr<std::vector<v1::ModelCosts>> {
+    std::vector<v1::ModelCosts> out;
+    for (size_t i = 0; i < candidates; ++i) {
+      TAILOR_ASSIGN_OR_RETURN(v1::ModelCosts m, MedianServe(s[i], "interleaved rounds"));
+      out.push_back(std::move(m));
+    }
+    return out;
+  };
   std::vector<size_t> all(candidates);
   for (size_t i = 0; i < candidates; ++i) all[i] = i;
-  TAILOR_RETURN_IF_ERROR(serve(all, 0, std::max(rounds, 1), std::max(rounds, 1), "round"));
+  const int n = std::max(rounds, 1);
+  const bool check = ChecksSlowHost(slow_host, candidates);
   RoundsMeasured out;
+  Serves serves;
+  for (int attempt = 0;; ++attempt) {
+    Serves attempt_serves(candidates);
+    TAILOR_RETURN_IF_ERROR(serve(all, 0, n, n, attempt == 0 ? "round" : "round (again)",
+                                 attempt_serves));
+    TAILOR_ASSIGN_OR_RETURN(std::vector<v1::ModelCosts> medians, medians_of(attempt_serves));
+    const double scale = check ? HostScale(medians, slow_host.predicted_ms) : 1;
+    if (check) out.host_scales.push_back(scale);
+    if (attempt == 0 || scale < out.host_scales[out.kept_attempt]) {
+      out.kept_attempt = attempt;
+      serves = std::move(attempt_serves);
+      out.medians = std::move(medians);
+    }
+    if (!check || scale <= 1 + slow_host.bound || attempt >= slow_host.remeasures) break;
+    if (slow_host.pause > absl::ZeroDuration()) {
+      if (!slow_host.wait) {
+        absl::SleepFor(slow_host.pause);
+      } else if (!slow_host.wait(slow_host.pause)) {
+        return absl::CancelledError("cancelled while pausing for a slow host");
+      }
+    }
+  }
   std::vector<size_t> near;
   for (size_t i = 0; i < candidates; ++i) {
-    TAILOR_ASSIGN_OR_RETURN(v1::ModelCosts m, MedianServe(serves[i], "interleaved rounds"));
-    if (close.extra_serves > 0 && CloseToBudget(m, budget, close.band)) near.push_back(i);
-    out.medians.push_back(std::move(m));
+    if (close.extra_serves > 0 && CloseToBudget(out.medians[i], budget, close.band)) {
+      near.push_back(i);
+    }
   }
   if (near.empty()) return out;
   int served = 0;
-  TAILOR_RETURN_IF_ERROR(ServeCloseCallGroups(close, [&](int n) {
-    const absl::Status s = serve(near, served, n, close.extra_serves, "close-call round");
-    served += n;
+  TAILOR_RETURN_IF_ERROR(ServeCloseCallGroups(close, [&](int k) {
+    const absl::Status s = serve(near, served, k, close.extra_serves, "close-call round", serves);
+    served += k;
     return s;
   }));
   for (size_t i : near) {

@@ -83,21 +83,47 @@ absl::StatusOr<v1::ModelCosts> MeasureServes(
     int serves, const std::function<absl::StatusOr<v1::ModelCosts>()>& serve,
     const v1::Budget* budget = nullptr, const CloseCalls& close = {});
 
+// A slow host, not slow candidates. A cost table validated on held-out architectures to a
+// worst latency error e prices a set of candidates; when the set's measurements lie further
+// above those prices than e (the median over the candidates of measured / predicted latency,
+// their "scale"), no architecture explains it: the host is in one of its slow phases (the
+// whole 2-vCPU host x1.2-1.5 for minutes with nothing of ours running, docs/benchmarks.md
+// "Close calls"), and a rung chosen on such figures is wrong minutes later. So the rounds are
+// served again after `pause`, up to `remeasures` times while the scale stays over, and the
+// attempt of the lowest scale is kept: interference only ever adds time. A set measured
+// FASTER than its prices is left alone (a table profiled in a slow phase is what drift
+// detection and the suspect mark are for, not a pause).
+struct SlowHostCheck {
+  std::vector<double> predicted_ms;  // per candidate; empty (or any <= 0): no check
+  double bound = 0;                  // over 1 + bound is slow; <= 0: no check
+  int remeasures = 0;
+  absl::Duration pause = absl::ZeroDuration();
+  // As CloseCalls::wait (null: absl::SleepFor; false ends the measurement with CANCELLED).
+  std::function<bool(absl::Duration)> wait;
+};
+
 // The measure job's serving (the settle's rungs): every candidate served once per round for
-// `rounds` rounds, interleaved so that the host's drift falls on all alike; then the
-// candidates whose median lies within close.band of a budget close.extra_serves rounds more
-// among themselves, in close.groups groups close.pause apart. `serve_round(which, label)` serves the candidates `which` (indices) once
-// each, in that order. Per candidate, the median of its serves (MedianServe), with
-// close_call_serves set where it had more.
+// `rounds` rounds, interleaved so that the host's drift falls on all alike; with `slow_host`,
+// those rounds again while the host measures slow (SlowHostCheck); then the candidates whose
+// median lies within close.band of a budget close.extra_serves rounds more among themselves,
+// in close.groups groups close.pause apart. `serve_round(which, label)` serves the candidates
+// `which` (indices) once each, in that order. Per candidate, the median of its serves in the
+// kept attempt and the close-call rounds (MedianServe), with close_call_serves set where it
+// had more.
 using ServeRoundFn = std::function<absl::StatusOr<std::vector<v1::ModelCosts>>(
     const std::vector<size_t>& which, const std::string& label)>;
 struct RoundsMeasured {
   std::vector<v1::ModelCosts> medians;
   int close_calls = 0;  // candidates served the extra rounds
+  // With a slow-host check: each attempt's scale (median measured / predicted latency over
+  // the candidates), in order, and which attempt was kept.
+  std::vector<double> host_scales;
+  int kept_attempt = 0;
 };
 absl::StatusOr<RoundsMeasured> MeasureInRounds(size_t candidates, int rounds,
                                                const v1::Budget& budget, const CloseCalls& close,
-                                               const ServeRoundFn& serve_round);
+                                               const ServeRoundFn& serve_round,
+                                               const SlowHostCheck& slow_host = {});
 
 // The interference check of a figure taken over many requests (a verify's percentile, a
 // profiled model's median): sustained interference only, the interquartile spread over 25%,

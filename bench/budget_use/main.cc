@@ -126,6 +126,8 @@ json CampaignRow(const json& campaign, bool settled) {
     row["settle_latency_scale"] = Num(settle, "latency_scale");
     const json measure = e2e::JobOf(campaign, "measure")["output"]["detail"];
     row["measure_seconds"] = Num(measure, "seconds");
+    // Each pass over the rungs' measured / predicted latency (more than one: a slow host).
+    row["measure_host_scales"] = measure.value("host_scales", json::array());
   }
   return row;
 }

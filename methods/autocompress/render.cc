@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "cli/format.h"
 #include "cli/table.h"
 #include "common/job_output.h"
@@ -36,6 +37,27 @@ std::string GrownBy(const v1::autocompress::SettleRung& g) {
   if (g.ladder() == 0 && g.step() < 0) where = "(below the search's choice)";
   if (g.change().empty()) return where.empty() ? "-" : where;
   return where.empty() ? g.change() : absl::StrCat(g.change(), " ", where);
+}
+
+// The measure job's slow-host check when it served the rungs again: each attempt's scale and
+// which one the rungs' figures come from; "" when the host measured within the bound at once.
+std::string SlowHostLine(const v1::autocompress::Settle& s) {
+  if (s.host_scales_size() < 2) return "";
+  std::vector<std::string> attempts;
+  for (int i = 0; i < s.host_scales_size(); ++i) {
+    attempts.push_back(absl::StrFormat("x%.3f%s", s.host_scales(i),
+                                       i == s.kept_attempt() ? " (kept)" : ""));
+  }
+  const double bound = 1 + s.slow_host_bound();
+  std::string line = absl::StrFormat(
+      "slow host: the rungs measured over x%.3f of the table as a set (its validated worst "
+      "error, or the agent's floor), so they were served again after pauses of %.0f s: %s",
+      bound, s.slow_host_pause_s(), absl::StrJoin(attempts, ", "));
+  if (s.host_scales(s.kept_attempt()) > bound) {
+    absl::StrAppend(&line, "; STILL SLOW on every attempt: the fastest was kept, and verify "
+                           "may measure the student faster than the settle did");
+  }
+  return line + "\n";
 }
 
 }  // namespace
@@ -109,8 +131,8 @@ std::string RenderSettle(const v1::CampaignReport& r, const cli::RenderOptions& 
       "\nmeasured settle: %s (margin %.1f%%; measured / predicted over them: latency x%.3f, "
       "memory x%.3f; fit: the measurements made monotone along each ladder)\n",
       served, 100 * s.margin(), s.latency_scale(), s.memory_scale());
-  absl::StrAppend(&out, table.Render(options.width), "chosen: rung ", s.chosen() + 1, " (*): ",
-                  s.reason(), "\n");
+  absl::StrAppend(&out, SlowHostLine(s), table.Render(options.width), "chosen: rung ",
+                  s.chosen() + 1, " (*): ", s.reason(), "\n");
   return out;
 }
 

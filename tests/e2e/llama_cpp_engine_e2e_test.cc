@@ -84,7 +84,8 @@ TEST_P(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
   ASSERT_TRUE(cluster.StartCoordinator());
   cluster.StartAgent("llama0", {"--engine", "llama.cpp", "--profile-rounds", "2",
                                 "--profile-validation", "4", "--profile-remeasures", "0",
-                                "--verify-repetitions", "3", "--verify-task-samples", "4"});
+                                "--verify-repetitions", "3", "--verify-task-samples", "4",
+                                "--slow-host-pause-s", "0"});
   // The agent registers the engine as node-llama-cpp reports it.
   nlohmann::json agents;
   ASSERT_TRUE(WaitFor(
@@ -151,6 +152,14 @@ TEST_P(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
     EXPECT_TRUE(rungs[i].value("fits", false)) << rungs[i].dump(2);
   }
   EXPECT_EQ(settle["detail"]["settle"].value("chosen", 0), static_cast<int>(rungs.size()) - 1);
+  // The slow-host check ran on the table's validated worst error (never under the agent's
+  // 10% floor): one attempt per pass over the rungs, at most three, the settle's copy the
+  // measure job's.
+  ASSERT_TRUE(measure.contains("host_scales")) << measure.dump(2);
+  EXPECT_GE(measure["host_scales"].size(), 1u);
+  EXPECT_LE(measure["host_scales"].size(), 3u);
+  EXPECT_GE(measure.value("slow_host_bound", 0.0), 0.10);
+  EXPECT_EQ(settle["detail"]["settle"]["host_scales"], measure["host_scales"]);
   EXPECT_EQ(settle["architecture"], rungs.back()["architecture"]);
   EXPECT_EQ(JobOf(campaign, "distill")["state"], "JOB_SUCCEEDED");
 

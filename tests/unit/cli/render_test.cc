@@ -340,6 +340,25 @@ TEST(RenderReportTest, MeasuredSettleRungs) {
   EXPECT_THAT(out, HasSubstr("21 / 23.1 -> 23.1  ✗     layers[2].mlp_ffn step 9"));
   EXPECT_THAT(out, HasSubstr("chosen: rung 2 (*): rung 2 of 3 is the largest that fits\n"));
   EXPECT_THAT(out, Not(HasSubstr("MEMORY")));  // not budgeted: no column
+  EXPECT_THAT(out, Not(HasSubstr("slow host")));  // no slow-host check ran
+
+  // The measure job served the rungs again on a slow host: every attempt's scale, the kept
+  // one, and whether the host was still slow then.
+  s.add_host_scales(1.383);
+  s.add_host_scales(1.021);
+  s.set_kept_attempt(1);
+  s.set_slow_host_bound(0.1);
+  s.set_slow_host_pause_s(60);
+  SetDetail((*r.mutable_outputs())["settle"], result);
+  EXPECT_THAT(RenderReport(r, Options()),
+              HasSubstr("\nslow host: the rungs measured over x1.100 of the table as a set (its "
+                        "validated worst error, or the agent's floor), so they were served "
+                        "again after pauses of 60 s: x1.383, x1.021 (kept)\n"));
+  s.set_host_scales(1, 1.2);
+  SetDetail((*r.mutable_outputs())["settle"], result);
+  EXPECT_THAT(RenderReport(r, Options()),
+              HasSubstr("x1.383, x1.200 (kept); STILL SLOW on every attempt: the fastest was "
+                        "kept, and verify may measure the student faster than the settle did\n"));
 }
 
 // With a branch ladder the table says which ladder each rung is on and the held-out KD loss

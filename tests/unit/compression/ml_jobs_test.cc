@@ -456,6 +456,81 @@ TEST(CloseCallsTest, MeasureInRoundsServesOnlyTheCloseCandidatesAgain) {
               StatusIs(absl::StatusCode::kInternal, HasSubstr("3 candidates served, 1")));
 }
 
+// A slow host: the first attempt's rounds measure the candidates x1.4 of their prices as a
+// set (beyond a bound of 10%), so after a pause they are served again; the second attempt
+// is calm (x1.0) and its figures are kept, the slow serves set aside, not averaged in.
+TEST(SlowHostTest, MeasureInRoundsServesTheRoundsAgainAfterAPause) {
+  const std::vector<double> predicted = {10, 20, 30};
+  std::vector<double> speed = {1.4, 1.0};  // per attempt, three rounds each
+  int round = 0;
+  std::vector<std::string> labels;
+  ServeRoundFn serve_round = [&](const std::vector<size_t>& which, const std::string& label)
+      -> absl::StatusOr<std::vector<v1::ModelCosts>> {
+    labels.push_back(label);
+    const double factor = speed[std::min<size_t>(round++ / 3, speed.size() - 1)];
+    std::vector<v1::ModelCosts> out;
+    for (size_t i : which) out.push_back(Serve(predicted[i] * factor));
+    return out;
+  };
+  std::vector<size_t> waits_after;
+  SlowHostCheck check{predicted, 0.10, 2, absl::Seconds(60), [&](absl::Duration d) {
+                        EXPECT_EQ(d, absl::Seconds(60));
+                        waits_after.push_back(labels.size());
+                        return true;
+                      }};
+  v1::Budget budget;
+  budget.set_latency_ms_max(100);
+  absl::StatusOr<RoundsMeasured> r =
+      MeasureInRounds(3, 3, budget, {0, 0.10}, serve_round, check);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(labels.size(), 6u);
+  EXPECT_EQ(labels[3], "round (again) 1 of 3");
+  EXPECT_EQ(waits_after, (std::vector<size_t>{3}));
+  ASSERT_EQ(r->host_scales.size(), 2u);
+  EXPECT_DOUBLE_EQ(r->host_scales[0], 1.4);
+  EXPECT_DOUBLE_EQ(r->host_scales[1], 1.0);
+  EXPECT_EQ(r->kept_attempt, 1);
+  ASSERT_EQ(r->medians.size(), 3u);
+  EXPECT_DOUBLE_EQ(r->medians[1].latency_ms(), 20);
+  EXPECT_EQ(r->medians[1].serve_latency_ms_size(), 3);  // the kept attempt's serves only
+
+  // Slow on every attempt: two more attempts at most, the fastest kept.
+  round = 0;
+  labels.clear();
+  waits_after.clear();
+  speed = {1.5, 1.3, 1.45};
+  r = MeasureInRounds(3, 3, budget, {0, 0.10}, serve_round, check);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(labels.size(), 9u);
+  EXPECT_EQ(waits_after, (std::vector<size_t>{3, 6}));
+  EXPECT_EQ(r->kept_attempt, 1);
+  EXPECT_DOUBLE_EQ(r->medians[2].latency_ms(), 39);
+
+  // Faster than the table, or within the bound: measured once. No bound: no check at all.
+  for (double fast : {0.6, 1.09}) {
+    round = 0;
+    labels.clear();
+    speed = {fast, 1.0};
+    r = MeasureInRounds(3, 3, budget, {0, 0.10}, serve_round, check);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(labels.size(), 3u) << fast;
+    EXPECT_EQ(r->host_scales.size(), 1u) << fast;
+  }
+  round = 0;
+  labels.clear();
+  speed = {1.5, 1.0};
+  r = MeasureInRounds(3, 3, budget, {0, 0.10}, serve_round);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(labels.size(), 3u);
+  EXPECT_TRUE(r->host_scales.empty());
+
+  // A cancelled pause ends the measurement.
+  round = 0;
+  check.wait = [](absl::Duration) { return false; };
+  EXPECT_THAT(MeasureInRounds(3, 3, budget, {0, 0.10}, serve_round, check).status(),
+              StatusIs(absl::StatusCode::kCancelled, HasSubstr("slow host")));
+}
+
 // A real verify in the built-in engine with every median "close" (an unbounded band): the
 // three serves and two more, judged on the median of five.
 TEST(MlJobsTest, VerifyServesACloseCallMoreTimes) {
