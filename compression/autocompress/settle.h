@@ -14,8 +14,9 @@
 // MLP steps were predicted within 1-3%. So the rungs are judged on their measurements, not on
 // a rescaled table: each resource's measurements are made monotone along the ladder (a wider
 // rung never costs less; pool-adjacent-violators, so one lucky low measurement is averaged
-// with the rung below it), and a rung fits when that fitted value is within each budget less
-// `margin` AND its own measurement is within the budget. The median measured / predicted
+// with the rung below it), and a rung fits when that fitted value is within each budget (the
+// timed ones less `margin`; memory, which does not move from serve to serve, takes none) AND
+// its own measurement is within the budget. The median measured / predicted
 // ratio over the rungs is kept as a diagnostic (how far the table is off around the choice).
 //
 // One ladder grows one axis step at a time, so a big global step (the hidden width) can stop
@@ -38,6 +39,18 @@ namespace tailor::autocompress {
 // Which of a ladder of `ladder_size` rungs to measure when at most `max_rungs` may be:
 // evenly spaced, the first (the search's choice) and the last always included, ascending.
 std::vector<int> RungsToMeasure(int ladder_size, int max_rungs);
+
+// The measure job's second pass over one ladder of `served.size()` rungs, ascending:
+// `served[i]` says rung i was served in the first pass, with figures `measured[i]`. Where the
+// budgets fall between two served rungs, only the rungs between them can use more of it: the
+// unserved rungs strictly between the largest served rung whose own measurement is within
+// every budget (the timed ones less `margin`, as ChooseRung) and the next served rung (which
+// is not), at most `cap` of them
+// evenly spaced over that gap (RungsToMeasure), ascending. None when the ladder's top is
+// within, no served rung is, or the gap is empty.
+std::vector<int> RungsToRefine(const std::vector<bool>& served,
+                               const std::vector<costmodel::Prediction>& measured,
+                               const Budgets& budgets, double margin, int cap);
 
 struct MeasuredRung {
   costmodel::Prediction predicted;

@@ -140,7 +140,18 @@ TEST_P(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
   EXPECT_EQ(measure["rounds"], 3);
   const nlohmann::json settle = JobOf(campaign, "settle")["output"];
   const nlohmann::json rungs = settle["detail"]["settle"]["rungs"];
-  ASSERT_EQ(measure["measured"].size(), rungs.size()) << settle.dump(2);
+  // Every rung of the ladder is a candidate; the settle keeps the served ones, in order: at
+  // most 3 in the first pass, and none in the second when the budget is above every rung.
+  const nlohmann::json candidates = JobOf(campaign, "search")["output"]["candidates"];
+  ASSERT_EQ(measure["measured"].size(), candidates.size()) << measure.dump(2);
+  ASSERT_EQ(measure["served"].size(), candidates.size()) << measure.dump(2);
+  std::vector<size_t> served;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (measure["served"][i].get<bool>()) served.push_back(i);
+    EXPECT_EQ(measure["served"][i].get<bool>(), !candidates[i].value("on_demand", false)) << i;
+  }
+  EXPECT_EQ(measure.value("refined", 0), 0);
+  ASSERT_EQ(served.size(), rungs.size()) << settle.dump(2);
   ASSERT_GE(rungs.size(), 1u) << settle.dump(2);
   ASSERT_LE(rungs.size(), 3u);
   for (size_t i = 0; i < rungs.size(); ++i) {
@@ -148,7 +159,8 @@ TEST_P(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
                 ::testing::StartsWith(statistic));
     EXPECT_THAT(rungs[i]["measured"].value("latency_statistic", ""),
                 HasSubstr("; the median of 3 interleaved rounds"));
-    EXPECT_EQ(rungs[i]["measured"]["latency_ms"], measure["measured"][i]["latency_ms"]);
+    EXPECT_EQ(rungs[i]["measured"]["latency_ms"], measure["measured"][served[i]]["latency_ms"]);
+    EXPECT_EQ(rungs[i]["architecture"], candidates[served[i]]["architecture"]);
     EXPECT_TRUE(rungs[i].value("fits", false)) << rungs[i].dump(2);
   }
   EXPECT_EQ(settle["detail"]["settle"].value("chosen", 0), static_cast<int>(rungs.size()) - 1);

@@ -576,37 +576,30 @@ autocompress::Budgets Below(const autocompress::Budgets& budgets,
   return out;
 }
 
-// Up to `count` evenly spaced rungs of `ladder` (number `ladder_id`: 0 the search's own) into
-// result.settle.rungs and output.candidates, which the `measure` job serves.
+// Every rung of `ladder` (number `ladder_id`: 0 the search's own) into result.settle.rungs and
+// output.candidates, which the `measure` job serves: up to `count` evenly spaced in its first
+// pass, the rest on demand (CandidateArchitecture.on_demand). Below the search's choice the
+// first pass serves only the bottom rung; then the choice itself and rungs above it.
 absl::Status AddMeasuredRungs(const Inputs& in, const std::vector<autocompress::LadderRung>& ladder,
                               int ladder_id, int count, int choice, v1::JobOutput& output,
                               ac::SearchResult& result) {
   ac::Settle& settle = *result.mutable_settle();
-  int next_unlisted = 0;  // the first step whose change no measured rung lists yet
-  // Below the search's choice only the bottom rung; the choice itself and evenly spaced
-  // rungs above it.
-  std::vector<int> steps;
-  if (choice > 0) steps.push_back(0);
+  std::vector<bool> first_pass(ladder.size(), false);
+  if (choice > 0) first_pass[0] = true;
   for (int k : autocompress::RungsToMeasure(static_cast<int>(ladder.size()) - choice,
-                                            count - static_cast<int>(steps.size()))) {
-    steps.push_back(choice + k);
+                                            count - (choice > 0 ? 1 : 0))) {
+    first_pass[choice + k] = true;
   }
-  for (int step : steps) {
+  for (size_t step = 0; step < ladder.size(); ++step) {
     const autocompress::LadderRung& rung = ladder[step];
     TAILOR_ASSIGN_OR_RETURN(
         model::HybridConfig config,
         autocompress::ChildConfig(in.teacher->config(), in.space, rung.indices));
-    // The change from the last MEASURED rung of this ladder: every step in between.
-    std::vector<std::string> changes;
-    for (int k = next_unlisted; k <= step; ++k) {
-      if (!ladder[k].change.empty()) changes.push_back(ladder[k].change);
-    }
-    next_unlisted = step + 1;
     ac::SettleRung& r = *settle.add_rungs();
-    r.set_step(step - choice);
+    r.set_step(static_cast<int>(step) - choice);
     r.set_ladder(ladder_id);
     r.set_architecture(autocompress::DescribeArchitecture(config));
-    r.set_change(absl::StrJoin(changes, ", "));
+    r.set_change(rung.change);  // the settle joins those of the rungs nobody served
     *r.mutable_predicted() = CostsOf(rung.predicted);
     for (int i : rung.indices) r.add_indices(i);
     v1::CandidateArchitecture& c = *output.add_candidates();
@@ -614,6 +607,8 @@ absl::Status AddMeasuredRungs(const Inputs& in, const std::vector<autocompress::
     c.set_config_json(model::HybridConfigToJson(config));
     *c.mutable_predicted() = r.predicted();
     c.set_change(r.change());
+    c.set_ladder(ladder_id);
+    c.set_on_demand(!first_pass[step]);
   }
   return absl::OkStatus();
 }
@@ -806,6 +801,31 @@ absl::StatusOr<std::vector<double>> PickLosses(WorkerContext& ctx, Inputs& in,
   return autocompress::HeldOutKd(in.teacher, in.space, indices, eval);
 }
 
+// The rungs the measure job served, with their figures in `figures`: the unserved ones
+// dropped (their changes joined into the next served rung of their ladder), those served in
+// its second pass marked `refined`. Every rung is served when the agent predates `served`.
+std::vector<v1::ModelCosts> KeepServedRungs(const v1::JobOutput& search,
+                                            const v1::MeasureResult& measured,
+                                            ac::Settle& settle) {
+  const bool all = measured.served_size() != settle.rungs_size();
+  google::protobuf::RepeatedPtrField<ac::SettleRung> kept;
+  std::vector<v1::ModelCosts> figures;
+  std::vector<std::string> pending;  // changes of unserved rungs since the last served one
+  for (int i = 0; i < settle.rungs_size(); ++i) {
+    ac::SettleRung& r = *settle.mutable_rungs(i);
+    if (i > 0 && r.ladder() != settle.rungs(i - 1).ladder()) pending.clear();
+    if (!r.change().empty()) pending.push_back(r.change());
+    if (!all && !measured.served(i)) continue;
+    r.set_change(absl::StrJoin(pending, ", "));
+    pending.clear();
+    r.set_refined(i < search.candidates_size() && search.candidates(i).on_demand());
+    *kept.Add() = std::move(r);
+    figures.push_back(measured.measured(i));
+  }
+  settle.mutable_rungs()->Swap(&kept);
+  return figures;
+}
+
 // The measured settle: the rung of the search's ladder the `measure` job's figures choose
 // (autocompress::ChooseRung), sliced from the ranked parent as the student distillation
 // starts from. Its result is the search's, with `settle` filled in.
@@ -826,11 +846,11 @@ absl::StatusOr<v1::JobOutput> RunSettle(WorkerContext& ctx) {
         absl::StrCat("settle: the search named ", settle.rungs_size(), " rungs, measure measured ",
                      measured->measured_size()));
   }
+  const std::vector<v1::ModelCosts> figures = KeepServedRungs(*search, *measured, settle);
   std::vector<autocompress::MeasuredRung> rungs;
   for (int i = 0; i < settle.rungs_size(); ++i) {
-    rungs.push_back({PredictionOf(settle.rungs(i).predicted()),
-                     PredictionOf(measured->measured(i)), settle.rungs(i).ladder(),
-                     settle.rungs(i).step()});
+    rungs.push_back({PredictionOf(settle.rungs(i).predicted()), PredictionOf(figures[i]),
+                     settle.rungs(i).ladder(), settle.rungs(i).step()});
   }
   autocompress::SettleDecision d =
       autocompress::ChooseRung(rungs, ContractBudgets(ctx.contract().budget()), settle.margin());
@@ -843,7 +863,7 @@ absl::StatusOr<v1::JobOutput> RunSettle(WorkerContext& ctx) {
   }
   for (int i = 0; i < settle.rungs_size(); ++i) {
     ac::SettleRung& r = *settle.mutable_rungs(i);
-    *r.mutable_measured() = measured->measured(i);
+    *r.mutable_measured() = figures[i];
     *r.mutable_corrected() = CostsOf(d.corrected[i]);
     r.set_fits(d.fits[i]);
   }

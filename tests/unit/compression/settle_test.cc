@@ -22,6 +22,45 @@ TEST(SettleTest, RungsToMeasureSpreadEvenlyAndKeepBothEnds) {
   EXPECT_TRUE(RungsToMeasure(5, 0).empty());
 }
 
+// The second pass: the budget (22 less 2% = 21.56) falls between served rungs 4 (20.1 ms)
+// and 8 (23.5): only rungs 5-7 can use more of it, and only they are served, evenly spaced
+// within the cap. Nothing when the top is within, nothing is, or the gap is empty.
+TEST(SettleTest, RungsToRefineServeTheGapWhereTheBudgetFalls) {
+  Budgets b;
+  b.latency_ms = 22.0;
+  b.memory_mib = 3.0;
+  auto figures = [](const std::vector<double>& ms) {
+    std::vector<costmodel::Prediction> out;
+    for (double m : ms) {
+      costmodel::Prediction& p = out.emplace_back();
+      p.latency_ms = m;
+      p.memory_mib = m > 0 ? 2.5 : 0;
+    }
+    return out;
+  };
+  const std::vector<bool> served = {true, false, false, false, true, false, false, false, true};
+  const std::vector<costmodel::Prediction> measured =
+      figures({16.0, 0, 0, 0, 20.1, 0, 0, 0, 23.5});
+  EXPECT_EQ(RungsToRefine(served, measured, b, 0.02, 4), (std::vector<int>{5, 6, 7}));
+  EXPECT_EQ(RungsToRefine(served, measured, b, 0.02, 2), (std::vector<int>{5, 7}));
+  EXPECT_EQ(RungsToRefine(served, measured, b, 0.02, 1), (std::vector<int>{5}));
+  // Rung 4 at 21.7 is over 21.56: the gap is below it, between rungs 0 and 4.
+  EXPECT_EQ(RungsToRefine(served, figures({16.0, 0, 0, 0, 21.7, 0, 0, 0, 23.5}), b, 0.02, 4),
+            (std::vector<int>{1, 2, 3}));
+  // Memory over its budget counts the same as latency; memory takes no margin (2.99 of 3.0
+  // is within: it does not move between serves).
+  std::vector<costmodel::Prediction> heavy = measured;
+  heavy[4].memory_mib = 3.01;
+  EXPECT_EQ(RungsToRefine(served, heavy, b, 0.02, 4), (std::vector<int>{1, 2, 3}));
+  heavy[4].memory_mib = 2.99;
+  EXPECT_EQ(RungsToRefine(served, heavy, b, 0.02, 4), (std::vector<int>{5, 6, 7}));
+  EXPECT_TRUE(RungsToRefine(served, figures({16.0, 0, 0, 0, 20.1, 0, 0, 0, 21.0}), b, 0.02, 4)
+                  .empty());  // the top is within
+  EXPECT_TRUE(RungsToRefine(served, figures({22.5, 0, 0, 0, 23.0, 0, 0, 0, 24.0}), b, 0.02, 4)
+                  .empty());  // nothing served is
+  EXPECT_TRUE(RungsToRefine({true, true, true}, figures({18, 20, 23}), b, 0.02, 4).empty());
+}
+
 MeasuredRung Rung(double predicted_ms, double measured_ms, double predicted_mib = 1.0,
                   double measured_mib = 1.0) {
   MeasuredRung r;
@@ -74,11 +113,25 @@ TEST(SettleTest, EveryBudgetAndTheRungsOwnMeasurementMustFit) {
   b.latency_ms = 22.0;
   b.memory_mib = 3.0;
   const std::vector<MeasuredRung> rungs = {Rung(18, 18, 2.5, 2.5), Rung(19, 19, 2.6, 2.6),
-                                           Rung(20, 22.5, 2.7, 2.7), Rung(21, 20.1, 2.8, 2.95)};
+                                           Rung(20, 22.5, 2.7, 2.7), Rung(21, 20.1, 2.8, 3.02)};
   const SettleDecision d = ChooseRung(rungs, b, 0.03);
-  // rung 3: fitted 21.3 <= 21.34 but measured 22.5 > 22; rung 4: memory 2.95 > 3 x 0.97.
+  // rung 3: fitted 21.3 <= 21.34 but measured 22.5 > 22; rung 4: memory 3.02 > 3.
   EXPECT_DOUBLE_EQ(d.corrected[2].latency_ms, 21.3);
   EXPECT_EQ(d.fits, (std::vector<bool>{true, true, false, false}));
+  EXPECT_EQ(d.chosen, 1);
+}
+
+// Memory takes no margin (the 2026-12-05 llama.cpp settle: rung 5 at 2.96 of 3.0 MiB was
+// refused for a 3% margin memory does not need; its latency fitted 21.13 of 22 less 3%).
+TEST(SettleTest, MemoryTakesNoMargin) {
+  Budgets b;
+  b.latency_ms = 22.0;
+  b.memory_mib = 3.0;
+  const std::vector<MeasuredRung> rungs = {Rung(21.55, 21.59, 2.96, 2.9),
+                                           Rung(21.7, 20.67, 3.02, 2.96)};
+  const SettleDecision d = ChooseRung(rungs, b, 0.03);
+  EXPECT_DOUBLE_EQ(d.corrected[1].latency_ms, 21.13);
+  EXPECT_EQ(d.fits, (std::vector<bool>{true, true}));
   EXPECT_EQ(d.chosen, 1);
 }
 
