@@ -17,7 +17,6 @@
 #include "common/job_output.h"
 #include "common/proto_json.h"
 #include "common/struct_values.h"
-#include "compression/autocompress/settle.h"
 #include "compression/autocompress/text_quality.h"
 #include "compression/costmodel/cost_table_proto.h"
 #include "compression/engine/engine.h"
@@ -29,6 +28,7 @@
 #include "compression/tasks/suites.h"
 #include "compression/tasks/tokenizer.h"
 #include "compression/tasks/training.h"
+#include "profiler-agent/measure_job.h"
 #include "profiler-agent/request_latency.h"
 #include "profiler-agent/verify_data.h"
 #include "methods/api/job_kinds.h"
@@ -588,121 +588,10 @@ JobHandler MakeDriftCheckHandler(std::shared_ptr<ServingEngine> engine) {
   };
 }
 
-namespace {
-
-// Rounds of the measure job: every candidate served once per round, round after round, and
-// each candidate's round of median latency kept. One serve of a ~20 ms request on a shared
-// 2-vCPU host moves by up to +-10% from minute to minute; interleaving spreads that drift
-// over all candidates alike, and the median drops a disturbed round.
-constexpr int kMeasureRounds = 3;
-
-// What the one job the measure job depends on that lists candidates asks for.
-struct Candidates {
-  std::string source;  // that job's key
-  std::vector<model::HybridConfig> architectures;
-  std::vector<double> predicted_ms;  // their predicted latency, as listed
-  std::vector<int> ladder;           // CandidateArchitecture.ladder
-  std::vector<bool> on_demand;       // CandidateArchitecture.on_demand
-  double latency_error = 0;          // JobOutput.candidates_latency_error
-};
-
-absl::StatusOr<Candidates> CandidatesOf(const JobContext& ctx) {
-  Candidates out;
-  for (const auto& [key, input] : ctx.inputs()) {
-    if (input.candidates_size() == 0) continue;
-    if (!out.source.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "measure: both ", out.source, " and ", key, " name candidates; measure one job's"));
-    }
-    out.source = key;
-    out.latency_error = input.candidates_latency_error();
-    for (int i = 0; i < input.candidates_size(); ++i) {
-      absl::StatusOr<model::HybridConfig> c =
-          model::ParseHybridConfigJson(input.candidates(i).config_json());
-      if (!c.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "measure: ", key, ".candidates[", i, "].config_json: ", c.status().message()));
-      }
-      out.architectures.push_back(*std::move(c));
-      out.predicted_ms.push_back(input.candidates(i).predicted().latency_ms());
-      out.ladder.push_back(input.candidates(i).ladder());
-      out.on_demand.push_back(input.candidates(i).on_demand());
-    }
-  }
-  if (out.architectures.empty()) {
-    return absl::InvalidArgumentError(
-        "measure: no job it depends on names candidate architectures");
-  }
-  return out;
-}
-
-// The slow-host check of the candidates `which` under `config`, with its waits reported:
-// none when the candidates' job gave no table error or the agent checks none.
-SlowHostCheck SlowHostCheckOf(const MlJobConfig& config, const Candidates& candidates,
-                              const std::vector<size_t>& which, const MlProgressFn& progress) {
-  SlowHostCheck check = config.slow_host;
-  if (candidates.latency_error <= 0 || check.remeasures <= 0) return {};
-  for (size_t i : which) check.predicted_ms.push_back(candidates.predicted_ms[i]);
-  check.bound = std::max(check.bound, candidates.latency_error);
-  check.wait = PauseReporting(
-      progress, 0,
-      absl::StrFormat("the candidates measured more than %.1f%% above their cost table's "
-                      "prices as a set (a slow host, not slow candidates): pausing before "
-                      "serving them again",
-                      100 * check.bound));
-  return check;
-}
-
-autocompress::Budgets BudgetsOf(const v1::Budget& b) {
-  autocompress::Budgets out;
-  if (b.has_latency_ms_max()) out.latency_ms = b.latency_ms_max();
-  if (b.has_memory_mib_max()) out.memory_mib = b.memory_mib_max();
-  if (b.has_throughput_tokens_per_s_min()) out.throughput = b.throughput_tokens_per_s_min();
-  return out;
-}
-
-// The on-demand candidates the second pass serves, ascending: per ladder (consecutive
-// candidates of one `ladder`), autocompress::RungsToRefine over what the first pass measured
-// (`measured[i]`, served where `served[i]`), at most half the contract's settle_rungs over
-// all ladders (at least one per ladder).
-std::vector<size_t> RefinementOf(const Candidates& candidates, const std::vector<bool>& served,
-                                 const std::vector<v1::ModelCosts>& measured,
-                                 const v1::DeploymentContract& contract) {
-  const size_t n = candidates.ladder.size();
-  int ladders = 0;
-  for (size_t i = 0; i < n; ++i) {
-    ladders += i == 0 || candidates.ladder[i] != candidates.ladder[i - 1] ? 1 : 0;
-  }
-  const int cap = std::max(1, contract.search().settle_rungs() / (2 * std::max(ladders, 1)));
-  std::vector<size_t> out;
-  for (size_t begin = 0; begin < n;) {
-    size_t end = begin;
-    while (end < n && candidates.ladder[end] == candidates.ladder[begin]) ++end;
-    std::vector<bool> ladder_served(served.begin() + begin, served.begin() + end);
-    std::vector<costmodel::Prediction> figures;
-    for (size_t i = begin; i < end; ++i) {
-      costmodel::Prediction& f = figures.emplace_back();
-      f.latency_ms = measured[i].latency_ms();
-      f.memory_mib = measured[i].memory_mib();
-      f.throughput_tokens_per_s = measured[i].throughput_tokens_per_s();
-    }
-    for (int k : autocompress::RungsToRefine(ladder_served, figures,
-                                             BudgetsOf(contract.budget()),
-                                             contract.search().settle_margin(), cap)) {
-      out.push_back(begin + k);
-    }
-    begin = end;
-  }
-  return out;
-}
-
-}  // namespace
-
 JobHandler MakeMeasureHandler(MlJobConfig config, std::shared_ptr<ServingEngine> engine) {
   return [config, engine](JobContext& ctx) -> absl::StatusOr<v1::JobOutput> {
     const absl::Time start = absl::Now();
     TAILOR_ASSIGN_OR_RETURN(const Candidates candidates, CandidatesOf(ctx));
-    const std::vector<model::HybridConfig>& architectures = candidates.architectures;
     TAILOR_ASSIGN_OR_RETURN(std::string parent_dir, ParentDir(ctx));
     const MlProgressFn progress = ProgressOf(ctx);
     // Progress by rounds, as many as there could be (close-call rounds serve fewer).
@@ -715,73 +604,30 @@ JobHandler MakeMeasureHandler(MlJobConfig config, std::shared_ptr<ServingEngine>
           return progress(static_cast<double>(served_rounds) / planned, message, metrics);
         },
         0);
-    auto serve_round = [&](const std::vector<size_t>& which, const std::string& label)
+    ServeRoundFn serve_round = [&](const std::vector<size_t>& which, const std::string& label)
         -> absl::StatusOr<std::vector<v1::ModelCosts>> {
       std::vector<model::HybridConfig> served;
-      for (size_t i : which) served.push_back(architectures[i]);
+      for (size_t i : which) served.push_back(candidates.architectures[i]);
       const double from = static_cast<double>(served_rounds++) / planned;
       auto in_round = [&](double f, const std::string& message,
                           const std::map<std::string, double>& metrics) {
-        return progress(from + f / planned,
-                        absl::StrCat(label, ": ", message), metrics);
+        return progress(from + f / planned, absl::StrCat(label, ": ", message), metrics);
       };
       return engine->Measure(ctx.contract(), parent_dir, served, ctx.work_dir() + "/measure",
                              in_round);
     };
-    // Rounds over the candidates `subset` (indices into all of them).
-    auto measure = [&](const std::vector<size_t>& subset, const SlowHostCheck& check) {
-      ServeRoundFn round = [&](const std::vector<size_t>& which, const std::string& label) {
-        std::vector<size_t> global;
-        for (size_t k : which) global.push_back(subset[k]);
-        return serve_round(global, label);
-      };
-      return MeasureInRounds(subset.size(), kMeasureRounds, ctx.contract().budget(), close,
-                             round, check);
-    };
-    const size_t n = architectures.size();
-    std::vector<size_t> first;
-    for (size_t i = 0; i < n; ++i) {
-      if (!candidates.on_demand[i]) first.push_back(i);
+    SlowHostCheck slow_host = SlowHostCheckOf(config.slow_host, candidates.latency_error);
+    if (slow_host.remeasures > 0) {
+      slow_host.wait = PauseReporting(
+          progress, 0,
+          absl::StrFormat("the candidates measured more than %.1f%% above their cost table's "
+                          "prices as a set (a slow host, not slow candidates): pausing "
+                          "before serving them again",
+                          100 * slow_host.bound));
     }
-    if (first.empty()) {  // nothing to refine between: every candidate in one pass
-      for (size_t i = 0; i < n; ++i) first.push_back(i);
-    }
-    const SlowHostCheck slow_host = SlowHostCheckOf(config, candidates, first, progress);
-    TAILOR_ASSIGN_OR_RETURN(RoundsMeasured m, measure(first, slow_host));
-    std::vector<v1::ModelCosts> measured(n);
-    std::vector<bool> served(n, false);
-    for (size_t k = 0; k < first.size(); ++k) {
-      measured[first[k]] = std::move(m.medians[k]);
-      served[first[k]] = true;
-    }
-    const std::vector<size_t> refine =
-        RefinementOf(candidates, served, measured, ctx.contract());
-    int close_calls = m.close_calls;
-    if (!refine.empty()) {
-      TAILOR_ASSIGN_OR_RETURN(RoundsMeasured second, measure(refine, {}));
-      for (size_t k = 0; k < refine.size(); ++k) {
-        measured[refine[k]] = std::move(second.medians[k]);
-        served[refine[k]] = true;
-      }
-      close_calls += second.close_calls;
-    }
-    v1::MeasureResult r;
-    for (size_t i = 0; i < n; ++i) {
-      *r.add_measured() = std::move(measured[i]);
-      r.add_served(served[i]);
-    }
-    r.set_refined(static_cast<int>(refine.size()));
-    r.set_rounds(kMeasureRounds);
-    if (close_calls > 0) {
-      r.set_close_call_rounds(close.extra_serves);
-      r.set_close_call_band(close.band);
-    }
-    for (double scale : m.host_scales) r.add_host_scales(scale);
-    if (!m.host_scales.empty()) {
-      r.set_kept_attempt(m.kept_attempt);
-      r.set_slow_host_bound(slow_host.bound);
-      r.set_slow_host_pause_s(absl::ToDoubleSeconds(slow_host.pause));
-    }
+    TAILOR_ASSIGN_OR_RETURN(
+        v1::MeasureResult r,
+        MeasureCandidates(candidates, ctx.contract(), close, slow_host, serve_round));
     const EngineIdentity id = engine->identity();
     v1::EngineInfo& info = *r.mutable_engine();
     info.set_name(id.name);
@@ -789,26 +635,8 @@ JobHandler MakeMeasureHandler(MlJobConfig config, std::shared_ptr<ServingEngine>
     info.set_build(id.build);
     info.set_threads(id.threads);
     r.set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
-    std::string message = absl::StrCat(first.size() + refine.size(), " of the ", n,
-                                       " candidates of ", candidates.source, " measured");
-    if (!refine.empty()) {
-      absl::StrAppend(&message, ", ", refine.size(),
-                      " of them in a second pass where the budgets fell between two");
-    }
-    if (m.host_scales.size() > 1) {
-      absl::StrAppend(&message, "; served again on a slow host (measured / predicted ",
-                      absl::StrJoin(m.host_scales, ", ",
-                                    [](std::string* out, double s) {
-                                      absl::StrAppend(out, absl::StrFormat("x%.3f", s));
-                                    }),
-                      absl::StrFormat(" against a bound of x%.3f; kept attempt %d)",
-                                      1 + slow_host.bound, m.kept_attempt + 1));
-    }
-    if (close_calls > 0) {
-      absl::StrAppend(&message, ", ", close_calls, " of them ", close.extra_serves,
-                      " times more (close calls)");
-    }
-    TAILOR_RETURN_IF_ERROR(ctx.ReportProgress(1.0, message, 0, 0, {}, /*final=*/true));
+    TAILOR_RETURN_IF_ERROR(ctx.ReportProgress(1.0, MeasureSummary(r, candidates.source), 0, 0,
+                                              {}, /*final=*/true));
     v1::JobOutput result;
     SetDetail(result, r);
     return result;

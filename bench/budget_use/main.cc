@@ -263,6 +263,9 @@ int Main(int argc, char** argv) {
     agent_args.insert(agent_args.end(), {"--profile-rounds", "3", "--profile-validation", "8",
                                          "--verify-repetitions", "3", "--verify-task-samples",
                                          "4"});
+  } else {
+    // As the quickstart's agent: a slow host's rungs served again a minute later.
+    agent_args.insert(agent_args.end(), {"--slow-host-pause-s", "60"});
   }
   cluster.StartAgent("cpu0", agent_args);
 

@@ -84,8 +84,7 @@ TEST_P(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
   ASSERT_TRUE(cluster.StartCoordinator());
   cluster.StartAgent("llama0", {"--engine", "llama.cpp", "--profile-rounds", "2",
                                 "--profile-validation", "4", "--profile-remeasures", "0",
-                                "--verify-repetitions", "3", "--verify-task-samples", "4",
-                                "--slow-host-pause-s", "0"});
+                                "--verify-repetitions", "3", "--verify-task-samples", "4"});
   // The agent registers the engine as node-llama-cpp reports it.
   nlohmann::json agents;
   ASSERT_TRUE(WaitFor(

@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "profiler-agent/device.h"
+#include "profiler-agent/measure_job.h"
 #include "profiler-agent/ml_jobs.h"
 #include "profiler-agent/request_latency.h"
 #include "tailor/v1/job_output.pb.h"
@@ -529,6 +530,58 @@ TEST(SlowHostTest, MeasureInRoundsServesTheRoundsAgainAfterAPause) {
   check.wait = [](absl::Duration) { return false; };
   EXPECT_THAT(MeasureInRounds(3, 3, budget, {0, 0.10}, serve_round, check).status(),
               StatusIs(absl::StatusCode::kCancelled, HasSubstr("slow host")));
+}
+
+// The measure job's two passes over a ladder of 7 rungs (1 ms apart from 17 ms) and a branch
+// of 3: the first serves rungs 0, 3, 6 and the branch's ends; the budget (22 less 2%) falls
+// between rungs 3 (20 ms) and 6 (23), so the second serves 4 and 5 only, each three rounds;
+// the branch's top fits, so nothing of it. Unserved rungs stay empty.
+TEST(MeasureJobTest, TheSecondPassServesTheRungsTheBudgetFallsBetween) {
+  Candidates c;
+  c.source = "search";
+  for (int i = 0; i < 10; ++i) {
+    c.architectures.emplace_back();
+    c.predicted_ms.push_back(i < 7 ? 17 + i : 15 + (i - 7));
+    c.ladder.push_back(i < 7 ? 0 : 1);
+    c.on_demand.push_back(!(i == 0 || i == 3 || i == 6 || i == 7 || i == 9));
+  }
+  std::vector<std::vector<size_t>> calls;
+  ServeRoundFn serve_round = [&](const std::vector<size_t>& which, const std::string&)
+      -> absl::StatusOr<std::vector<v1::ModelCosts>> {
+    calls.push_back(which);
+    std::vector<v1::ModelCosts> out;
+    for (size_t i : which) out.push_back(Serve(c.predicted_ms[i]));
+    return out;
+  };
+  v1::DeploymentContract contract;
+  contract.mutable_budget()->set_latency_ms_max(22);
+  contract.mutable_search()->set_settle_rungs(8);
+  contract.mutable_search()->set_settle_margin(0.02);
+  absl::StatusOr<v1::MeasureResult> r =
+      MeasureCandidates(c, contract, {0, 0.10}, SlowHostCheckOf({{}, 0.10, 2}, 0.13),
+                        serve_round);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(calls.size(), 6u);
+  EXPECT_EQ(calls[0], (std::vector<size_t>{0, 3, 6, 7, 9}));
+  EXPECT_EQ(calls[3], (std::vector<size_t>{4, 5}));
+  EXPECT_EQ(r->refined(), 2);
+  ASSERT_EQ(r->measured_size(), 10);
+  const std::vector<bool> served(r->served().begin(), r->served().end());
+  EXPECT_EQ(served, (std::vector<bool>{true, false, false, true, true, true, true, true, false,
+                                       true}));
+  EXPECT_EQ(r->measured(4).latency_ms(), 21);
+  EXPECT_EQ(r->measured(1).latency_ms(), 0);  // not served
+  // The first pass was checked for a slow host on the table's error (13% over the 10% floor).
+  ASSERT_EQ(r->host_scales_size(), 1);
+  EXPECT_DOUBLE_EQ(r->host_scales(0), 1.0);
+  EXPECT_DOUBLE_EQ(r->slow_host_bound(), 0.13);
+  EXPECT_EQ(MeasureSummary(*r, "search"),
+            "7 of the 10 candidates of search measured, 2 of them in a second pass where the "
+            "budgets fell between two");
+  // No table error, no check; an agent that checks nothing, none either.
+  EXPECT_EQ(SlowHostCheckOf({{}, 0.10, 2}, 0).remeasures, 0);
+  EXPECT_EQ(SlowHostCheckOf({{}, 0.10, 0}, 0.13).remeasures, 0);
+  EXPECT_DOUBLE_EQ(SlowHostCheckOf({{}, 0.10, 2}, 0.05).bound, 0.10);
 }
 
 // A real verify in the built-in engine with every median "close" (an unbounded band): the
