@@ -811,9 +811,11 @@ std::vector<v1::ModelCosts> KeepServedRungs(const v1::JobOutput& search,
   google::protobuf::RepeatedPtrField<ac::SettleRung> kept;
   std::vector<v1::ModelCosts> figures;
   std::vector<std::string> pending;  // changes of unserved rungs since the last served one
+  int ladder = -1;  // the rung before's (read before it is moved out)
   for (int i = 0; i < settle.rungs_size(); ++i) {
     ac::SettleRung& r = *settle.mutable_rungs(i);
-    if (i > 0 && r.ladder() != settle.rungs(i - 1).ladder()) pending.clear();
+    if (r.ladder() != ladder) pending.clear();
+    ladder = r.ladder();
     if (!r.change().empty()) pending.push_back(r.change());
     if (!all && !measured.served(i)) continue;
     r.set_change(absl::StrJoin(pending, ", "));
