@@ -191,6 +191,26 @@ std::string RenderMeasuredIn(const v1::CampaignReport& r) {
   return out + "\n";
 }
 
+// Budgets the contract states relative to the parent: the factor, the parent's figure the
+// profile job measured in the target engine, and the budget every job was held to.
+std::string RenderRelativeBudgets(const v1::CampaignReport& r) {
+  std::string out;
+  for (const v1::RelativeBudget& b : r.relative_budgets()) {
+    const bool floor = b.resource().find("throughput") != std::string::npos;
+    absl::StrAppend(&out, b.resource(), floor ? " >= " : " <= ", FormatNumber(b.factor()),
+                    " x the parent's");
+    if (!b.resolved()) {
+      absl::StrAppend(&out, " (resolved once the profile job has measured the parent)\n");
+      continue;
+    }
+    absl::StrAppend(&out, " ", FormatNumber(b.parent()), " = ", FormatNumber(b.budget()),
+                    " (the parent served in the target engine, cost table ", b.cost_table_id());
+    if (!b.parent_statistic().empty()) absl::StrAppend(&out, ": ", b.parent_statistic());
+    absl::StrAppend(&out, ")\n");
+  }
+  return out;
+}
+
 // A recompression's drift check: what was redone and why.
 std::string RenderRecompress(const v1::CampaignReport& r) {
   if (!r.has_recompress()) return "";
@@ -319,7 +339,8 @@ std::string RenderReport(const v1::CampaignReport& r, const RenderOptions& optio
   };
   render_budgets("budgets (student)",
                  std::vector<v1::BudgetResult>(r.budgets().begin(), r.budgets().end()));
-  absl::StrAppend(&out, RenderMeasuredIn(r), RenderTableCheck(r), RenderRecompress(r));
+  absl::StrAppend(&out, RenderRelativeBudgets(r), RenderMeasuredIn(r), RenderTableCheck(r),
+                  RenderRecompress(r));
   render_budgets("budgets (uniform baseline)",
                  std::vector<v1::BudgetResult>(r.baseline_budgets().begin(),
                                                r.baseline_budgets().end()));

@@ -263,6 +263,28 @@ void CheckWorkload(const DeploymentContract& c, const Method* m, Checker& k) {
   }
 }
 
+// Budgets relative to the parent (coordinator/relative_budget.h): a factor each, and never
+// beside the absolute budget of the same resource (which one would bind is not for tailor
+// to guess).
+void CheckRelativeBudgets(const v1::Budget& b, Checker& k) {
+  auto check = [&k](bool has, double factor, const char* field, double hi, bool has_absolute,
+                    const char* absolute) {
+    if (!has) return;
+    const std::string name = absl::StrCat("budget.", field);
+    k.Double(name, factor, 0, false, hi, true);
+    if (has_absolute) {
+      k.Add(name, absl::StrCat("set budget.", absolute, " or budget.", field, ", not both"));
+    }
+  };
+  check(b.has_latency_vs_parent_max(), b.latency_vs_parent_max(), "latency_vs_parent_max", 1,
+        b.has_latency_ms_max(), "latency_ms_max");
+  check(b.has_throughput_vs_parent_min(), b.throughput_vs_parent_min(),
+        "throughput_vs_parent_min", 100, b.has_throughput_tokens_per_s_min(),
+        "throughput_tokens_per_s_min");
+  check(b.has_memory_vs_parent_max(), b.memory_vs_parent_max(), "memory_vs_parent_max", 1,
+        b.has_memory_mib_max(), "memory_mib_max");
+}
+
 void CheckBudget(const DeploymentContract& c, const Method* m, Checker& k) {
   const v1::Budget& b = c.budget();
   bool ok = true;
@@ -276,6 +298,7 @@ void CheckBudget(const DeploymentContract& c, const Method* m, Checker& k) {
     ok &= k.Positive("budget.throughput_tokens_per_s_min", b.throughput_tokens_per_s_min());
   }
   if (b.has_memory_mib_max()) ok &= k.Positive("budget.memory_mib_max", b.memory_mib_max());
+  CheckRelativeBudgets(b, k);
   if (b.has_weight_memory_mib_max()) {
     ok &= k.Positive("budget.weight_memory_mib_max", b.weight_memory_mib_max());
   }

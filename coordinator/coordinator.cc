@@ -17,6 +17,7 @@
 #include "coordinator/dataset_ingest.h"
 #include "coordinator/parent_architecture.h"
 #include "coordinator/planner.h"
+#include "coordinator/relative_budget.h"
 #include "coordinator/unit_of_work.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -116,12 +117,22 @@ v1::Job NewJob(const PlannedJob& p, const std::string& campaign_id,
   if (p.kind == methods::jobs::kProfile && reusable.has_value()) {
     job.set_state(v1::JOB_SKIPPED);
     job.set_skipped_reason(absl::StrCat("cost table ", reusable->id(), " reused"));
-    v1::ProfileResult reused;
-    reused.set_cost_table_id(reusable->id());
-    SetDetail(*job.mutable_output(), reused);
+    SetDetail(*job.mutable_output(), ProfileOfTable(*reusable));
     job.mutable_progress()->set_fraction(1.0);
   }
   return job;
+}
+
+// Why `table` cannot serve `contract`'s budgets relative to the parent ("" when it can, or
+// the contract has none): a table stored before the parent was measured, or measured over
+// too few requests for the contract's percentile.
+std::string RelativeBudgetsUnresolvable(const v1::DeploymentContract& contract,
+                                        const v1::CostTable& table) {
+  if (!HasRelativeBudget(contract.budget())) return "";
+  if (!table.has_parent_measured()) return "it holds no measurement of the parent";
+  absl::StatusOr<v1::Budget> b =
+      ResolveRelativeBudgets(contract.budget(), table.parent_measured());
+  return b.ok() ? "" : std::string(b.status().message());
 }
 
 }  // namespace
@@ -136,6 +147,15 @@ absl::Status Coordinator::InsertSubmissionLocked(UnitOfWork& uow, const v1::Camp
     TAILOR_ASSIGN_OR_RETURN(reusable,
                             store_->FindCostTable(campaign.fingerprint(), parent_architecture));
   }
+  std::string not_reused;
+  if (reusable.has_value()) {
+    not_reused = RelativeBudgetsUnresolvable(campaign.contract(), *reusable);
+    if (!not_reused.empty()) {
+      not_reused = absl::StrCat("cost table ", reusable->id(), " not reused for the budgets "
+                                "relative to the parent: ", not_reused, "; profiling again");
+      reusable.reset();
+    }
+  }
   for (const PlannedJob& p : plan) uow.InsertJob(NewJob(p, campaign.id(), reusable, uow.now()));
   const methods::Method* method = methods::BuiltinMethods().Find(campaign.contract().method());
   uow.Emit(campaign.id(), "", "campaign_submitted",
@@ -146,6 +166,7 @@ absl::Status Coordinator::InsertSubmissionLocked(UnitOfWork& uow, const v1::Camp
       uow.Emit(campaign.id(), id, "job_skipped", uow.JobView(id).skipped_reason());
     }
   }
+  if (!not_reused.empty()) uow.Emit(campaign.id(), "", "cost_table_not_reused", not_reused);
   return absl::OkStatus();
 }
 

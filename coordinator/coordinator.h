@@ -362,6 +362,10 @@ class Coordinator {
   void MarkStaleLocked(v1::CostTable& table) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<v1::Campaign> CampaignWithJobsLocked(const std::string& id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The contract `job` of `campaign` is handed: its budgets relative to the parent resolved
+  // (coordinator/relative_budget.h).
+  v1::DeploymentContract ContractForJobLocked(const v1::Campaign& campaign, const v1::Job& job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NotifyLocked(const std::string& campaign_id, Effects& fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Duration BackoffFor(int attempt) const;
 

@@ -10,6 +10,7 @@
 #include "common/job_output.h"
 #include "common/proto_time.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/relative_budget.h"
 #include "coordinator/unit_of_work.h"
 #include "methods/api/job_kinds.h"
 #include "spdlog/spdlog.h"
@@ -109,13 +110,7 @@ void Coordinator::ApplyDriftCheckLocked(UnitOfWork& uow, const v1::Job& drift_ch
     job.set_state(v1::JOB_SKIPPED);
     job.set_skipped_reason(absl::StrCat("cost table ", d.cost_table_id(), " still holds in ",
                                         version, ": carried over as ", carried));
-    v1::ProfileResult reused;
-    reused.set_cost_table_id(carried);
-    reused.set_latency_mape(table.latency_mape());
-    reused.set_latency_max_error(table.latency_max_error());
-    reused.set_memory_mape(table.memory_mape());
-    reused.set_validated_architectures(table.validated_architectures());
-    SetDetail(*job.mutable_output(), reused);
+    SetDetail(*job.mutable_output(), ProfileOfTable(table));
     job.mutable_progress()->set_fraction(1.0);
     *job.mutable_updated_at() = ToProto(uow.now());
     uow.Emit(campaign_id, id, "job_skipped", job.skipped_reason());

@@ -1,6 +1,7 @@
 // The agent side of the coordinator: registration, heartbeats, leases (acquire, progress,
 // completion, expiry with retries and backoff), cost tables and artifact records.
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -14,6 +15,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/cost_table_check.h"
 #include "coordinator/quality_check.h"
+#include "coordinator/relative_budget.h"
 #include "coordinator/unit_of_work.h"
 #include "methods/api/job_kinds.h"
 #include "methods/registry.h"
@@ -101,6 +103,24 @@ absl::Status ValidateAgentInfo(const v1::AgentInfo& info) {
         "info.max_concurrent_jobs: must be in 0..1024, got ", info.max_concurrent_jobs()));
   }
   return absl::OkStatus();
+}
+
+// The parent's measurement a table carries is what budgets relative to the parent resolve
+// against: every figure it holds must be one.
+absl::Status CheckParentMeasured(const v1::ModelCosts& m) {
+  absl::Status status;
+  auto check = [&status](const char* name, bool has, double v) {
+    if (!status.ok() || !has || (std::isfinite(v) && v > 0)) return;
+    status = absl::InvalidArgumentError(
+        absl::StrCat("table.parent_measured.", name, ": must be finite and > 0, got ", v));
+  };
+  check("latency_ms", m.has_latency_ms(), m.latency_ms());
+  check("request_p50_ms", m.has_request_p50_ms(), m.request_p50_ms());
+  check("request_p90_ms", m.has_request_p90_ms(), m.request_p90_ms());
+  check("request_p99_ms", m.has_request_p99_ms(), m.request_p99_ms());
+  check("throughput_tokens_per_s", m.has_throughput_tokens_per_s(), m.throughput_tokens_per_s());
+  check("memory_mib", m.has_memory_mib(), m.memory_mib());
+  return status;
 }
 
 bool IsLauncherHolder(absl::string_view holder) {
@@ -354,7 +374,7 @@ v1::AcquireJobResponse Coordinator::AssignmentLocked(const LiveLease& lease) {
   resp.mutable_lease()->set_ttl_ms(absl::ToInt64Milliseconds(options_.lease_ttl));
   *resp.mutable_job() = job;
   resp.set_campaign_id(job.campaign_id());
-  *resp.mutable_contract() = campaign.campaign.contract();
+  *resp.mutable_contract() = ContractForJobLocked(campaign.campaign, job);
   if (job.kind() == methods::jobs::kDriftCheck) AddDriftCheckInputsLocked(campaign.campaign, resp);
   for (const std::string& other : campaign.job_ids) {
     const v1::Job& dep = jobs_.at(other);
@@ -364,6 +384,22 @@ v1::AcquireJobResponse Coordinator::AssignmentLocked(const LiveLease& lease) {
     }
   }
   return resp;
+}
+
+v1::DeploymentContract Coordinator::ContractForJobLocked(const v1::Campaign& campaign,
+                                                        const v1::Job& job) {
+  const v1::DeploymentContract& contract = campaign.contract();
+  if (!HasRelativeBudget(contract.budget())) return contract;
+  // A drift check judges the source student on the budgets it was held to.
+  const std::string& from = job.kind() == methods::jobs::kDriftCheck
+                                ? campaign.recompress().source_campaign_id()
+                                : campaign.id();
+  absl::StatusOr<v1::Campaign> with_jobs = CampaignWithJobsLocked(from);
+  if (!with_jobs.ok()) return contract;
+  std::vector<const v1::Job*> jobs;
+  for (const v1::Job& j : with_jobs->jobs()) jobs.push_back(&j);
+  const std::optional<v1::ProfileResult> profile = CampaignProfile(jobs);
+  return ResolvedContract(contract, profile.has_value() ? &*profile : nullptr);
 }
 
 absl::StatusOr<v1::AcquireJobResponse> Coordinator::GetAssignment(const std::string& lease_id) {
@@ -573,7 +609,11 @@ absl::StatusOr<v1::CompleteJobResponse> Coordinator::CompleteJob(
       TAILOR_ASSIGN_OR_RETURN(*resp.mutable_job(), store_->GetJob(lease.job_id));
     } else {
       v1::Job& job = uow.Job(lease.job_id);
-      if (req.success()) {
+      const std::string refused =
+          req.success() && job.kind() == methods::jobs::kProfile
+              ? UnresolvableProfile(uow.CampaignView(job.campaign_id()).contract(), req.output())
+              : "";
+      if (req.success() && refused.empty()) {
         uow.EndAttempt(lease.lease_id, "succeeded", "");
         job.set_state(v1::JOB_SUCCEEDED);
         *job.mutable_output() = req.output();
@@ -590,6 +630,8 @@ absl::StatusOr<v1::CompleteJobResponse> Coordinator::CompleteJob(
         if (job.key() == methods::jobs::kDistill) CheckQualityLocked(uow, job);
         if (job.key() == methods::jobs::kDriftCheck) ApplyDriftCheckLocked(uow, job);
         AdvanceCampaignLocked(uow, job.campaign_id());
+      } else if (!refused.empty()) {
+        FailJobAttemptLocked(uow, lease.job_id, refused, /*retryable=*/false, "failed");
       } else {
         FailJobAttemptLocked(uow, lease.job_id,
                              req.error().empty() ? "failed without a message" : req.error(),
@@ -847,6 +889,9 @@ absl::StatusOr<v1::CostTable> Coordinator::PutCostTable(const v1::PutCostTableRe
     return absl::InvalidArgumentError(absl::StrCat(
         "table.parent_architecture: must be empty or 64 lowercase hex digits, got ",
         parent.size(), " bytes"));
+  }
+  if (req.table().has_parent_measured()) {
+    TAILOR_RETURN_IF_ERROR(CheckParentMeasured(req.table().parent_measured()));
   }
   const absl::Time now = clock_->Now();
   v1::CostTable table = req.table();

@@ -10,6 +10,7 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "coordinator/contract_validation.h"
+#include "coordinator/relative_budget.h"
 #include "methods/api/job_kinds.h"
 #include "methods/registry.h"
 
@@ -41,6 +42,25 @@ std::string FingerprintOfDefaulted(const DeploymentContract& c) {
   return Sha256::Hex(absl::StrJoin(lines, "\n"));
 }
 
+// A budget relative to the parent resolves against the parent as a profile job measures it
+// in the target engine; a plan without one could never resolve it.
+absl::Status CheckRelativeBudgetsPlanned(const DeploymentContract& c,
+                                         const std::vector<PlannedJob>& plan) {
+  if (!HasRelativeBudget(c.budget())) return absl::OkStatus();
+  for (const PlannedJob& job : plan) {
+    if (job.kind == methods::jobs::kProfile) return absl::OkStatus();
+  }
+  const v1::Budget& b = c.budget();
+  const char* field = b.has_latency_vs_parent_max()     ? "latency_vs_parent_max"
+                      : b.has_throughput_vs_parent_min() ? "throughput_vs_parent_min"
+                                                         : "memory_vs_parent_max";
+  return absl::InvalidArgumentError(absl::StrCat(
+      "invalid contract: budget.", field, ": a budget relative to the parent needs the parent "
+      "measured in the target engine by a profile job, and this ", v1::Method_Name(c.method()),
+      " campaign plans none (it profiles only to search for a size, e.g. BLOCK_REMOVAL "
+      "without block_removal.blocks_to_remove); state the budget in absolute units"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<PlannedJob>> PlanCampaign(const ValidatedContract& contract) {
@@ -52,7 +72,9 @@ absl::StatusOr<std::vector<PlannedJob>> PlanCampaign(const ValidatedContract& co
   }
   methods::GraphBuilder g(c);
   method->Plan(c, g);
-  return std::move(g).Finish();
+  TAILOR_ASSIGN_OR_RETURN(std::vector<PlannedJob> plan, std::move(g).Finish());
+  TAILOR_RETURN_IF_ERROR(CheckRelativeBudgetsPlanned(c, plan));
+  return plan;
 }
 
 absl::StatusOr<std::vector<PlannedJob>> WithDriftCheck(const DeploymentContract& contract,

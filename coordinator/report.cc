@@ -3,8 +3,11 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/job_output.h"
+#include "coordinator/relative_budget.h"
 #include "methods/api/job_kinds.h"
 #include "methods/api/report_parts.h"
 #include "methods/registry.h"
@@ -119,9 +122,24 @@ void AddDataUse(const v1::Campaign& campaign, v1::CampaignReport& report) {
 
 }  // namespace
 
-v1::CampaignReport BuildReport(const v1::Campaign& campaign, const std::vector<v1::Job>& jobs,
+v1::CampaignReport BuildReport(const v1::Campaign& stored, const std::vector<v1::Job>& jobs,
                                const std::vector<v1::Artifact>& artifacts) {
   v1::CampaignReport report;
+  // Every section judges the budgets the jobs were held to: relative ones resolved against
+  // the parent the profile job measured, and listed with that figure.
+  std::optional<v1::Campaign> resolved;
+  if (HasRelativeBudget(stored.contract().budget())) {
+    std::vector<const v1::Job*> views;
+    for (const v1::Job& j : jobs) views.push_back(&j);
+    const std::optional<v1::ProfileResult> profile = CampaignProfile(views);
+    const v1::ProfileResult* p = profile.has_value() ? &*profile : nullptr;
+    for (v1::RelativeBudget& r : DescribeRelativeBudgets(stored.contract().budget(), p)) {
+      *report.add_relative_budgets() = std::move(r);
+    }
+    resolved = stored;
+    *resolved->mutable_contract() = ResolvedContract(stored.contract(), p);
+  }
+  const v1::Campaign& campaign = resolved.has_value() ? *resolved : stored;
   report.set_campaign_id(campaign.id());
   report.set_state(campaign.state());
   for (const v1::Job& j : jobs) {

@@ -159,6 +159,19 @@ void JudgeBudgets(const v1::Budget& b, v1::JobOutput& out);
 bool IsBadModel(absl::StatusCode code);
 absl::Status BadModel(absl::string_view what, const absl::Status& st);
 
+// The parent's own architecture served kParentServes times as the measure job serves a
+// candidate (ServingEngine::Measure, dummy weights), judged on the median serve
+// (MedianServe): what budgets relative to the parent resolve against
+// (CostTable.parent_measured).
+inline constexpr int kParentServes = 3;
+absl::StatusOr<v1::ModelCosts> MeasureParent(ServingEngine& engine,
+                                             const v1::DeploymentContract& contract,
+                                             const std::string& parent_dir,
+                                             const std::string& work_dir,
+                                             const MlProgressFn& progress);
+
+// profile: the engine's validated cost table of the parent with the parent's measurement
+// (MeasureParent), stored with PutCostTable; a v1::ProfileResult.
 JobHandler MakeProfileHandler(std::shared_ptr<ServingEngine> engine);
 // drift_check: the assignment's source_cost_table re-measured (ServingEngine::Recheck) and the
 // source's student (the input with a model_digest) verified in this engine; the verification

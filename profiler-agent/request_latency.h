@@ -12,17 +12,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/latency_percentile.h"
 #include "compression/costmodel/calm_serving.h"
 #include "compression/engine/workload.h"
 #include "tailor/v1/contract.pb.h"
 #include "tailor/v1/job_output.pb.h"
 
 namespace tailor::profiler {
-
-// Requests served for a percentile: enough that >= 5 samples lie at or above it (p50: 10,
-// p90: 50, p99: 500), and never fewer than `configured`.
-int RepetitionsFor(v1::LatencyPercentile percentile, int configured);
-double PercentileOf(v1::LatencyPercentile percentile);  // 50, 90, 99 (unspecified: 50)
 
 // Sets the judged latency_ms (`percentile` of `request_ms`), what it is (latency_statistic),
 // the throughput it implies, and the p50 / p90 / p99 / median requests and repetitions.

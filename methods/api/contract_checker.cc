@@ -28,7 +28,9 @@ std::string Quote(absl::string_view s) {
 }
 
 bool IsSearchBudgetSet(const v1::Budget& b) {
-  return b.has_latency_ms_max() || b.has_throughput_tokens_per_s_min() || b.has_memory_mib_max();
+  return b.has_latency_ms_max() || b.has_throughput_tokens_per_s_min() || b.has_memory_mib_max() ||
+         b.has_latency_vs_parent_max() || b.has_throughput_vs_parent_min() ||
+         b.has_memory_vs_parent_max();
 }
 
 void ContractChecker::Add(std::string field, std::string reason) {

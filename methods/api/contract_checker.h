@@ -23,7 +23,7 @@ inline constexpr double kUnbounded = std::numeric_limits<double>::infinity();
 
 // The budgets a searching method can steer by, as named in its error messages.
 inline constexpr char kSearchBudgets[] =
-    "latency_ms_max, throughput_tokens_per_s_min, memory_mib_max";
+    "latency_ms_max, throughput_tokens_per_s_min, memory_mib_max (or their *_vs_parent forms)";
 
 // Shortest decimal form that reads back as the same double, so "must be < 0.5, got 0.5" can
 // never happen for a value slightly above 0.5.

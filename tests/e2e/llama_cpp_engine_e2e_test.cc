@@ -6,7 +6,8 @@
 // equivalence gate first (llama.cpp's next-token distribution against tailor's), then the
 // contract's request batch, latency at the contract's percentile of whole requests; between
 // search and distillation, the measured settle serves the search's growth ladder there and
-// takes the largest rung within the budget. Skips,
+// takes the largest rung within the budget; memory is budgeted relative to the parent (at most
+// the parent's, as the profile job measured it there), resolved by the coordinator. Skips,
 // saying so, without node or the package (deploy/install-deps.sh installs both). Two parents:
 // the quickstart's Nemotron-H checkpoint (tailor-train-parent --layout nemotron-h, two steps:
 // pattern M*-M-*M-, per-layer widths in `nemotron_h`), judged at p90, and Qwen3 (one width
@@ -40,7 +41,8 @@ std::string Autocompress(const std::string& parent, const std::string& version,
       "target { device_kind: \"cpu\" engine: \"llama.cpp\" engine_version: \"", version,
       "\" precision: FP32 }\n",
       "workload { batch_size: 1 input_tokens: 16 output_tokens: 8 cached_prefix_tokens: 0 }\n",
-      "budget { latency_ms_max: 5000 latency_percentile: ", percentile, " }\n",
+      "budget { latency_ms_max: 5000 memory_vs_parent_max: 1 latency_percentile: ", percentile,
+      " }\n",
       "ranking { calibration_samples: 8 }\n",
       "search { steps: 2 sampled_architectures: 4 batch_sequences: 4 sequence_length: 32 "
       "settle_rungs: 3 }\n",
@@ -183,6 +185,22 @@ TEST_P(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
   std::printf("latency predicted %.3f ms, measured (%s) %.3f ms in llama.cpp\n",
               latency.value("predicted", 0.0), statistic.c_str(),
               latency.value("measured", 0.0));
+  // Memory is budgeted relative to the parent: at most the parent's own, as the profile job
+  // measured its architecture in llama.cpp (the median of 3 serves); the settle and verify
+  // were held to that figure, and every rung, a part of the parent, is within it.
+  const nlohmann::json parent_measured = profile["parent_measured"];
+  ASSERT_EQ(parent_measured["serve_latency_ms"].size(), 3u) << profile.dump(2);
+  EXPECT_THAT(parent_measured.value("latency_statistic", ""), ::testing::StartsWith(statistic));
+  const double parent_mib = parent_measured.value("memory_mib", 0.0);
+  EXPECT_GT(parent_mib, 0.0);
+  ASSERT_EQ(report["relative_budgets"].size(), 1u) << report.dump(2);
+  const nlohmann::json relative = report["relative_budgets"][0];
+  EXPECT_EQ(relative["resource"], "memory_mib");
+  EXPECT_TRUE(relative.value("resolved", false)) << relative.dump();
+  EXPECT_EQ(relative.value("budget", 0.0), parent_mib);
+  const nlohmann::json memory = BudgetRow(report, "memory_mib");
+  EXPECT_EQ(memory.value("budget", 0.0), parent_mib) << memory.dump();
+  EXPECT_TRUE(memory.value("met", false)) << memory.dump();
   EXPECT_TRUE(BudgetRow(report, "equivalence_max_kl").value("met", false)) << report.dump(2);
   EXPECT_TRUE(BudgetRow(report, "equivalence_argmax_agreement").value("met", false));
   RunResult text = cluster.Cli({"report", id});
@@ -190,6 +208,7 @@ TEST_P(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
   EXPECT_THAT(text.out, HasSubstr("measured in llama.cpp 3.21.1"));
   EXPECT_THAT(text.out, HasSubstr("equivalence gate passed over 512 positions"));
   EXPECT_THAT(text.out, HasSubstr("measured settle: "));
+  EXPECT_THAT(text.out, HasSubstr("memory_mib <= 1 x the parent's "));
   std::printf("%s\n", text.out.c_str());
 }
 

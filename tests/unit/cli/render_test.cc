@@ -482,6 +482,32 @@ TEST(RenderReportTest, RecompressionSaysWhatWasRedoneAndWhy) {
                         "in llama.cpp 3.21.1: ...; not recompressed\n"));
 }
 
+// Budgets relative to the parent: the factor, the parent's measured figure and the budget
+// the jobs were held to, under the student's budgets; "resolved once ..." before the profile.
+TEST(RenderReportTest, RelativeBudgetsShowTheParentsFigure) {
+  v1::CampaignReport r;
+  r.set_campaign_id("cmp-8");
+  r.set_state(v1::CAMPAIGN_RUNNING);
+  v1::RelativeBudget* latency = r.add_relative_budgets();
+  latency->set_resource("latency_ms");
+  latency->set_factor(0.7);
+  v1::RelativeBudget* throughput = r.add_relative_budgets();
+  throughput->set_resource("throughput_tokens_per_s");
+  throughput->set_factor(1.25);
+  EXPECT_THAT(RenderReport(r, Options()),
+              HasSubstr("latency_ms <= 0.7 x the parent's (resolved once the profile job has "
+                        "measured the parent)\nthroughput_tokens_per_s >= 1.25 x the parent's "
+                        "(resolved once the profile job has measured the parent)\n"));
+  latency->set_resolved(true);
+  latency->set_parent(13.9);
+  latency->set_budget(9.73);
+  latency->set_cost_table_id("ct-1");
+  latency->set_parent_statistic("p50 of 15 whole requests");
+  EXPECT_THAT(RenderReport(r, Options()),
+              HasSubstr("latency_ms <= 0.7 x the parent's 13.9 = 9.73 (the parent served in "
+                        "the target engine, cost table ct-1: p50 of 15 whole requests)\n"));
+}
+
 TEST(RenderReportTest, StudentExportsOfAnHfParent) {
   v1::CampaignReport r;
   r.set_campaign_id("cmp-4");

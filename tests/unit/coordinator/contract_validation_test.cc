@@ -405,19 +405,45 @@ const RuleCase kRuleCases[] = {
      nullptr, "budget.weight_memory_mib_max: must be <= budget.memory_mib_max (64), got 100"},
     {"BudgetRequiredForAutocompress", kAutocompress, nullptr,
      [](DeploymentContract& c) { c.clear_budget(); },
-     "budget: at least one of latency_ms_max, throughput_tokens_per_s_min, memory_mib_max is "
-     "required for AUTOCOMPRESS"},
+     "budget: at least one of latency_ms_max, throughput_tokens_per_s_min, memory_mib_max "
+     "(or their *_vs_parent forms) is required for AUTOCOMPRESS"},
     {"WeightBudgetAloneNotEnoughForAutocompress", kAutocompress, nullptr,
      [](DeploymentContract& c) {
        c.clear_budget();
        c.mutable_budget()->set_weight_memory_mib_max(10);
      },
-     "budget: at least one of latency_ms_max, throughput_tokens_per_s_min, memory_mib_max is "
-     "required for AUTOCOMPRESS"},
+     "budget: at least one of latency_ms_max, throughput_tokens_per_s_min, memory_mib_max "
+     "(or their *_vs_parent forms) is required for AUTOCOMPRESS"},
     {"BudgetOrBlocksForBlockRemoval", kBlockRemoval, nullptr,
      [](DeploymentContract& c) { c.mutable_block_removal()->clear_blocks_to_remove(); },
-     "budget: at least one of latency_ms_max, throughput_tokens_per_s_min, memory_mib_max is "
-     "required for BLOCK_REMOVAL unless block_removal.blocks_to_remove is set"},
+     "budget: at least one of latency_ms_max, throughput_tokens_per_s_min, memory_mib_max "
+     "(or their *_vs_parent forms) is required for BLOCK_REMOVAL unless block_removal.blocks_to_remove is set"},
+    {"LatencyVsParentIsAFraction", kAutocompress, nullptr,
+     [](DeploymentContract& c) {
+       c.clear_budget();
+       c.mutable_budget()->set_latency_vs_parent_max(1.5);
+     },
+     "budget.latency_vs_parent_max: must be <= 1, got 1.5"},
+    {"MemoryVsParentPositive", kAutocompress, nullptr,
+     [](DeploymentContract& c) {
+       c.clear_budget();
+       c.mutable_budget()->set_memory_vs_parent_max(0);
+     },
+     "budget.memory_vs_parent_max: must be > 0, got 0"},
+    {"ThroughputVsParentBounded", kAutocompress, nullptr,
+     [](DeploymentContract& c) {
+       c.clear_budget();
+       c.mutable_budget()->set_throughput_vs_parent_min(101);
+     },
+     "budget.throughput_vs_parent_min: must be <= 100, got 101"},
+    {"LatencyVsParentNotBesideAbsolute", kAutocompress, nullptr,
+     [](DeploymentContract& c) {
+       c.clear_budget();
+       c.mutable_budget()->set_latency_ms_max(20);
+       c.mutable_budget()->set_latency_vs_parent_max(0.7);
+     },
+     "budget.latency_vs_parent_max: set budget.latency_ms_max or budget.latency_vs_parent_max, "
+     "not both"},
     {"BudgetRequiredForEntropyCode", kEntropyCode, nullptr,
      [](DeploymentContract& c) { c.clear_budget(); },
      "budget: weight_memory_mib_max or memory_mib_max is required for ENTROPY_CODE"},

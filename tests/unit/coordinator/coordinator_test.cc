@@ -3,6 +3,7 @@
 #include "coordinator/coordinator.h"
 
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -851,9 +852,12 @@ TEST_F(CoordinatorTest, ParentOfAnotherShapeProfilesAgain) {
 // measures `measured_ms`.
 class CostTableCheckTest : public CoordinatorTest {
  protected:
+  // With `parent`, the profile job measured the parent (ProfileResult and table); every
+  // contract a job was handed is kept in handed_ under the job's key.
   v1::Campaign RunCampaign(const v1::DeploymentContract& contract, const std::string& rid,
                            double predicted_ms, double measured_ms,
-                           const std::string& disturbance = "") {
+                           const std::string& disturbance = "",
+                           const v1::ModelCosts* parent = nullptr) {
     RecordingLauncher launcher;
     core_->SetLauncher(&launcher);
     v1::Campaign c = Submit(contract, rid);
@@ -866,6 +870,7 @@ class CostTableCheckTest : public CoordinatorTest {
         a = launcher.launched.front();
         launcher.launched.erase(launcher.launched.begin());
       }
+      handed_[a.job().key()] = a.contract();
       v1::CompleteJobRequest done;
       done.set_lease_id(a.lease().id());
       done.set_success(true);
@@ -878,10 +883,12 @@ class CostTableCheckTest : public CoordinatorTest {
         put.mutable_table()->set_latency_max_error(0.05);
         put.mutable_table()->set_validated_architectures(8);
         put.mutable_table()->set_parent_architecture(ParentKey(contract));
+        if (parent != nullptr) *put.mutable_table()->mutable_parent_measured() = *parent;
         auto table = core_->PutCostTable(put);
         EXPECT_THAT(table, IsOk());
         v1::ProfileResult result;
         result.set_cost_table_id(table.ok() ? table->id() : "");
+        if (parent != nullptr) *result.mutable_parent_measured() = *parent;
         SetDetail(*done.mutable_output(), result);
       } else if (a.job().key() == "search") {
         done.mutable_output()->mutable_predicted()->set_latency_ms(predicted_ms);
@@ -905,7 +912,115 @@ class CostTableCheckTest : public CoordinatorTest {
     auto key = text.ok() ? hf::ParentArchitectureKey(*text) : text.status();
     return key.ok() ? *key : "";
   }
+
+  std::map<std::string, v1::DeploymentContract> handed_;
 };
+
+// The parent as a profile job measures it: p50 20 ms over 15 requests, 3.0 MiB.
+v1::ModelCosts MeasuredParent() {
+  v1::ModelCosts m;
+  m.set_latency_ms(20);
+  m.set_request_p50_ms(20);
+  m.set_request_p90_ms(22);
+  m.set_request_p99_ms(23);
+  m.set_throughput_tokens_per_s(1600);
+  m.set_memory_mib(3.0);
+  m.set_repetitions(15);
+  m.set_latency_statistic("p50 of 15 whole requests");
+  return m;
+}
+
+v1::DeploymentContract RelativeContract(const std::string& parent_dir) {
+  v1::DeploymentContract c = AutocompressContract();
+  c.mutable_parent()->set_path(parent_dir);
+  c.mutable_budget()->clear_latency_ms_max();
+  c.mutable_budget()->set_latency_vs_parent_max(0.7);
+  c.mutable_budget()->set_memory_vs_parent_max(0.9);
+  return c;
+}
+
+// Every job after the profile is handed the budgets resolved against the parent the profile
+// measured; the report lists both; a later campaign reusing the table resolves the same.
+TEST_F(CostTableCheckTest, BudgetsRelativeToTheParentResolveAgainstItsMeasurement) {
+  const v1::DeploymentContract contract = RelativeContract(WriteParentConfig(dir_ / "p", 64));
+  const v1::ModelCosts parent = MeasuredParent();
+  const v1::Campaign c = RunCampaign(contract, "r1", 13.5, 13.8, "", &parent);
+  ASSERT_EQ(c.state(), v1::CAMPAIGN_SUCCEEDED);
+  EXPECT_FALSE(handed_.at("profile").budget().has_latency_ms_max());
+  for (const char* key : {"search", "distill", "verify"}) {
+    const v1::Budget& b = handed_.at(key).budget();
+    EXPECT_DOUBLE_EQ(b.latency_ms_max(), 0.7 * 20) << key;
+    EXPECT_DOUBLE_EQ(b.memory_mib_max(), 0.9 * 3.0) << key;
+    EXPECT_DOUBLE_EQ(b.latency_vs_parent_max(), 0.7) << key;
+  }
+  EXPECT_FALSE(c.contract().budget().has_latency_ms_max()) << "the stored contract is as sent";
+  auto report = core_->GetReport(c.id());
+  ASSERT_THAT(report, IsOk());
+  ASSERT_EQ(report->relative_budgets_size(), 2);
+  EXPECT_EQ(report->relative_budgets(0).resource(), "latency_ms");
+  EXPECT_TRUE(report->relative_budgets(0).resolved());
+  EXPECT_DOUBLE_EQ(report->relative_budgets(0).parent(), 20);
+  EXPECT_DOUBLE_EQ(report->relative_budgets(0).budget(), 14);
+  EXPECT_EQ(report->relative_budgets(0).cost_table_id(), c.cost_table_check().cost_table_id());
+  ASSERT_GE(report->budgets_size(), 1);
+  EXPECT_EQ(report->budgets(0).resource(), "latency_ms");
+  EXPECT_DOUBLE_EQ(report->budgets(0).budget(), 14);
+  EXPECT_DOUBLE_EQ(report->budgets(0).measured(), 13.8);
+  EXPECT_TRUE(report->budgets(0).met());
+
+  handed_.clear();
+  const v1::Campaign c2 = RunCampaign(contract, "r2", 13.5, 13.8);
+  ASSERT_EQ(c2.state(), v1::CAMPAIGN_SUCCEEDED);
+  EXPECT_EQ(c2.jobs(0).state(), v1::JOB_SKIPPED);
+  EXPECT_EQ(handed_.count("profile"), 0u);
+  EXPECT_DOUBLE_EQ(handed_.at("search").budget().latency_ms_max(), 14);
+}
+
+// A table stored before the parent was measured cannot resolve the budgets: the campaign
+// profiles again, and says why.
+TEST_F(CostTableCheckTest, ATableWithoutTheParentIsNotReusedForRelativeBudgets) {
+  v1::DeploymentContract absolute = AutocompressContract();
+  absolute.mutable_parent()->set_path(WriteParentConfig(dir_ / "p", 64));
+  ASSERT_EQ(RunCampaign(absolute, "a1", 38, 37).state(), v1::CAMPAIGN_SUCCEEDED);
+  const v1::Campaign c = Submit(RelativeContract(absolute.parent().path()), "r1");
+  EXPECT_EQ(c.jobs(0).kind(), "profile");
+  EXPECT_NE(c.jobs(0).state(), v1::JOB_SKIPPED);
+  EXPECT_THAT(EventTypes(c.id()), ::testing::Contains("cost_table_not_reused"));
+}
+
+// A profile result without the parent would leave the later jobs without budgets: refused,
+// and the campaign fails naming why rather than search unbounded.
+TEST_F(CoordinatorTest, AProfileWithoutTheParentFailsARelativeCampaign) {
+  const v1::DeploymentContract contract = RelativeContract(WriteParentConfig(dir_ / "p", 64));
+  const v1::Campaign c = Submit(contract, "r1");
+  v1::AcquireJobResponse a = TryAcquire(RegisterAgent("cpu-box"));
+  ASSERT_EQ(a.job().kind(), "profile");
+  v1::CompleteJobRequest done;
+  done.set_lease_id(a.lease().id());
+  done.set_success(true);
+  SetDetail(*done.mutable_output(), v1::ProfileResult());
+  ASSERT_THAT(core_->CompleteJob(done), IsOk());
+  const v1::Campaign after = Get(c.id());
+  EXPECT_EQ(after.state(), v1::CAMPAIGN_FAILED);
+  EXPECT_EQ(after.jobs(0).state(), v1::JOB_FAILED);
+  EXPECT_EQ(after.jobs(0).error(),
+            "profile result holds no measurement of the parent, which the contract's budgets "
+            "relative to the parent need (an agent older than those budgets?)");
+}
+
+TEST_F(CoordinatorTest, CostTableParentMeasurementMustHoldFigures) {
+  Submit(RelativeContract(WriteParentConfig(dir_ / "p", 64)), "r1");
+  v1::AcquireJobResponse a = TryAcquire(RegisterAgent("cpu-box"));
+  ASSERT_EQ(a.job().kind(), "profile");
+  v1::PutCostTableRequest put;
+  put.set_lease_id(a.lease().id());
+  put.mutable_table()->add_entries()->set_layer_kind("mlp");
+  *put.mutable_table()->mutable_parent_measured() = MeasuredParent();
+  put.mutable_table()->mutable_parent_measured()->set_memory_mib(-1);
+  EXPECT_THAT(core_->PutCostTable(put),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "table.parent_measured.memory_mib: must be finite and > 0, got -1"));
+}
 
 TEST_F(CostTableCheckTest, VerifyWithinTheValidatedErrorKeepsTheTable) {
   v1::DeploymentContract contract = AutocompressContract();

@@ -15,6 +15,7 @@
 namespace tailor::coordinator {
 namespace {
 
+using ::tailor::testing::IsOk;
 using ::tailor::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -197,6 +198,27 @@ TEST(PlanCampaignTest, BudgetDrivenBlockRemovalProfilesFirst) {
                           "solve:solve:launcher<-gate_gradients,profile",
                           "evaluate_candidates:evaluate_candidates:launcher<-solve",
                           "verify:verify:agent<-evaluate_candidates"));
+}
+
+// A budget relative to the parent resolves against the profile job's measurement of the
+// parent: a plan without a profile job is refused at submission, naming the budget.
+TEST(PlanCampaignTest, RelativeBudgetsNeedAPlanThatProfiles) {
+  DeploymentContract fixed = Parse(kBlockRemoval, "budget { latency_vs_parent_max: 0.7 }");
+  EXPECT_THAT(
+      PlanCampaign(fixed),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "invalid contract: budget.latency_vs_parent_max: a budget relative to the "
+               "parent needs the parent measured in the target engine by a profile job, and "
+               "this BLOCK_REMOVAL campaign plans none (it profiles only to search for a "
+               "size, e.g. BLOCK_REMOVAL without block_removal.blocks_to_remove); state the "
+               "budget in absolute units"));
+  DeploymentContract driven = fixed;
+  driven.mutable_block_removal()->clear_blocks_to_remove();
+  EXPECT_THAT(PlanCampaign(driven), IsOk());
+  DeploymentContract autocompress = Parse(kAutocompress);
+  autocompress.mutable_budget()->clear_memory_mib_max();
+  autocompress.mutable_budget()->set_memory_vs_parent_max(0.9);
+  EXPECT_THAT(PlanCampaign(autocompress), IsOk());
 }
 
 TEST(PlanCampaignTest, BlockRemovalWithDistillation) {
