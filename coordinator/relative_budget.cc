@@ -122,7 +122,9 @@ std::vector<v1::RelativeBudget> DescribeRelativeBudgets(const v1::Budget& b,
       profile != nullptr && profile->has_parent_measured() ? &profile->parent_measured()
                                                            : nullptr;
   std::vector<v1::RelativeBudget> rows;
-  auto add = [&](const char* resource, double factor,
+  // The statistic says which requests a latency or throughput figure is of; memory is
+  // what the engine allocated, whatever the requests.
+  auto add = [&](const char* resource, double factor, bool timed,
                  const std::function<absl::StatusOr<double>(const v1::ModelCosts&)>& figure) {
     v1::RelativeBudget& r = rows.emplace_back();
     r.set_resource(resource);
@@ -133,20 +135,20 @@ std::vector<v1::RelativeBudget> DescribeRelativeBudgets(const v1::Budget& b,
     r.set_resolved(true);
     r.set_parent(*v);
     r.set_budget(factor * *v);
-    r.set_parent_statistic(parent->latency_statistic());
+    if (timed) r.set_parent_statistic(parent->latency_statistic());
     r.set_cost_table_id(profile->cost_table_id());
   };
   const v1::LatencyPercentile p = b.latency_percentile();
   if (b.has_latency_vs_parent_max()) {
-    add("latency_ms", b.latency_vs_parent_max(),
+    add("latency_ms", b.latency_vs_parent_max(), true,
         [p](const v1::ModelCosts& m) { return ParentLatency(p, m); });
   }
   if (b.has_throughput_vs_parent_min()) {
-    add("throughput_tokens_per_s", b.throughput_vs_parent_min(),
+    add("throughput_tokens_per_s", b.throughput_vs_parent_min(), true,
         [p](const v1::ModelCosts& m) { return ParentThroughput(p, m); });
   }
   if (b.has_memory_vs_parent_max()) {
-    add("memory_mib", b.memory_vs_parent_max(),
+    add("memory_mib", b.memory_vs_parent_max(), false,
         [](const v1::ModelCosts& m) { return ParentMemory(m); });
   }
   return rows;

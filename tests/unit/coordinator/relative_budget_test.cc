@@ -117,6 +117,7 @@ TEST(DescribeRelativeBudgetsTest, OneRowPerBudgetResolvedOnceMeasured) {
   EXPECT_EQ(rows[0].parent_statistic(), Parent().latency_statistic());
   EXPECT_DOUBLE_EQ(rows[1].parent(), 2.96);
   EXPECT_DOUBLE_EQ(rows[1].budget(), 0.9 * 2.96);
+  EXPECT_EQ(rows[1].parent_statistic(), "");  // memory is not of the requests
 }
 
 TEST(UnresolvableProfileTest, SaysWhyAProfileResultCannotServeTheContract) {
