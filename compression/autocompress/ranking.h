@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -49,6 +50,8 @@ struct Importance {
   // the unit scores above, which are shares WITHIN one axis and so cannot weigh axes against
   // each other. Empty: not measured.
   std::vector<std::vector<double>> axis_kd;
+  // Why axis_kd was not measured ("" when it was, or nothing tried): MeasureAxisKd's limits.
+  std::string axis_kd_skipped;
 };
 
 // Accumulates scores from forward passes; pass it as ForwardOptions::observer.

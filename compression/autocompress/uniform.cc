@@ -638,16 +638,57 @@ int BranchStart(const std::vector<LadderRung>& ladder, const Budgets& budgets) {
   return 0;
 }
 
+namespace {
+
+// The ranked parent's logits on each batch (what every candidate is compared with).
+absl::StatusOr<std::vector<at::Tensor>> TeacherLogits(model::HybridLM& ranked_parent,
+                                                      const std::vector<at::Tensor>& batches) {
+  std::vector<at::Tensor> teacher;
+  for (const at::Tensor& b : batches) {
+    TAILOR_ASSIGN_OR_RETURN(model::ForwardOutput t, ranked_parent->Forward(b));
+    teacher.push_back(t.logits);
+  }
+  return teacher;
+}
+
+// Mean KL(teacher || candidate) over the batches, per candidate.
+absl::StatusOr<std::vector<double>> KdAgainst(model::HybridLM& ranked_parent,
+                                              const SearchSpace& space,
+                                              const std::vector<std::vector<int>>& candidates,
+                                              const std::vector<at::Tensor>& batches,
+                                              const std::vector<at::Tensor>& teacher) {
+  std::vector<double> out;
+  for (const std::vector<int>& indices : candidates) {
+    TAILOR_ASSIGN_OR_RETURN(Student s, ExtractStudent(ranked_parent, space, indices));
+    double sum = 0;
+    for (size_t b = 0; b < batches.size(); ++b) {
+      TAILOR_ASSIGN_OR_RETURN(model::ForwardOutput o, s.model->Forward(batches[b]));
+      sum += ForwardKl(teacher[b], o.logits).item<double>();
+    }
+    out.push_back(sum / static_cast<double>(batches.size()));
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::Status MeasureAxisKd(model::HybridLM& ranked_parent, const SearchSpace& space,
                            const std::vector<at::Tensor>& batches, Importance& importance,
-                           int max_evaluations) {
+                           const AxisKdLimits& limits) {
+  importance.axis_kd.clear();
+  importance.axis_kd_skipped.clear();
+  if (batches.empty()) return absl::InvalidArgumentError("MeasureAxisKd: no batches");
   std::vector<int> widest;
   int narrower = 0;
   for (const ChoiceAxis& axis : space.axes) {
     widest.push_back(static_cast<int>(axis.widths.size()) - 1);
     narrower += widest.back();
   }
-  if (narrower > max_evaluations) return absl::OkStatus();
+  if (narrower > limits.max_evaluations) {
+    importance.axis_kd_skipped = absl::StrCat(narrower, " axis steps, over the ",
+                                              limits.max_evaluations, " measured at most");
+    return absl::OkStatus();
+  }
   std::vector<std::vector<int>> candidates;
   for (size_t a = 0; a < space.axes.size(); ++a) {
     for (int i = 0; i < widest[a]; ++i) {
@@ -655,8 +696,27 @@ absl::Status MeasureAxisKd(model::HybridLM& ranked_parent, const SearchSpace& sp
       candidates.back()[a] = i;
     }
   }
-  TAILOR_ASSIGN_OR_RETURN(std::vector<double> kd,
-                          HeldOutKd(ranked_parent, space, candidates, batches));
+  std::vector<double> kd;
+  try {
+    torch::NoGradGuard no_grad;
+    const absl::Time start = limits.now();
+    TAILOR_ASSIGN_OR_RETURN(std::vector<at::Tensor> teacher, TeacherLogits(ranked_parent, batches));
+    // A sliced candidate is never larger than the parent, so the parent's own forward bounds
+    // each one: a large parent on a slow host is caught before the minutes are spent.
+    const absl::Duration each = limits.now() - start;
+    if (each * narrower > limits.max_time) {
+      importance.axis_kd_skipped = absl::StrFormat(
+          "%d axis steps projected at %s (%s each, the parent's own forward), over the %s "
+          "allowed",
+          narrower, absl::FormatDuration(absl::Trunc(each * narrower, absl::Seconds(1))),
+          absl::FormatDuration(absl::Trunc(each, absl::Milliseconds(1))),
+          absl::FormatDuration(limits.max_time));
+      return absl::OkStatus();
+    }
+    TAILOR_ASSIGN_OR_RETURN(kd, KdAgainst(ranked_parent, space, candidates, batches, teacher));
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("MeasureAxisKd: ", e.what_without_backtrace()));
+  }
   importance.axis_kd.assign(space.axes.size(), {});
   size_t next = 0;
   for (size_t a = 0; a < space.axes.size(); ++a) {
@@ -671,27 +731,14 @@ absl::StatusOr<std::vector<double>> HeldOutKd(model::HybridLM& ranked_parent,
                                               const std::vector<std::vector<int>>& candidates,
                                               const std::vector<at::Tensor>& eval_batches) {
   if (eval_batches.empty()) return absl::InvalidArgumentError("HeldOutKd: no evaluation batches");
-  std::vector<double> out;
   try {
     torch::NoGradGuard no_grad;
-    std::vector<at::Tensor> teacher;
-    for (const at::Tensor& b : eval_batches) {
-      TAILOR_ASSIGN_OR_RETURN(model::ForwardOutput t, ranked_parent->Forward(b));
-      teacher.push_back(t.logits);
-    }
-    for (const std::vector<int>& indices : candidates) {
-      TAILOR_ASSIGN_OR_RETURN(Student s, ExtractStudent(ranked_parent, space, indices));
-      double sum = 0;
-      for (size_t b = 0; b < eval_batches.size(); ++b) {
-        TAILOR_ASSIGN_OR_RETURN(model::ForwardOutput o, s.model->Forward(eval_batches[b]));
-        sum += ForwardKl(teacher[b], o.logits).item<double>();
-      }
-      out.push_back(sum / static_cast<double>(eval_batches.size()));
-    }
+    TAILOR_ASSIGN_OR_RETURN(std::vector<at::Tensor> teacher,
+                            TeacherLogits(ranked_parent, eval_batches));
+    return KdAgainst(ranked_parent, space, candidates, eval_batches, teacher);
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("HeldOutKd: ", e.what_without_backtrace()));
   }
-  return out;
 }
 
 std::vector<std::string> DescribeLayers(const HybridConfig& config) {

@@ -18,11 +18,14 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "compression/autocompress/ranking.h"
 #include "compression/autocompress/search.h"
 #include "compression/autocompress/space.h"
@@ -191,11 +194,20 @@ int BranchStart(const std::vector<LadderRung>& ladder, const Budgets& budgets);
 // as much as halving one MLP; on the quickstart's Nemotron-H parent the repair
 // then halved the Mamba heads, which cost ~3x the KD of halving MLP and attention widths
 // (uniform baseline's scoring, 2026-12-06), and its student lost to the uniform baseline.
-// One sliced forward per choice: skipped (axis_kd left empty, the unit scores used) when
-// the space has more than `max_evaluations` narrower choices.
+// One sliced forward per choice: skipped (axis_kd left empty, the unit scores used, the
+// reason in importance.axis_kd_skipped) when the space has more than `max_evaluations`
+// narrower choices, or when that many forwards, each priced at the parent's own forward over
+// `batches` (timed first), would take longer than `max_time`.
+struct AxisKdLimits {
+  int max_evaluations = 256;
+  // A bounded share of a search: the quickstart's parent needs ~2 s in all; a 1B parent on
+  // a 2-core CPU would need hours, and its search is not what such a host is for anyway.
+  absl::Duration max_time = absl::Minutes(10);
+  std::function<absl::Time()> now = [] { return absl::Now(); };  // tests inject their own
+};
 absl::Status MeasureAxisKd(model::HybridLM& ranked_parent, const SearchSpace& space,
                            const std::vector<at::Tensor>& batches, Importance& importance,
-                           int max_evaluations = 256);
+                           const AxisKdLimits& limits = {});
 
 // The mean KL(teacher || student) over `eval_batches` of each architecture (choice indices)
 // sliced from `ranked_parent` without training: how the uniform baseline ranks its

@@ -209,6 +209,27 @@ std::string CampaignsSection(const v1::ListCampaignsResponse& list, const PageCo
   return h;
 }
 
+// Budgets the contract states relative to the parent, with the parent's figure measured in
+// the target engine and what they resolved to (the budgets table shows the latter).
+std::string RelativeBudgetsList(const v1::CampaignReport& r) {
+  if (r.relative_budgets_size() == 0) return "";
+  std::string h = "<ul id=\"relative_budgets\">";
+  for (const v1::RelativeBudget& b : r.relative_budgets()) {
+    const bool floor = b.resource().find("throughput") != std::string::npos;
+    absl::StrAppend(&h, "<li data-resource=\"", Esc(b.resource()), "\">", Esc(b.resource()),
+                    floor ? " &ge; " : " &le; ", Num(b.factor()), " &times; the parent's");
+    if (b.resolved()) {
+      absl::StrAppend(&h, " ", Num(b.parent()), " = <span data-field=\"budget\">",
+                      Num(b.budget()), "</span> (measured in the target engine, cost table ",
+                      Esc(b.cost_table_id()), ")");
+    } else {
+      absl::StrAppend(&h, " (resolved once the profile job has measured the parent)");
+    }
+    absl::StrAppend(&h, "</li>");
+  }
+  return h + "</ul>";
+}
+
 std::string ReportSection(const v1::CampaignReport& r) {
   std::string h = "<section id=\"report\"><h2>Report</h2>";
   absl::StrAppend(&h,
@@ -225,8 +246,9 @@ std::string ReportSection(const v1::CampaignReport& r) {
                     b.has_measured() ? (b.met() ? "yes" : "<strong>no</strong>") : "not measured",
                     "</td></tr>");
   }
+  absl::StrAppend(&h, "</tbody></table>", RelativeBudgetsList(r));
   absl::StrAppend(&h,
-                  "</tbody></table><h3>Quality vs baseline</h3><table id=\"quality\"><thead><tr>"
+                  "<h3>Quality vs baseline</h3><table id=\"quality\"><thead><tr>"
                   "<th>Model</th><th>KD loss</th><th>Task accuracy</th><th>Parameters</th>"
                   "</tr></thead><tbody>");
   if (r.quality_size() == 0) absl::StrAppend(&h, "<tr><td colspan=\"4\">not measured yet</td></tr>");

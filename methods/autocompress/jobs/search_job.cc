@@ -755,6 +755,11 @@ absl::StatusOr<v1::JobOutput> RunSearchJob(WorkerContext& ctx) {
   if (ctx.contract().search().settle_rungs() > 0) {
     TAILOR_RETURN_IF_ERROR(AddSettleLadder(ctx, in, plan, repair, output, result));
   }
+  if (in.importance.has_value() && !in.importance->axis_kd_skipped.empty()) {
+    result.set_axis_kd_skipped(in.importance->axis_kd_skipped);
+    spdlog::warn("search: axis steps priced by unit scores, their KD not measured: {}",
+                 in.importance->axis_kd_skipped);
+  }
   SetDetail(output, result);
   ctx.Progress(1.0, Clip(absl::StrCat("extracted after ", sr.steps_run, " steps",
                                       repair.repaired ? " (repaired)" : "", ": ",

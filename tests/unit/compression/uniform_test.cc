@@ -300,9 +300,15 @@ TEST(UniformTest, MeasureAxisKdScoresEveryNarrowerChoiceAlone) {
     narrower += widest.back();
   }
   Importance imp;
-  ASSERT_TRUE(MeasureAxisKd(*parent, f.space, batches, imp, narrower - 1).ok());
+  AxisKdLimits limits;
+  limits.max_evaluations = narrower - 1;
+  ASSERT_TRUE(MeasureAxisKd(*parent, f.space, batches, imp, limits).ok());
   EXPECT_TRUE(imp.axis_kd.empty());
-  ASSERT_TRUE(MeasureAxisKd(*parent, f.space, batches, imp, narrower).ok());
+  EXPECT_EQ(imp.axis_kd_skipped, absl::StrCat(narrower, " axis steps, over the ", narrower - 1,
+                                               " measured at most"));
+  limits.max_evaluations = narrower;
+  ASSERT_TRUE(MeasureAxisKd(*parent, f.space, batches, imp, limits).ok());
+  EXPECT_EQ(imp.axis_kd_skipped, "");
   ASSERT_EQ(imp.axis_kd.size(), f.space.axes.size());
   for (size_t a = 0; a < f.space.axes.size(); ++a) {
     ASSERT_EQ(imp.axis_kd[a].size(), f.space.axes[a].widths.size()) << a;
@@ -314,6 +320,35 @@ TEST(UniformTest, MeasureAxisKdScoresEveryNarrowerChoiceAlone) {
     EXPECT_NEAR(imp.axis_kd[a][0], kd->front(), 1e-9) << f.space.axes[a].name;
     EXPECT_GT(imp.axis_kd[a][0], 0.0) << f.space.axes[a].name;
   }
+}
+
+// The steps are priced at the parent's own forward before any is taken: on a clock that
+// moves 2 s per reading (the parent's forward: 2 s), N steps project to 2N s, which a
+// budget of 2N - 1 s refuses (nothing measured, the reason kept) and one of 2N s allows.
+TEST(UniformTest, MeasureAxisKdIsSkippedWhenItsProjectedTimeIsOverTheLimit) {
+  Fixture f;
+  torch::manual_seed(0);
+  absl::StatusOr<model::HybridLM> parent = model::CreateHybridLM(f.parent, 3);
+  ASSERT_TRUE(parent.ok());
+  const std::vector<at::Tensor> batches = {torch::randint(0, 20, {3, 8}, torch::kLong)};
+  int narrower = 0;
+  for (const ChoiceAxis& a : f.space.axes) narrower += static_cast<int>(a.widths.size()) - 1;
+  absl::Time t = absl::UnixEpoch();
+  AxisKdLimits limits;
+  limits.now = [&t] { return t += absl::Seconds(2); };
+  limits.max_time = absl::Seconds(2 * narrower - 1);
+  Importance imp;
+  ASSERT_TRUE(MeasureAxisKd(*parent, f.space, batches, imp, limits).ok());
+  EXPECT_TRUE(imp.axis_kd.empty());
+  EXPECT_EQ(imp.axis_kd_skipped,
+            absl::StrCat(narrower, " axis steps projected at ",
+                         absl::FormatDuration(absl::Seconds(2 * narrower)),
+                         " (2s each, the parent's own forward), over the ",
+                         absl::FormatDuration(absl::Seconds(2 * narrower - 1)), " allowed"));
+  limits.max_time = absl::Seconds(2 * narrower);
+  ASSERT_TRUE(MeasureAxisKd(*parent, f.space, batches, imp, limits).ok());
+  EXPECT_EQ(imp.axis_kd.size(), f.space.axes.size());
+  EXPECT_EQ(imp.axis_kd_skipped, "");
 }
 
 // With measured KD per axis step, the repair prices a step by it: the same unit scores that

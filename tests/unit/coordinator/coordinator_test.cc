@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -916,6 +917,17 @@ class CostTableCheckTest : public CoordinatorTest {
   std::map<std::string, v1::DeploymentContract> handed_;
 };
 
+// An agent of the built-in engine's next version that runs drift checks: an engine upgrade.
+v1::AgentInfo UpgradedAgent(const std::string& name) {
+  v1::AgentInfo info;
+  info.set_name(name);
+  info.set_device_kind("cpu");
+  info.set_engine("tailor-builtin");
+  info.set_engine_version("2");
+  for (const char* kind : {"drift_check", "profile", "verify"}) info.add_job_kinds(kind);
+  return info;
+}
+
 // The parent as a profile job measures it: p50 20 ms over 15 requests, 3.0 MiB.
 v1::ModelCosts MeasuredParent() {
   v1::ModelCosts m;
@@ -1104,16 +1116,9 @@ TEST_F(CostTableCheckTest, RecompressRedoesOnlyWhatTheDriftCheckFoundChanged) {
   ASSERT_EQ(b.state(), v1::CAMPAIGN_SUCCEEDED);
   const std::string table_b = b.cost_table_check().cost_table_id();
 
-  v1::AgentInfo info;
-  info.set_name("upgraded");
-  info.set_device_kind("cpu");
-  info.set_engine("tailor-builtin");
-  info.set_engine_version("2");
-  for (const char* kind : {"drift_check", "profile", "verify"}) info.add_job_kinds(kind);
-  auto upgraded = core_->Register(info);
+  auto upgraded = core_->Register(UpgradedAgent("upgraded"));
   ASSERT_THAT(upgraded, IsOk());
-  info.set_name("upgraded-2");
-  auto upgraded2 = core_->Register(info);
+  auto upgraded2 = core_->Register(UpgradedAgent("upgraded-2"));
   ASSERT_THAT(upgraded2, IsOk());
   v1::RecompressRequest req;
   req.set_engine_version("2");
@@ -1210,6 +1215,55 @@ TEST_F(CostTableCheckTest, RecompressRedoesOnlyWhatTheDriftCheckFoundChanged) {
   v1::DeploymentContract later = loose;
   later.mutable_target()->set_engine_version("2");
   EXPECT_EQ(Submit(later, "b2").jobs(0).state(), v1::JOB_SKIPPED);
+}
+
+// A drift check judges the source student on the budgets the source campaign resolved; a
+// table carried over keeps the parent it measured, so the recompression resolves the same.
+TEST_F(CostTableCheckTest, RecompressJudgesRelativeBudgetsOnTheSourcesParent) {
+  v1::DeploymentContract contract = RelativeContract(WriteParentConfig(dir_ / "p", 64));
+  contract.set_recurring(true);
+  const v1::ModelCosts parent = MeasuredParent();
+  const v1::Campaign source = RunCampaign(contract, "s", 13.5, 13.8, "", &parent);
+  ASSERT_EQ(source.state(), v1::CAMPAIGN_SUCCEEDED);
+  auto upgraded = core_->Register(UpgradedAgent("upgraded"));
+  ASSERT_THAT(upgraded, IsOk());
+  v1::RecompressRequest req;
+  req.set_engine_version("2");
+  auto recompress = core_->Recompress(req);
+  ASSERT_THAT(recompress, IsOk());
+  ASSERT_EQ(recompress->entries_size(), 1);
+  const v1::AcquireJobResponse check = TryAcquire(upgraded->agent_id());
+  ASSERT_EQ(check.job().kind(), "drift_check");
+  EXPECT_DOUBLE_EQ(check.contract().budget().latency_ms_max(), 14);
+  EXPECT_DOUBLE_EQ(check.contract().budget().memory_mib_max(), 2.7);
+  v1::CompleteJobRequest done;
+  done.set_lease_id(check.lease().id());
+  done.set_success(true);
+  v1::DriftCheckResult d;
+  d.set_cost_table_id(check.source_cost_table().id());
+  d.set_bound(0.05);
+  d.set_table_holds(true);
+  d.set_budgets_hold(true);
+  SetDetail(*done.mutable_output(), d);
+  for (const auto& [resource, budget, measured] :
+       {std::tuple<const char*, double, double>{"latency_ms", 14, 13.9},
+        {"memory_mib", 2.7, 2.6}}) {
+    v1::BudgetCheck* row = done.mutable_output()->add_budgets();
+    row->set_resource(resource);
+    row->set_budget(budget);
+    row->set_measured(measured);
+    row->set_met(true);
+  }
+  ASSERT_THAT(core_->CompleteJob(done), IsOk());
+  const v1::Campaign kept = Get(recompress->entries(0).new_campaign_id());
+  ASSERT_EQ(kept.state(), v1::CAMPAIGN_SUCCEEDED);
+  auto report = core_->GetReport(kept.id());
+  ASSERT_THAT(report, IsOk());
+  ASSERT_EQ(report->relative_budgets_size(), 2);
+  EXPECT_TRUE(report->relative_budgets(0).resolved());
+  EXPECT_DOUBLE_EQ(report->relative_budgets(0).budget(), 14);
+  EXPECT_EQ(report->relative_budgets(0).cost_table_id(),
+            kept.recompress().carried_cost_table_id());
 }
 
 TEST_F(CoordinatorTest, CostTableParentArchitectureMustBeAKey) {

@@ -336,6 +336,27 @@ TEST(PagesTest, EscapesUserStrings) {
   EXPECT_EQ(HtmlEscape("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
 }
 
+TEST(PagesTest, ReportListsBudgetsRelativeToTheParent) {
+  CampaignPageData d;
+  d.campaign.set_id("c-1");
+  v1::CampaignReport r;
+  v1::RelativeBudget* latency = r.add_relative_budgets();
+  latency->set_resource("latency_ms");
+  latency->set_factor(0.8);
+  latency->set_resolved(true);
+  latency->set_parent(12.53);
+  latency->set_budget(10.024);
+  latency->set_cost_table_id("ct-<1>");
+  r.add_relative_budgets()->set_resource("memory_mib");
+  d.report = r;
+  const std::string html = CampaignLive(d, PageContext());
+  EXPECT_THAT(html, HasSubstr("<li data-resource=\"latency_ms\">latency_ms &le; 0.8 &times; "
+                              "the parent's 12.53 = <span data-field=\"budget\">10.02</span> "
+                              "(measured in the target engine, cost table ct-&lt;1&gt;)</li>"));
+  EXPECT_THAT(html, HasSubstr("memory_mib &le; 0 &times; the parent's (resolved once the "
+                              "profile job has measured the parent)"));
+}
+
 TEST(PagesTest, CurvesKeepTheLastReportOfEachStepInGraphOrder) {
   v1::Campaign c;
   v1::Job* search = c.add_jobs();
