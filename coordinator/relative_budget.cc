@@ -22,14 +22,15 @@ absl::Status Missing(const std::string& budget, const std::string& figure) {
       " (a cost table profiled before tailor measured the parent, or a bad agent result)"));
 }
 
-// The parent's whole-request latency at the contract's percentile.
+// The parent's whole-request latency at the contract's percentile, for `budget`.
 absl::StatusOr<double> ParentLatency(v1::LatencyPercentile percentile,
-                                     const v1::ModelCosts& parent) {
+                                     const v1::ModelCosts& parent,
+                                     const std::string& budget = "latency_vs_parent_max") {
   const int p = static_cast<int>(PercentileOf(percentile));
   const int needed = RepetitionsFor(percentile);
   if (parent.repetitions() < needed) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "budget.latency_vs_parent_max: the parent was measured over ", parent.repetitions(),
+        "budget.", budget, ": the parent was measured over ", parent.repetitions(),
         " requests, too few for its p", p, " (needs ", needed, ")"));
   }
   const bool has = p == 99 ? parent.has_request_p99_ms()
@@ -38,9 +39,7 @@ absl::StatusOr<double> ParentLatency(v1::LatencyPercentile percentile,
   const double v = p == 99 ? parent.request_p99_ms()
                  : p == 90 ? parent.request_p90_ms()
                            : parent.request_p50_ms();
-  if (!UsableFigure(has, v)) {
-    return Missing("latency_vs_parent_max", absl::StrCat("p", p, " request latency"));
-  }
+  if (!UsableFigure(has, v)) return Missing(budget, absl::StrCat("p", p, " request latency"));
   return v;
 }
 
@@ -52,9 +51,9 @@ absl::StatusOr<double> ParentThroughput(v1::LatencyPercentile percentile,
       !UsableFigure(parent.has_latency_ms(), parent.latency_ms())) {
     return Missing("throughput_vs_parent_min", "throughput");
   }
-  absl::StatusOr<double> latency = ParentLatency(percentile, parent);
-  if (!latency.ok()) return Missing("throughput_vs_parent_min", "request latency");
-  return parent.throughput_tokens_per_s() * parent.latency_ms() / *latency;
+  TAILOR_ASSIGN_OR_RETURN(double latency,
+                          ParentLatency(percentile, parent, "throughput_vs_parent_min"));
+  return parent.throughput_tokens_per_s() * parent.latency_ms() / latency;
 }
 
 absl::StatusOr<double> ParentMemory(const v1::ModelCosts& parent) {

@@ -52,6 +52,12 @@ TEST(ResolveRelativeBudgetsTest, LatencyAtTheContractsPercentileWithEnoughReques
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        "budget.latency_vs_parent_max: the parent was measured over 15 "
                        "requests, too few for its p90 (needs 50)"));
+  v1::Budget throughput_only = b;
+  throughput_only.clear_latency_vs_parent_max();
+  EXPECT_THAT(ResolveRelativeBudgets(throughput_only, Parent()),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "budget.throughput_vs_parent_min: the parent was measured over 15 "
+                       "requests, too few for its p90 (needs 50)"));
   v1::ModelCosts parent = Parent();
   parent.set_repetitions(50);
   absl::StatusOr<v1::Budget> r = ResolveRelativeBudgets(b, parent);
