@@ -394,10 +394,17 @@ v1::DeploymentContract Coordinator::ContractForJobLocked(const v1::Campaign& cam
   const std::string& from = job.kind() == methods::jobs::kDriftCheck
                                 ? campaign.recompress().source_campaign_id()
                                 : campaign.id();
-  absl::StatusOr<v1::Campaign> with_jobs = CampaignWithJobsLocked(from);
-  if (!with_jobs.ok()) return contract;
+  // Every lease reads this: a live campaign's jobs are read in place, not copied into a view
+  // (CampaignWithJobsLocked); only a finished source campaign is read from the store.
   std::vector<const v1::Job*> jobs;
-  for (const v1::Job& j : with_jobs->jobs()) jobs.push_back(&j);
+  absl::StatusOr<v1::Campaign> stored;
+  if (auto live = campaigns_.find(from); live != campaigns_.end()) {
+    for (const std::string& id : live->second.job_ids) jobs.push_back(&jobs_.at(id));
+  } else {
+    stored = CampaignWithJobsLocked(from);
+    if (!stored.ok()) return contract;
+    for (const v1::Job& j : stored->jobs()) jobs.push_back(&j);
+  }
   const std::optional<v1::ProfileResult> profile = CampaignProfile(jobs);
   return ResolvedContract(contract, profile.has_value() ? &*profile : nullptr);
 }
