@@ -134,23 +134,27 @@ absl::StatusOr<v1::MeasureResult> MeasureCandidates(const Candidates& candidates
     measured[first[k]] = std::move(m.medians[k]);
     served[first[k]] = true;
   }
-  const std::vector<size_t> refine = RefinementOf(candidates, served, measured, contract);
-  int close_calls = m.close_calls;
-  if (!refine.empty()) {
-    TAILOR_ASSIGN_OR_RETURN(RoundsMeasured second,
+  int close_calls = m.close_calls, refined = 0, passes = 0;
+  // Each further pass narrows the gap the last one left, down to neighbouring rungs.
+  for (; passes < kMaxRefinePasses; ++passes) {
+    const std::vector<size_t> refine = RefinementOf(candidates, served, measured, contract);
+    if (refine.empty()) break;
+    TAILOR_ASSIGN_OR_RETURN(RoundsMeasured more,
                             MeasureSubset(refine, contract.budget(), close, {}, serve_round));
     for (size_t k = 0; k < refine.size(); ++k) {
-      measured[refine[k]] = std::move(second.medians[k]);
+      measured[refine[k]] = std::move(more.medians[k]);
       served[refine[k]] = true;
     }
-    close_calls += second.close_calls;
+    close_calls += more.close_calls;
+    refined += static_cast<int>(refine.size());
   }
   v1::MeasureResult r;
   for (size_t i = 0; i < n; ++i) {
     *r.add_measured() = std::move(measured[i]);
     r.add_served(served[i]);
   }
-  r.set_refined(static_cast<int>(refine.size()));
+  r.set_refined(refined);
+  r.set_refine_passes(passes);
   r.set_rounds(kMeasureRounds);
   if (close_calls > 0) {
     r.set_close_call_rounds(close.extra_serves);
@@ -174,8 +178,10 @@ std::string MeasureSummary(const v1::MeasureResult& r, const std::string& source
   std::string out = absl::StrCat(served, " of the ", r.measured_size(), " candidates of ",
                                  source, " measured");
   if (r.refined() > 0) {
-    absl::StrAppend(&out, ", ", r.refined(),
-                    " of them in a second pass where the budgets fell between two");
+    const int passes = std::max(r.refine_passes(), 1);  // an agent that predates the field
+    absl::StrAppend(&out, ", ", r.refined(), " of them in ", passes,
+                    passes == 1 ? " further pass" : " further passes",
+                    " where the budgets fell between two");
   }
   if (r.host_scales_size() > 1) {
     absl::StrAppend(&out, "; served again on a slow host (measured / predicted ",

@@ -3,11 +3,12 @@
 
 // The `measure` job's serving (MakeMeasureHandler, ml_jobs.h, serves through the agent's
 // engine): the candidate architectures a chooser job lists (the settle's ladders,
-// docs/autocompress.md "measure and settle") served in interleaved rounds, in two passes.
+// docs/autocompress.md "measure and settle") served in interleaved rounds, in passes.
 // The first serves the candidates not on demand, served again while the host measures slow
-// (SlowHostCheck, request_latency.h); the second the on-demand rungs between a ladder's
-// largest candidate measured within the budgets and the next one (autocompress::
-// RungsToRefine), since only they can use more of the budget.
+// (SlowHostCheck, request_latency.h); each further pass the on-demand rungs between a
+// ladder's largest candidate measured within the budgets and the next one (autocompress::
+// RungsToRefine), since only they can use more of the budget, until those two are
+// neighbours or kMaxRefinePasses have run.
 
 #include <string>
 #include <vector>
@@ -26,6 +27,11 @@ namespace tailor::profiler {
 // host moves by up to +-10% from minute to minute; interleaving spreads that drift over all
 // candidates alike, and the median drops a disturbed round.
 inline constexpr int kMeasureRounds = 3;
+
+// Further passes at most. Each serves up to a quarter of settle_rungs per ladder evenly over
+// the gap the last left: a ladder in fine steps (four to a step of the search space) with
+// settle_rungs 8 closes a gap of 3 unserved rungs in one, of 8 in two, of 26 in three.
+inline constexpr int kMaxRefinePasses = 3;
 
 // What the one job the measure job depends on that lists candidates asks for.
 struct Candidates {

@@ -118,9 +118,16 @@ std::vector<int> RungsToRefine(const std::vector<bool>& served,
   int above = below + 1;  // the next served rung
   while (above < n && !served[above]) ++above;
   if (above >= n) return {};  // nothing served above it: the top (or no rung) is within
-  const int gap = above - below - 1;
+  // `cap` rungs splitting [below, above] into equal parts: each pass narrows the gap by as
+  // much as it can (the gap's own ends would leave most of it for the next).
+  const int span = above - below;
   std::vector<int> out;
-  for (int k : RungsToMeasure(gap, cap)) out.push_back(below + 1 + k);
+  if (cap <= 0) return out;
+  const int k = std::min(cap, span - 1);
+  for (int j = 1; j <= k; ++j) {
+    const int rung = below + static_cast<int>(std::lround(static_cast<double>(span) * j / (k + 1)));
+    if (rung > below && rung < above && (out.empty() || rung > out.back())) out.push_back(rung);
+  }
   return out;
 }
 

@@ -45,9 +45,9 @@ std::vector<int> RungsToMeasure(int ladder_size, int max_rungs);
 // budgets fall between two served rungs, only the rungs between them can use more of it: the
 // unserved rungs strictly between the largest served rung whose own measurement is within
 // every budget (the timed ones less `margin`, as ChooseRung) and the next served rung (which
-// is not), at most `cap` of them
-// evenly spaced over that gap (RungsToMeasure), ascending. None when the ladder's top is
-// within, no served rung is, or the gap is empty.
+// is not), at most `cap` of them, splitting the span between those two into equal parts
+// (every rung of a gap of `cap` or fewer), ascending; the measure job calls it again after
+// each pass. None when the ladder's top is within, no served rung is, or the gap is empty.
 std::vector<int> RungsToRefine(const std::vector<bool>& served,
                                const std::vector<costmodel::Prediction>& measured,
                                const Budgets& budgets, double margin, int cap);

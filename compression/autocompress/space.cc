@@ -238,4 +238,64 @@ absl::StatusOr<HybridConfig> ChildConfig(const HybridConfig& parent, const Searc
   return child;
 }
 
+namespace {
+
+// The axes whose widths are units of a matrix, not counts of heads or experts.
+bool Divisible(AxisKind kind) {
+  return kind == AxisKind::kHidden || kind == AxisKind::kMlpFfn ||
+         kind == AxisKind::kExpertFfn || kind == AxisKind::kSharedFfn;
+}
+
+}  // namespace
+
+SearchSpace RefineSpace(const SearchSpace& space, int fine_steps) {
+  SearchSpace fine = space;
+  if (fine_steps <= 1) return fine;
+  for (ChoiceAxis& axis : fine.axes) {
+    if (!Divisible(axis.kind)) continue;
+    std::vector<int64_t> widths;
+    for (size_t i = 0; i < axis.widths.size(); ++i) {
+      const int64_t w = axis.widths[i];
+      if (i > 0 && axis.widths[i - 1] > 0) {
+        const int64_t from = axis.widths[i - 1];
+        for (int k = 1; k < fine_steps; ++k) {
+          widths.push_back(from + std::llround(static_cast<double>(w - from) * k / fine_steps));
+        }
+      }
+      widths.push_back(w);
+    }
+    std::sort(widths.begin(), widths.end());
+    widths.erase(std::unique(widths.begin(), widths.end()), widths.end());
+    axis.widths = std::move(widths);
+  }
+  return fine;
+}
+
+absl::StatusOr<std::vector<int>> RefineIndices(const SearchSpace& coarse,
+                                               const SearchSpace& fine,
+                                               const std::vector<int>& indices) {
+  if (coarse.axes.size() != fine.axes.size() || indices.size() != coarse.axes.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RefineIndices: ", indices.size(), " choices for ", coarse.axes.size(),
+                     " axes of the search space and ", fine.axes.size(), " of the fine one"));
+  }
+  std::vector<int> out(indices.size());
+  for (size_t a = 0; a < indices.size(); ++a) {
+    const ChoiceAxis& c = coarse.axes[a];
+    const ChoiceAxis& f = fine.axes[a];
+    if (c.name != f.name || indices[a] < 0 ||
+        indices[a] >= static_cast<int>(c.widths.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RefineIndices: ", c.name, ": choice ", indices[a], " has no counterpart"));
+    }
+    const auto it = std::find(f.widths.begin(), f.widths.end(), c.widths[indices[a]]);
+    if (it == f.widths.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "RefineIndices: ", c.name, ": width ", c.widths[indices[a]], " is not in ", f.name));
+    }
+    out[a] = static_cast<int>(it - f.widths.begin());
+  }
+  return out;
+}
+
 }  // namespace tailor::autocompress

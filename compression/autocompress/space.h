@@ -82,6 +82,24 @@ absl::StatusOr<model::HybridConfig> ChildConfig(const model::HybridConfig& paren
                                                 const SearchSpace& space,
                                                 const std::vector<int>& indices);
 
+// The measured settle's finer space (docs/autocompress.md, "fine steps"): `space` with each
+// step between two non-zero widths of the hidden width and of the FFN axes (dense MLP,
+// routed-expert and shared-expert FFN) split into `fine_steps` equal parts, rounded to whole
+// units. Why: one step of the search's space (64 of an MLP's 256 units, 32 of 128 hidden
+// units) is 4-8% of a request on the quickstart's parent, more than the budget the settle
+// leaves unused; the search itself needs no finer choices. Head and expert counts keep
+// their widths (whole heads, whole routing groups), and so does a step from 0 (removing a
+// layer is not a width). Every width of `space` stays, so each of its choices has one here
+// (RefineIndices). `fine_steps` <= 1: `space` itself.
+SearchSpace RefineSpace(const SearchSpace& space, int fine_steps);
+
+// `indices` (one choice per axis of `coarse`) as the choices of the same widths in `fine`,
+// RefineSpace of `coarse`. INVALID_ARGUMENT naming the axis when the axes differ or a width
+// has no counterpart.
+absl::StatusOr<std::vector<int>> RefineIndices(const SearchSpace& coarse,
+                                               const SearchSpace& fine,
+                                               const std::vector<int>& indices);
+
 }  // namespace tailor::autocompress
 
 #endif  // TAILOR_COMPRESSION_AUTOCOMPRESS_SPACE_H_

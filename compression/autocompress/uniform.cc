@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "compression/autocompress/extract.h"
+#include "compression/autocompress/settle.h"
 
 namespace tailor::autocompress {
 namespace {
@@ -739,6 +740,82 @@ absl::StatusOr<std::vector<double>> HeldOutKd(model::HybridLM& ranked_parent,
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("HeldOutKd: ", e.what_without_backtrace()));
   }
+}
+
+absl::StatusOr<Importance> RefineImportance(const Importance& importance,
+                                            const SearchSpace& coarse, const SearchSpace& fine) {
+  Importance out = importance;
+  if (importance.axis_kd.empty()) return out;
+  if (importance.axis_kd.size() != coarse.axes.size() ||
+      fine.axes.size() != coarse.axes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RefineImportance: axis_kd for ", importance.axis_kd.size(), " axes, the spaces have ",
+        coarse.axes.size(), " and ", fine.axes.size()));
+  }
+  for (size_t a = 0; a < fine.axes.size(); ++a) {
+    const std::vector<int64_t>& cw = coarse.axes[a].widths;
+    const std::vector<double>& kd = importance.axis_kd[a];
+    if (kd.empty()) continue;
+    if (kd.size() != cw.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("RefineImportance: ", coarse.axes[a].name,
+                                                     ": ", kd.size(), " losses for ", cw.size(),
+                                                     " widths"));
+    }
+    std::vector<double>& refined = out.axis_kd[a];
+    refined.clear();
+    for (int64_t w : fine.axes[a].widths) {
+      const size_t hi = std::lower_bound(cw.begin(), cw.end(), w) - cw.begin();
+      if (hi == cw.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "RefineImportance: ", fine.axes[a].name, ": width ", w, " is past the search's"));
+      }
+      if (cw[hi] == w || hi == 0) {
+        refined.push_back(kd[hi]);
+        continue;
+      }
+      const double t = static_cast<double>(w - cw[hi - 1]) /
+                       static_cast<double>(cw[hi] - cw[hi - 1]);
+      refined.push_back(kd[hi - 1] + t * (kd[hi] - kd[hi - 1]));
+    }
+  }
+  return out;
+}
+
+int ThinLadder(std::vector<LadderRung>& ladder, int keep, int max_rungs) {
+  const int n = static_cast<int>(ladder.size());
+  max_rungs = std::max(max_rungs, 3);
+  if (n <= max_rungs) return keep;
+  // The slots besides `keep`, shared by the rungs on either side in proportion.
+  const int slots = max_rungs - 1;
+  int below = keep == 0 ? 0
+                        : std::clamp(static_cast<int>(std::lround(
+                                         static_cast<double>(slots) * keep / (n - 1))),
+                                     1, slots - (keep < n - 1 ? 1 : 0));
+  std::vector<int> kept;
+  if (keep > 0) {
+    for (int k : RungsToMeasure(keep + 1, below + 1)) kept.push_back(k);  // ends at keep
+  } else {
+    kept.push_back(0);
+  }
+  if (keep < n - 1) {
+    const std::vector<int> above = RungsToMeasure(n - keep, slots - below + 1);
+    for (size_t k = 1; k < above.size(); ++k) kept.push_back(keep + above[k]);
+  }
+  std::vector<LadderRung> out;
+  std::vector<std::string> pending;
+  int new_keep = 0;
+  size_t next = 0;
+  for (int i = 0; i < n; ++i) {
+    if (!ladder[i].change.empty()) pending.push_back(ladder[i].change);
+    if (next == kept.size() || kept[next] != i) continue;
+    ++next;
+    if (i == keep) new_keep = static_cast<int>(out.size());
+    out.push_back(std::move(ladder[i]));
+    out.back().change = absl::StrJoin(pending, ", ");
+    pending.clear();
+  }
+  ladder = std::move(out);
+  return new_keep;
 }
 
 std::vector<std::string> DescribeLayers(const HybridConfig& config) {

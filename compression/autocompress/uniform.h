@@ -209,6 +209,21 @@ absl::Status MeasureAxisKd(model::HybridLM& ranked_parent, const SearchSpace& sp
                            const std::vector<at::Tensor>& batches, Importance& importance,
                            const AxisKdLimits& limits = {});
 
+// `importance` for the ladders of `fine` (RefineSpace of `coarse`, the space axis_kd was
+// measured on): a width between two measured ones takes the linear interpolation, in width,
+// of their KD losses (serving a sliced student per fine width would multiply MeasureAxisKd's
+// forwards by the fine steps for a ranking that interpolation keeps). The unit scores are
+// per unit and carry over as they are; so does an axis_kd that is empty.
+absl::StatusOr<Importance> RefineImportance(const Importance& importance,
+                                            const SearchSpace& coarse, const SearchSpace& fine);
+
+// At most `max_rungs` of `ladder` (>= 3), evenly spaced on each side of rung `keep` (the
+// search's choice), which stays with the first and last rungs; each dropped rung's change is
+// joined into the next kept rung's. Returns `keep`'s index in the thinned ladder. Why: every
+// rung is a candidate config in the search job's output (bounded by the coordinator's
+// max_result_bytes), and a fine ladder on a deep parent can grow hundreds of rungs.
+int ThinLadder(std::vector<LadderRung>& ladder, int keep, int max_rungs);
+
 // The mean KL(teacher || student) over `eval_batches` of each architecture (choice indices)
 // sliced from `ranked_parent` without training: how the uniform baseline ranks its
 // candidates, and how the settle compares rungs of different ladders.

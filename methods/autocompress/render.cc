@@ -35,7 +35,7 @@ std::string GrownBy(const v1::autocompress::SettleRung& g) {
   std::string where;
   if (g.ladder() == 0 && g.step() == 0) where = "(the search's choice)";
   if (g.ladder() == 0 && g.step() < 0) where = "(below the search's choice)";
-  if (g.refined()) where = "(second pass)";
+  if (g.refined()) where = "(further pass)";
   if (g.change().empty()) return where.empty() ? "-" : where;
   return where.empty() ? g.change() : absl::StrCat(g.change(), " ", where);
 }

@@ -511,11 +511,13 @@ absl::StatusOr<autocompress::RepairResult> RepairArgmax(WorkerContext& ctx, Inpu
 
 // Slices the (repaired) architecture out of the ranked parent, uploads it as
 // "student_initial" and records it in `output`; returns the student's config.
+// `space`: the one `repair.indices` choose in (the search's, or the settle's finer one).
 absl::StatusOr<model::HybridConfig> UploadStudent(WorkerContext& ctx, const Inputs& in,
+                                                  const autocompress::SearchSpace& space,
                                                   const autocompress::RepairResult& repair,
                                                   v1::JobOutput& output) {
   TAILOR_ASSIGN_OR_RETURN(autocompress::Student student,
-                          autocompress::ExtractStudent(in.teacher, in.space, repair.indices));
+                          autocompress::ExtractStudent(in.teacher, space, repair.indices));
   ctx.Progress(0.95, "uploading the extracted student");
   TAILOR_ASSIGN_OR_RETURN(v1::Artifact art,
                           UploadModel(ctx, student.model, "student_initial", "student-initial"));
@@ -532,6 +534,14 @@ constexpr double kMinLadderReach = 0.05;
 
 // At most this many branch ladders (uniform.h BranchLadders) besides the search's own.
 constexpr int kMaxBranches = 2;
+
+// The settle's ladders step in a finer space than the search's (autocompress::RefineSpace):
+// each hidden or FFN step split in this many. Recorded in Settle.fine_steps, so the settle
+// job reads the rungs' choices in the same space.
+constexpr int kSettleFineSteps = 4;
+// And list at most this many rungs per ladder (autocompress::ThinLadder): each is a config in
+// the job's output, which the coordinator bounds (max_result_bytes, 1 MiB by default).
+constexpr int kMaxLadderRungs = 48;
 
 // The contract's budgets moved by `reach` (a fraction): outward (ceilings up, the floor down)
 // when `sign` is +1, inward when -1.
@@ -580,8 +590,9 @@ autocompress::Budgets Below(const autocompress::Budgets& budgets,
 // output.candidates, which the `measure` job serves: up to `count` evenly spaced in its first
 // pass, the rest on demand (CandidateArchitecture.on_demand). Below the search's choice the
 // first pass serves only the bottom rung; then the choice itself and rungs above it.
-absl::Status AddMeasuredRungs(const Inputs& in, const std::vector<autocompress::LadderRung>& ladder,
-                              int ladder_id, int count, int choice, v1::JobOutput& output,
+absl::Status AddMeasuredRungs(const Inputs& in, const autocompress::SearchSpace& space,
+                              const std::vector<autocompress::LadderRung>& ladder, int ladder_id,
+                              int count, int choice, v1::JobOutput& output,
                               ac::SearchResult& result) {
   ac::Settle& settle = *result.mutable_settle();
   std::vector<bool> first_pass(ladder.size(), false);
@@ -594,7 +605,7 @@ absl::Status AddMeasuredRungs(const Inputs& in, const std::vector<autocompress::
     const autocompress::LadderRung& rung = ladder[step];
     TAILOR_ASSIGN_OR_RETURN(
         model::HybridConfig config,
-        autocompress::ChildConfig(in.teacher->config(), in.space, rung.indices));
+        autocompress::ChildConfig(in.teacher->config(), space, rung.indices));
     ac::SettleRung& r = *settle.add_rungs();
     r.set_step(static_cast<int>(step) - choice);
     r.set_ladder(ladder_id);
@@ -627,12 +638,17 @@ absl::Status AddSettleLadder(WorkerContext& ctx, Inputs& in, const SearchPlan& p
   const double mem_reach = std::max(in.planning.memory_margin(), kMinLadderReach);
   const autocompress::Budgets ceiling = Moved(budgets, lat_reach, mem_reach, +1);
   ctx.Progress(0.92, "building the settle's growth ladder");
-  TAILOR_ASSIGN_OR_RETURN(const autocompress::Importance* importance,
-                          RepairImportance(in, plan));
+  TAILOR_ASSIGN_OR_RETURN(const autocompress::Importance* coarse, RepairImportance(in, plan));
+  const autocompress::SearchSpace space = autocompress::RefineSpace(in.space, kSettleFineSteps);
+  TAILOR_ASSIGN_OR_RETURN(const std::vector<int> choice_indices,
+                          autocompress::RefineIndices(in.space, space, repair.indices));
+  TAILOR_ASSIGN_OR_RETURN(const autocompress::Importance fine,
+                          autocompress::RefineImportance(*coarse, in.space, space));
+  const autocompress::Importance* importance = &fine;
   const model::HybridConfig& parent = in.teacher->config();
   TAILOR_ASSIGN_OR_RETURN(std::vector<autocompress::LadderRung> ladder,
-                          autocompress::GrowthLadder(parent, in.space, *in.cost_model, ceiling,
-                                                     repair.indices, importance));
+                          autocompress::GrowthLadder(parent, space, *in.cost_model, ceiling,
+                                                     choice_indices, importance));
   // With three rungs or more on its own ladder, the ladder starts below the search's choice
   // too, for a table that is optimistic there (its binding share lowered by the reach).
   std::vector<autocompress::LadderRung> descent = {ladder.front()};
@@ -642,11 +658,11 @@ absl::Status AddSettleLadder(WorkerContext& ctx, Inputs& in, const SearchPlan& p
     const autocompress::Budgets target =
         Below(budgets, repair.predicted, lat_reach, mem_reach);
     TAILOR_ASSIGN_OR_RETURN(
-        descent, autocompress::DescentLadder(parent, in.space, *in.cost_model, target,
+        descent, autocompress::DescentLadder(parent, space, *in.cost_model, target,
                                              Moved(target, lat_reach, mem_reach, -1),
-                                             repair.indices, importance));
+                                             choice_indices, importance));
   }
-  const int choice = static_cast<int>(descent.size()) - 1;
+  int choice = static_cast<int>(descent.size()) - 1;
   ladder.front().change = descent.back().change;
   ladder.insert(ladder.begin(), descent.begin(), descent.end() - 1);
   // A branch only when every ladder gets three measured rungs or more: one branch from 6
@@ -656,11 +672,14 @@ absl::Status AddSettleLadder(WorkerContext& ctx, Inputs& in, const SearchPlan& p
   if (max_branches > 0) {
     const int start = autocompress::BranchStart(ladder, budgets);
     TAILOR_ASSIGN_OR_RETURN(
-        branches, autocompress::BranchLadders(parent, in.space, *in.cost_model,
+        branches, autocompress::BranchLadders(parent, space, *in.cost_model,
                                               Moved(budgets, lat_reach, mem_reach, -1), ceiling,
                                               ladder[start].indices, max_branches, importance));
   }
+  choice = autocompress::ThinLadder(ladder, choice, kMaxLadderRungs);
+  for (autocompress::Branch& b : branches) autocompress::ThinLadder(b.ladder, 0, kMaxLadderRungs);
   ac::Settle& settle = *result.mutable_settle();
+  settle.set_fine_steps(kSettleFineSteps);
   // The measure job's yardstick for a slow host: a whole ladder measured further off than
   // any held-out architecture was is the host, not the table.
   output.set_candidates_latency_error(in.table.latency_max_error());
@@ -674,10 +693,11 @@ absl::Status AddSettleLadder(WorkerContext& ctx, Inputs& in, const SearchPlan& p
   for (const autocompress::Branch& b : branches) {
     own -= std::min(per_branch, static_cast<int>(b.ladder.size()));
   }
-  TAILOR_RETURN_IF_ERROR(AddMeasuredRungs(in, ladder, 0, own, choice, output, result));
+  TAILOR_RETURN_IF_ERROR(AddMeasuredRungs(in, space, ladder, 0, own, choice, output, result));
   for (size_t k = 0; k < branches.size(); ++k) {
-    TAILOR_RETURN_IF_ERROR(AddMeasuredRungs(in, branches[k].ladder, static_cast<int>(k) + 1,
-                                            per_branch, 0, output, result));
+    TAILOR_RETURN_IF_ERROR(AddMeasuredRungs(in, space, branches[k].ladder,
+                                            static_cast<int>(k) + 1, per_branch, 0, output,
+                                            result));
   }
   return absl::OkStatus();
 }
@@ -751,7 +771,7 @@ absl::StatusOr<v1::JobOutput> RunSearchJob(WorkerContext& ctx) {
   if (repair.repaired) {
     for (const std::string& c : repair.changes) result.add_repair_changes(c);
   }
-  TAILOR_ASSIGN_OR_RETURN(model::HybridConfig student, UploadStudent(ctx, in, repair, output));
+  TAILOR_ASSIGN_OR_RETURN(model::HybridConfig student, UploadStudent(ctx, in, in.space, repair, output));
   if (ctx.contract().search().settle_rungs() > 0) {
     TAILOR_RETURN_IF_ERROR(AddSettleLadder(ctx, in, plan, repair, output, result));
   }
@@ -791,6 +811,7 @@ absl::StatusOr<std::vector<at::Tensor>> HeldOutBatches(WorkerContext& ctx, const
 // The held-out KD loss of each pick (rung index into settle.rungs), sliced untrained from the
 // ranked parent, on the batches the uniform baseline scores its candidates on.
 absl::StatusOr<std::vector<double>> PickLosses(WorkerContext& ctx, Inputs& in,
+                                               const autocompress::SearchSpace& space,
                                                const ac::Settle& settle,
                                                const std::vector<int>& picks) {
   if (ctx.contract().data().has_eval()) {
@@ -803,7 +824,7 @@ absl::StatusOr<std::vector<double>> PickLosses(WorkerContext& ctx, Inputs& in,
   }
   ctx.Progress(0.5, absl::StrCat("scoring the ", picks.size(),
                                  " ladders' fitting rungs on held-out batches"));
-  return autocompress::HeldOutKd(in.teacher, in.space, indices, eval);
+  return autocompress::HeldOutKd(in.teacher, space, indices, eval);
 }
 
 // The rungs the measure job served, with their figures in `figures`: the unserved ones
@@ -854,6 +875,8 @@ absl::StatusOr<v1::JobOutput> RunSettle(WorkerContext& ctx) {
                      measured->measured_size()));
   }
   const std::vector<v1::ModelCosts> figures = KeepServedRungs(*search, *measured, settle);
+  // The rungs choose in the ladders' space (0 fine steps: a search that predates them).
+  const autocompress::SearchSpace space = autocompress::RefineSpace(in.space, settle.fine_steps());
   std::vector<autocompress::MeasuredRung> rungs;
   for (int i = 0; i < settle.rungs_size(); ++i) {
     rungs.push_back({PredictionOf(settle.rungs(i).predicted()), PredictionOf(figures[i]),
@@ -862,7 +885,7 @@ absl::StatusOr<v1::JobOutput> RunSettle(WorkerContext& ctx) {
   autocompress::SettleDecision d =
       autocompress::ChooseRung(rungs, ContractBudgets(ctx.contract().budget()), settle.margin());
   if (d.picks.size() > 1) {
-    TAILOR_ASSIGN_OR_RETURN(std::vector<double> kd, PickLosses(ctx, in, settle, d.picks));
+    TAILOR_ASSIGN_OR_RETURN(std::vector<double> kd, PickLosses(ctx, in, space, settle, d.picks));
     autocompress::ChooseAmongPicks(kd, d);
     for (size_t k = 0; k < d.picks.size(); ++k) {
       settle.mutable_rungs(d.picks[k])->set_kd_loss(kd[k]);
@@ -889,12 +912,14 @@ absl::StatusOr<v1::JobOutput> RunSettle(WorkerContext& ctx) {
   student.indices.assign(chosen.indices().begin(), chosen.indices().end());
   TAILOR_ASSIGN_OR_RETURN(
       model::HybridConfig config,
-      autocompress::ChildConfig(in.teacher->config(), in.space, student.indices));
+      autocompress::ChildConfig(in.teacher->config(), space, student.indices));
   TAILOR_ASSIGN_OR_RETURN(student.predicted, in.cost_model->Predict(config));
   v1::JobOutput output;
   output.set_world_size(ctx.env.world_size);
   if (search->has_kd_loss()) output.set_kd_loss(search->kd_loss());
-  if (ctx.is_rank0()) TAILOR_RETURN_IF_ERROR(UploadStudent(ctx, in, student, output).status());
+  if (ctx.is_rank0()) {
+    TAILOR_RETURN_IF_ERROR(UploadStudent(ctx, in, space, student, output).status());
+  }
   SetDetail(output, result);
   ctx.Progress(1.0, Clip(absl::StrFormat("settled on rung %d of %d (%s): %s", d.chosen + 1,
                                          settle.rungs_size(), d.reason,

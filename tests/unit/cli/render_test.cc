@@ -341,11 +341,11 @@ TEST(RenderReportTest, MeasuredSettleRungs) {
   EXPECT_THAT(out, HasSubstr("chosen: rung 2 (*): rung 2 of 3 is the largest that fits\n"));
   EXPECT_THAT(out, Not(HasSubstr("MEMORY")));  // not budgeted: no column
   EXPECT_THAT(out, Not(HasSubstr("slow host")));  // no slow-host check ran
-  // A rung the measure job served in its second pass says so.
+  // A rung the measure job served in a further pass says so.
   s.mutable_rungs(2)->set_refined(true);
   SetDetail((*r.mutable_outputs())["settle"], result);
   EXPECT_THAT(RenderReport(r, Options()),
-              HasSubstr("21 / 23.1 -> 23.1  ✗     layers[2].mlp_ffn step 9 (second pass)"));
+              HasSubstr("21 / 23.1 -> 23.1  ✗     layers[2].mlp_ffn step 9 (further pass)"));
 
   // The measure job served the rungs again on a slow host: every attempt's scale, the kept
   // one, and whether the host was still slow then.

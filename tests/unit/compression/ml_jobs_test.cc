@@ -576,12 +576,53 @@ TEST(MeasureJobTest, TheSecondPassServesTheRungsTheBudgetFallsBetween) {
   EXPECT_DOUBLE_EQ(r->host_scales(0), 1.0);
   EXPECT_DOUBLE_EQ(r->slow_host_bound(), 0.13);
   EXPECT_EQ(MeasureSummary(*r, "search"),
-            "7 of the 10 candidates of search measured, 2 of them in a second pass where the "
+            "7 of the 10 candidates of search measured, 2 of them in 1 further pass where the "
             "budgets fell between two");
+  EXPECT_EQ(r->refine_passes(), 1);  // 4 fits and 5 does not: nothing left between them
   // No table error, no check; an agent that checks nothing, none either.
   EXPECT_EQ(SlowHostCheckOf({{}, 0.10, 2}, 0).remeasures, 0);
   EXPECT_EQ(SlowHostCheckOf({{}, 0.10, 0}, 0.13).remeasures, 0);
   EXPECT_DOUBLE_EQ(SlowHostCheckOf({{}, 0.10, 2}, 0.05).bound, 0.10);
+}
+
+// A ladder in fine steps: 25 rungs 0.25 ms apart from 17 ms, the first pass serving 0, 12
+// and 24 (17, 20, 23 ms). Each further pass splits what the last left between the largest
+// rung within 22 ms less 2% (21.56) and the next one over: 14, 17, 19, 22 (20.5, 21.25,
+// 21.75, 22.5 ms), then 18 (21.5), the neighbour of 19; then nothing is left between.
+TEST(MeasureJobTest, FurtherPassesNarrowTheGapToNeighbouringRungs) {
+  Candidates c;
+  c.source = "search";
+  for (int i = 0; i < 25; ++i) {
+    c.architectures.emplace_back();
+    c.predicted_ms.push_back(17 + 0.25 * i);
+    c.ladder.push_back(0);
+    c.on_demand.push_back(!(i == 0 || i == 12 || i == 24));
+  }
+  std::vector<std::vector<size_t>> calls;
+  ServeRoundFn serve_round = [&](const std::vector<size_t>& which, const std::string&)
+      -> absl::StatusOr<std::vector<v1::ModelCosts>> {
+    calls.push_back(which);
+    std::vector<v1::ModelCosts> out;
+    for (size_t i : which) out.push_back(Serve(c.predicted_ms[i]));
+    return out;
+  };
+  v1::DeploymentContract contract;
+  contract.mutable_budget()->set_latency_ms_max(22);
+  contract.mutable_search()->set_settle_rungs(8);
+  contract.mutable_search()->set_settle_margin(0.02);
+  absl::StatusOr<v1::MeasureResult> r =
+      MeasureCandidates(c, contract, {0, 0.10}, {}, serve_round);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(calls.size(), 9u);  // three passes of three rounds
+  EXPECT_EQ(calls[0], (std::vector<size_t>{0, 12, 24}));
+  EXPECT_EQ(calls[3], (std::vector<size_t>{14, 17, 19, 22}));
+  EXPECT_EQ(calls[6], (std::vector<size_t>{18}));
+  EXPECT_EQ(r->refined(), 5);
+  EXPECT_EQ(r->refine_passes(), 2);
+  EXPECT_DOUBLE_EQ(r->measured(18).latency_ms(), 21.5);
+  EXPECT_EQ(MeasureSummary(*r, "search"),
+            "8 of the 25 candidates of search measured, 5 of them in 2 further passes where "
+            "the budgets fell between two");
 }
 
 // A real verify in the built-in engine with every median "close" (an unbounded band): the

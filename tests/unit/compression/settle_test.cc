@@ -43,7 +43,7 @@ TEST(SettleTest, RungsToRefineServeTheGapWhereTheBudgetFalls) {
       figures({16.0, 0, 0, 0, 20.1, 0, 0, 0, 23.5});
   EXPECT_EQ(RungsToRefine(served, measured, b, 0.02, 4), (std::vector<int>{5, 6, 7}));
   EXPECT_EQ(RungsToRefine(served, measured, b, 0.02, 2), (std::vector<int>{5, 7}));
-  EXPECT_EQ(RungsToRefine(served, measured, b, 0.02, 1), (std::vector<int>{5}));
+  EXPECT_EQ(RungsToRefine(served, measured, b, 0.02, 1), (std::vector<int>{6}));  // the middle
   // Rung 4 at 21.7 is over 21.56: the gap is below it, between rungs 0 and 4.
   EXPECT_EQ(RungsToRefine(served, figures({16.0, 0, 0, 0, 21.7, 0, 0, 0, 23.5}), b, 0.02, 4),
             (std::vector<int>{1, 2, 3}));

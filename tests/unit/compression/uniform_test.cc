@@ -568,6 +568,125 @@ TEST(UniformTest, BranchesStartFromTheLargestRungWithinTheBudgets) {
       << branches->front().ladder.front().change;
 }
 
+// The settle's fine space: every hidden and FFN step of the search space split in four, head
+// and expert counts and removal (0 -> the first width) as they were; every choice of the
+// search space has one there that builds the same child.
+TEST(UniformTest, FineSpaceSplitsWidthStepsAndKeepsEveryChoice) {
+  Fixture f;
+  const SearchSpace fine = RefineSpace(f.space, 4);
+  ASSERT_EQ(fine.axes.size(), f.space.axes.size());
+  std::vector<int64_t> hidden, mlp = {0};
+  for (int64_t w = 4; w <= 16; ++w) hidden.push_back(w);
+  for (int64_t w = 8; w <= 32; w += 2) mlp.push_back(w);
+  for (size_t a = 0; a < fine.axes.size(); ++a) {
+    const ChoiceAxis& axis = fine.axes[a];
+    if (axis.kind == AxisKind::kHidden) {
+      EXPECT_EQ(axis.widths, hidden);
+    } else if (axis.kind == AxisKind::kMlpFfn) {
+      EXPECT_EQ(axis.widths, mlp);
+    } else if (axis.kind == AxisKind::kExpertFfn || axis.kind == AxisKind::kSharedFfn) {
+      EXPECT_EQ(axis.widths, (std::vector<int64_t>{0, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+                                                   16}))
+          << axis.name;
+    } else {
+      EXPECT_EQ(axis.widths, f.space.axes[a].widths) << axis.name;  // heads, experts
+    }
+    EXPECT_EQ(RefineSpace(f.space, 1).axes[a].widths, f.space.axes[a].widths);
+  }
+  for (const UniformCandidate& c : f.all.fitting) {
+    absl::StatusOr<std::vector<int>> refined = RefineIndices(f.space, fine, c.indices);
+    ASSERT_TRUE(refined.ok()) << refined.status();
+    EXPECT_TRUE(*ChildConfig(f.parent, fine, *refined) == c.config) << c.levels;
+  }
+  EXPECT_EQ(RefineIndices(f.space, fine, {0}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  std::vector<int> bad(f.space.axes.size(), 0);
+  bad[0] = 4;  // hidden has 4 choices
+  absl::Status out_of_range = RefineIndices(f.space, fine, bad).status();
+  EXPECT_EQ(out_of_range.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(out_of_range.message().find("hidden: choice 4"), std::string::npos) << out_of_range;
+}
+
+// The steps' measured KD carried to the fine widths by interpolation in width; unit scores
+// as they are; a mismatched axis_kd refused.
+TEST(UniformTest, FineImportanceInterpolatesTheMeasuredKd) {
+  Fixture f;
+  const SearchSpace fine = RefineSpace(f.space, 4);
+  Importance imp;
+  imp.hidden = {1, 2, 3};
+  imp.axis_kd.assign(f.space.axes.size(), {});
+  imp.axis_kd[0] = {0.9, 0.5, 0.2, 0.0};  // hidden 4, 8, 12, 16
+  absl::StatusOr<Importance> refined = RefineImportance(imp, f.space, fine);
+  ASSERT_TRUE(refined.ok()) << refined.status();
+  ASSERT_EQ(refined->axis_kd[0].size(), 13u);  // hidden 4..16
+  EXPECT_DOUBLE_EQ(refined->axis_kd[0][0], 0.9);
+  EXPECT_DOUBLE_EQ(refined->axis_kd[0][1], 0.8);   // hidden 5
+  EXPECT_DOUBLE_EQ(refined->axis_kd[0][2], 0.7);   // hidden 6
+  EXPECT_DOUBLE_EQ(refined->axis_kd[0][4], 0.5);   // hidden 8, measured
+  EXPECT_DOUBLE_EQ(refined->axis_kd[0][10], 0.1);  // hidden 14
+  EXPECT_TRUE(refined->axis_kd[1].empty());
+  EXPECT_EQ(refined->hidden, imp.hidden);
+  imp.axis_kd[0] = {0.9, 0.5};
+  EXPECT_EQ(RefineImportance(imp, f.space, fine).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(RefineImportance(Importance{}, f.space, fine)->axis_kd.empty());
+}
+
+// A ladder grown in the fine space climbs at least as close to the ceiling as the search
+// space's, by steps that are each one fine step of one axis.
+TEST(UniformTest, AFineLadderGetsCloserToTheCeiling) {
+  Fixture f;
+  const SearchSpace fine = RefineSpace(f.space, 4);
+  std::vector<int> widest, narrow;
+  for (const ChoiceAxis& a : f.space.axes) {
+    widest.push_back(static_cast<int>(a.widths.size()) - 1);
+    narrow.push_back(1);
+  }
+  Budgets ceiling;
+  ceiling.memory_mib =
+      0.93 * f.model->Predict(*ChildConfig(f.parent, f.space, widest))->memory_mib;
+  const std::vector<LadderRung> coarse = *GrowthLadder(f.parent, f.space, *f.model, ceiling,
+                                                       narrow);
+  const std::vector<LadderRung> ladder =
+      *GrowthLadder(f.parent, fine, *f.model, ceiling, *RefineIndices(f.space, fine, narrow));
+  EXPECT_GT(ladder.size(), coarse.size());
+  EXPECT_GE(ladder.back().predicted.memory_mib, coarse.back().predicted.memory_mib);
+  EXPECT_LE(ladder.back().predicted.memory_mib, *ceiling.memory_mib);
+  for (size_t i = 1; i < ladder.size(); ++i) {
+    int steps = 0;
+    for (size_t a = 0; a < narrow.size(); ++a) {
+      steps += ladder[i].indices[a] - ladder[i - 1].indices[a];
+    }
+    EXPECT_EQ(steps, 1) << "rung " << i;
+  }
+}
+
+// Thinned to 8 of 20 rungs: the first, the last and the kept rung stay, the rest spread on
+// either side in proportion, and no change is lost.
+TEST(UniformTest, ThinLadderKeepsTheEndsAndTheChoiceAndJoinsTheChanges) {
+  std::vector<LadderRung> ladder(20);
+  for (int i = 0; i < 20; ++i) {
+    ladder[i].indices = {i};
+    if (i > 0) ladder[i].change = absl::StrCat("c", i);
+  }
+  std::vector<LadderRung> thin = ladder;
+  EXPECT_EQ(ThinLadder(thin, 5, 8), 2);
+  std::vector<int> kept;
+  for (const LadderRung& r : thin) kept.push_back(r.indices[0]);
+  EXPECT_EQ(kept, (std::vector<int>{0, 3, 5, 8, 11, 13, 16, 19}));
+  EXPECT_EQ(thin[1].change, "c1, c2, c3");
+  EXPECT_EQ(thin[2].change, "c4, c5");
+  EXPECT_EQ(thin[7].change, "c17, c18, c19");
+  thin = ladder;  // the choice at the bottom: every slot above it
+  EXPECT_EQ(ThinLadder(thin, 0, 4), 0);
+  kept.clear();
+  for (const LadderRung& r : thin) kept.push_back(r.indices[0]);
+  EXPECT_EQ(kept, (std::vector<int>{0, 6, 13, 19}));
+  thin = ladder;  // short enough: unchanged
+  EXPECT_EQ(ThinLadder(thin, 7, 20), 7);
+  EXPECT_EQ(thin.size(), 20u);
+}
+
 TEST(UniformTest, DescriptionsNameEveryLayer) {
   HybridConfig c = Parent();
   c.layers[1].mlp.ffn = 0;
