@@ -17,6 +17,8 @@ namespace {
 
 // Each rung is a dummy-weight model served in the target engine (seconds each).
 constexpr int32_t kMaxSettleRungs = 16;
+// More would only lengthen the ladders (ThinLadder keeps 48 rungs) under the serves' spread.
+constexpr int32_t kMaxSettleFineSteps = 8;
 
 void CheckSearch(const v1::DeploymentContract& c, ContractChecker& k) {
   const v1::SearchParams& s = c.search();
@@ -80,6 +82,9 @@ void CheckSearch(const v1::DeploymentContract& c, ContractChecker& k) {
   if (s.has_settle_margin()) {
     k.Double(p + "settle_margin", s.settle_margin(), 0, true, 0.2, true);
   }
+  if (s.has_settle_fine_steps()) {
+    k.Int(p + "settle_fine_steps", s.settle_fine_steps(), 1, kMaxSettleFineSteps);
+  }
 }
 
 void CheckRanking(const v1::DeploymentContract& c, ContractChecker& k) {
@@ -116,6 +121,9 @@ void SetSearchDefaults(v1::SearchParams* s) {
   // 2%: the rungs near a budget are judged on the median of 9 serves (close calls,
   // profiler-agent/request_latency.h), whose noise is 1/sqrt(3) of the 3 that 3% was set for.
   if (!s->has_settle_margin()) s->set_settle_margin(0.02);
+  // A quarter of the search space's step: 16 of an MLP's 256 units on the quickstart's
+  // parent, ~1% of its request, under the serves' spread that the margin absorbs.
+  if (!s->has_settle_fine_steps()) s->set_settle_fine_steps(4);
 }
 
 bool Settles(const v1::DeploymentContract& c) { return c.search().settle_rungs() > 0; }

@@ -535,12 +535,9 @@ constexpr double kMinLadderReach = 0.05;
 // At most this many branch ladders (uniform.h BranchLadders) besides the search's own.
 constexpr int kMaxBranches = 2;
 
-// The settle's ladders step in a finer space than the search's (autocompress::RefineSpace):
-// each hidden or FFN step split in this many. Recorded in Settle.fine_steps, so the settle
-// job reads the rungs' choices in the same space.
-constexpr int kSettleFineSteps = 4;
-// And list at most this many rungs per ladder (autocompress::ThinLadder): each is a config in
-// the job's output, which the coordinator bounds (max_result_bytes, 1 MiB by default).
+// The settle's ladders list at most this many rungs each (autocompress::ThinLadder): every
+// rung is a config in the job's output, which the coordinator bounds (max_result_bytes,
+// 1 MiB by default).
 constexpr int kMaxLadderRungs = 48;
 
 // The contract's budgets moved by `reach` (a fraction): outward (ceilings up, the floor down)
@@ -639,7 +636,10 @@ absl::Status AddSettleLadder(WorkerContext& ctx, Inputs& in, const SearchPlan& p
   const autocompress::Budgets ceiling = Moved(budgets, lat_reach, mem_reach, +1);
   ctx.Progress(0.92, "building the settle's growth ladder");
   TAILOR_ASSIGN_OR_RETURN(const autocompress::Importance* coarse, RepairImportance(in, plan));
-  const autocompress::SearchSpace space = autocompress::RefineSpace(in.space, kSettleFineSteps);
+  // The ladders step in a finer space than the search's (the contract's settle_fine_steps;
+  // recorded in Settle.fine_steps, so the settle job reads the rungs' choices in it too).
+  const autocompress::SearchSpace space =
+      autocompress::RefineSpace(in.space, sp.settle_fine_steps());
   TAILOR_ASSIGN_OR_RETURN(const std::vector<int> choice_indices,
                           autocompress::RefineIndices(in.space, space, repair.indices));
   TAILOR_ASSIGN_OR_RETURN(const autocompress::Importance fine,
@@ -679,7 +679,7 @@ absl::Status AddSettleLadder(WorkerContext& ctx, Inputs& in, const SearchPlan& p
   choice = autocompress::ThinLadder(ladder, choice, kMaxLadderRungs);
   for (autocompress::Branch& b : branches) autocompress::ThinLadder(b.ladder, 0, kMaxLadderRungs);
   ac::Settle& settle = *result.mutable_settle();
-  settle.set_fine_steps(kSettleFineSteps);
+  settle.set_fine_steps(std::max(sp.settle_fine_steps(), 1));
   // The measure job's yardstick for a slow host: a whole ladder measured further off than
   // any held-out architecture was is the host, not the table.
   output.set_candidates_latency_error(in.table.latency_max_error());
@@ -771,7 +771,8 @@ absl::StatusOr<v1::JobOutput> RunSearchJob(WorkerContext& ctx) {
   if (repair.repaired) {
     for (const std::string& c : repair.changes) result.add_repair_changes(c);
   }
-  TAILOR_ASSIGN_OR_RETURN(model::HybridConfig student, UploadStudent(ctx, in, in.space, repair, output));
+  TAILOR_ASSIGN_OR_RETURN(model::HybridConfig student,
+                          UploadStudent(ctx, in, in.space, repair, output));
   if (ctx.contract().search().settle_rungs() > 0) {
     TAILOR_RETURN_IF_ERROR(AddSettleLadder(ctx, in, plan, repair, output, result));
   }
@@ -876,7 +877,8 @@ absl::StatusOr<v1::JobOutput> RunSettle(WorkerContext& ctx) {
   }
   const std::vector<v1::ModelCosts> figures = KeepServedRungs(*search, *measured, settle);
   // The rungs choose in the ladders' space (0 fine steps: a search that predates them).
-  const autocompress::SearchSpace space = autocompress::RefineSpace(in.space, settle.fine_steps());
+  const autocompress::SearchSpace space =
+      autocompress::RefineSpace(in.space, settle.fine_steps());
   std::vector<autocompress::MeasuredRung> rungs;
   for (int i = 0; i < settle.rungs_size(); ++i) {
     rungs.push_back({PredictionOf(settle.rungs(i).predicted()), PredictionOf(figures[i]),

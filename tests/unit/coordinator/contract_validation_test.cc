@@ -528,6 +528,10 @@ const RuleCase kRuleCases[] = {
      "search.settle_rungs: must be >= 0, got -1"},
     {"SearchSettleMargin", kAutocompress, R"pb(search { settle_margin: 0.25 })pb", nullptr,
      "search.settle_margin: must be <= 0.2, got 0.25"},
+    {"SearchSettleFineStepsMin", kAutocompress, R"pb(search { settle_fine_steps: 0 })pb",
+     nullptr, "search.settle_fine_steps: must be >= 1, got 0"},
+    {"SearchSettleFineStepsMax", kAutocompress, R"pb(search { settle_fine_steps: 9 })pb",
+     nullptr, "search.settle_fine_steps: must be <= 8, got 9"},
     {"SearchChecksFinite", kAutocompress, nullptr,
      [](DeploymentContract& c) {
        c.mutable_search()->set_alpha(std::numeric_limits<double>::infinity());
