@@ -5,7 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace tailor::autocompress {
 namespace {
@@ -88,6 +90,39 @@ bool Measured(const costmodel::Prediction& m, const Budgets& b) {
          (!b.throughput || m.throughput_tokens_per_s > 0);
 }
 
+// How far `p` is over the budgets: the largest share of a budget (a floor's: budget / value),
+// 0 with no budget; unmeasured resources read as infinitely over.
+double Excess(const costmodel::Prediction& p, const Budgets& b) {
+  double e = 0;
+  auto over = [&e](double share) { e = std::max(e, std::isfinite(share) ? share : HUGE_VAL); };
+  if (b.latency_ms) over(p.latency_ms > 0 ? p.latency_ms / *b.latency_ms : HUGE_VAL);
+  if (b.memory_mib) over(p.memory_mib > 0 ? p.memory_mib / *b.memory_mib : HUGE_VAL);
+  if (b.throughput) {
+    over(p.throughput_tokens_per_s > 0 ? *b.throughput / p.throughput_tokens_per_s : HUGE_VAL);
+  }
+  return e;
+}
+
+// Nothing fits: the rung of the search's own ladder (the first `own` rungs) whose fitted
+// figures are least over the budgets, the largest of those tied. The fit pools rungs the
+// measurements cannot tell apart (a wider rung measured no dearer than a narrower one), and
+// between rungs of one cost the wider keeps more of the parent: on the quickstart's parent
+// in llama.cpp (2026-12-07) the descent's bottom, every MLP at 64 of 256 units, measured
+// 11.47 ms and the search's choice, MLPs at 128-192, 10.59, and the smallest rung then
+// verified 15% over the budget where the choice verified at 98-100% of it.
+int LeastOver(const std::vector<costmodel::Prediction>& fitted, size_t own, const Budgets& b) {
+  int best = 0;
+  double least = HUGE_VAL;
+  for (size_t i = 0; i < own; ++i) {
+    const double e = Excess(fitted[i], b);
+    if (e <= least * (1 + 1e-9)) {
+      best = static_cast<int>(i);
+      least = std::min(least, e);
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 std::vector<int> RungsToMeasure(int ladder_size, int max_rungs) {
@@ -102,6 +137,38 @@ std::vector<int> RungsToMeasure(int ladder_size, int max_rungs) {
     if (out.empty() || rung > out.back()) out.push_back(rung);
   }
   return out;
+}
+
+std::string JoinSteps(const std::vector<std::string>& changes) {
+  struct Step {
+    std::string axis;  // empty: not a plain step, `text` kept as written
+    int64_t from = 0, to = 0;
+    std::string text;
+  };
+  std::vector<Step> steps;
+  for (const std::string& c : changes) {
+    const std::vector<std::string> t = absl::StrSplit(c, ' ');
+    Step s;
+    s.text = c;
+    if (t.size() == 4 && t[2] == "->" && absl::SimpleAtoi(t[1], &s.from) &&
+        absl::SimpleAtoi(t[3], &s.to)) {
+      s.axis = t[0];
+      auto same = std::find_if(steps.begin(), steps.end(),
+                               [&](const Step& o) { return o.axis == s.axis; });
+      if (same != steps.end()) {
+        same->to = s.to;
+        continue;
+      }
+    }
+    steps.push_back(std::move(s));
+  }
+  return absl::StrJoin(steps, ", ", [](std::string* out, const Step& s) {
+    if (s.axis.empty()) {
+      absl::StrAppend(out, s.text);
+    } else {
+      absl::StrAppend(out, s.axis, " ", s.from, " -> ", s.to);
+    }
+  });
 }
 
 std::vector<int> RungsToRefine(const std::vector<bool>& served,
@@ -164,12 +231,21 @@ SettleDecision ChooseRung(const std::vector<MeasuredRung>& rungs, const Budgets&
     begin = end;
   }
   if (d.picks.empty()) {
-    d.chosen = 0;
-    d.reason = absl::StrFormat("no measured rung fits every budget less %.1f%%: %s",
-                               100 * margin,
-                               rungs.empty() || rungs[0].step == 0
-                                   ? "kept the search's choice"
-                                   : "took the smallest, below the search's choice");
+    size_t own = 0;
+    while (own < rungs.size() && rungs[own].ladder == rungs.front().ladder) ++own;
+    d.chosen = LeastOver(d.corrected, own, budgets);
+    const MeasuredRung& c = rungs.empty() ? MeasuredRung() : rungs[d.chosen];
+    const std::string where = c.step == 0  ? "the search's choice"
+                              : c.step < 0 ? "below the search's choice"
+                                           : "above the search's choice";
+    d.reason = absl::StrFormat("no measured rung fits every budget less %.1f%%: ", 100 * margin);
+    if (d.chosen == 0) {
+      absl::StrAppend(&d.reason, c.step == 0 ? "kept the search's choice"
+                                             : "took the smallest, below the search's choice");
+    } else {
+      absl::StrAppend(&d.reason, "took rung ", d.chosen + 1, " (", where,
+                      "), the largest of those the measurements place least over them");
+    }
     return d;
   }
   d.chosen = own_pick >= 0 ? own_pick : d.picks.front();

@@ -52,6 +52,12 @@ std::vector<int> RungsToRefine(const std::vector<bool>& served,
                                const std::vector<costmodel::Prediction>& measured,
                                const Budgets& budgets, double margin, int cap);
 
+// `changes` ("layers[2].mlp_ffn 64 -> 80", ...) joined with ", ", the steps of one axis merged
+// into one at the place of its first ("layers[2].mlp_ffn 64 -> 128" for four fine steps), so
+// a rung that stands for many unserved fine steps reads as the widths it changed; a change of
+// another form ("... (grown back)", a branch's jump) is kept as written.
+std::string JoinSteps(const std::vector<std::string>& changes);
+
 struct MeasuredRung {
   costmodel::Prediction predicted;
   // What the engine measured (latency_ms at the contract's percentile, memory_mib,

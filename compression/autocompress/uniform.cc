@@ -811,7 +811,7 @@ int ThinLadder(std::vector<LadderRung>& ladder, int keep, int max_rungs) {
     ++next;
     if (i == keep) new_keep = static_cast<int>(out.size());
     out.push_back(std::move(ladder[i]));
-    out.back().change = absl::StrJoin(pending, ", ");
+    out.back().change = JoinSteps(pending);
     pending.clear();
   }
   ladder = std::move(out);

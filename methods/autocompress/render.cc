@@ -121,13 +121,17 @@ std::string RenderSettle(const v1::CampaignReport& r, const cli::RenderOptions& 
     own += g.ladder() == 0 ? 1 : 0;
     branch_count = std::max(branch_count, g.ladder());
   }
-  const std::string served =
+  std::string served =
       branch_count == 0
           ? absl::StrFormat("%d of the ladder's %d rungs served", own, ladder)
           : absl::StrFormat("%d rungs served: %d of the search's ladder's %d, %d on %d "
                             "branch%s",
                             s.rungs_size(), own, ladder, s.rungs_size() - own, branch_count,
                             branch_count == 1 ? "" : "es");
+  if (s.fine_steps() > 1) {
+    absl::StrAppend(&served, ", the ladders in 1/", s.fine_steps(),
+                    " steps of the search space's widths");
+  }
   std::string out = absl::StrFormat(
       "\nmeasured settle: %s (margin %.1f%%; measured / predicted over them: latency x%.3f, "
       "memory x%.3f; fit: the measurements made monotone along each ladder)\n",

@@ -845,7 +845,7 @@ std::vector<v1::ModelCosts> KeepServedRungs(const v1::JobOutput& search,
     ladder = r.ladder();
     if (!r.change().empty()) pending.push_back(r.change());
     if (!all && !measured.served(i)) continue;
-    r.set_change(absl::StrJoin(pending, ", "));
+    r.set_change(autocompress::JoinSteps(pending));
     pending.clear();
     r.set_refined(i < search.candidates_size() && search.candidates(i).on_demand());
     *kept.Add() = std::move(r);

@@ -346,6 +346,12 @@ TEST(RenderReportTest, MeasuredSettleRungs) {
   SetDetail((*r.mutable_outputs())["settle"], result);
   EXPECT_THAT(RenderReport(r, Options()),
               HasSubstr("21 / 23.1 -> 23.1  ✗     layers[2].mlp_ffn step 9 (further pass)"));
+  // Ladders in fine steps say how fine.
+  s.set_fine_steps(4);
+  SetDetail((*r.mutable_outputs())["settle"], result);
+  EXPECT_THAT(RenderReport(r, Options()),
+              HasSubstr("3 of the ladder's 10 rungs served, the ladders in 1/4 steps of the "
+                        "search space's widths (margin"));
 
   // The measure job served the rungs again on a slow host: every attempt's scale, the kept
   // one, and whether the host was still slow then.

@@ -73,6 +73,18 @@ MeasuredRung Rung(double predicted_ms, double measured_ms, double predicted_mib 
 
 // The table is 10% optimistic around the choice: the measurements, not the predictions,
 // decide, so the student is the rung measured under 97% of the budget; the ratio is reported.
+// A rung that stands for many unserved fine steps reads as the widths it changed: the steps
+// of one axis merged at the place of its first, anything else as written.
+TEST(SettleTest, JoinStepsMergesTheStepsOfOneAxis) {
+  EXPECT_EQ(JoinSteps({"layers[2].mlp_ffn 64 -> 80", "layers[2].mlp_ffn 80 -> 96",
+                       "layers[7].mlp_ffn 64 -> 80", "layers[2].mlp_ffn 96 -> 112",
+                       "hidden 96 -> 128 (grown back)", "layers[7].mlp_ffn 80 -> 96"}),
+            "layers[2].mlp_ffn 64 -> 112, layers[7].mlp_ffn 64 -> 96, "
+            "hidden 96 -> 128 (grown back)");
+  EXPECT_EQ(JoinSteps({"mamba_heads 2 -> 4"}), "mamba_heads 2 -> 4");
+  EXPECT_EQ(JoinSteps({}), "");
+}
+
 TEST(SettleTest, ChoosesTheLargestRungTheMeasurementsFit) {
   Budgets b;
   b.latency_ms = 22.0;
@@ -166,6 +178,34 @@ TEST(SettleTest, NoRungFitsTakesTheBottomOfTheDescent) {
   EXPECT_EQ(d.chosen, 0);
   EXPECT_NE(d.reason.find("took the smallest, below the search's choice"), std::string::npos)
       << d.reason;
+}
+
+// Nothing fits and a wider rung measured no dearer than the bottom: the fit pools them, and
+// of the rungs least over the budget the widest is taken (the quickstart's parent in
+// llama.cpp, 2026-12-07: the descent's bottom 11.47 ms, the search's choice 10.59, the next
+// 11.42, all over 10.32 less 2%).
+TEST(SettleTest, NoRungFitsTakesTheWidestOfTheRungsLeastOver) {
+  Budgets b;
+  b.latency_ms = 10.32;
+  b.memory_mib = 2.81;
+  MeasuredRung bottom = Rung(8.2, 11.47, 1.97, 1.87), choice = Rung(9.16, 10.59, 2.29, 2.19);
+  MeasuredRung above = Rung(11.22, 11.42, 2.48, 2.4), top = Rung(11.27, 12.06, 2.49, 2.42);
+  bottom.step = -20;
+  above.step = 1;
+  top.step = 2;
+  SettleDecision d = ChooseRung({bottom, choice, above, top}, b, 0.02);
+  EXPECT_EQ(d.fits, (std::vector<bool>{false, false, false, false}));
+  EXPECT_NEAR(d.corrected[0].latency_ms, 11.03, 1e-9);  // the bottom and the choice pooled
+  EXPECT_NEAR(d.corrected[1].latency_ms, 11.03, 1e-9);
+  EXPECT_EQ(d.chosen, 1);
+  EXPECT_NE(d.reason.find("took rung 2 (the search's choice), the largest of those the "
+                          "measurements place least over them"),
+            std::string::npos)
+      << d.reason;
+  // Told apart (the choice measured dearer), the bottom is least over.
+  choice.measured.latency_ms = 11.6;
+  d = ChooseRung({bottom, choice, above, top}, b, 0.02);
+  EXPECT_EQ(d.chosen, 0);
 }
 
 // The throughput floor is raised by the margin; throughput falls along the ladder.
