@@ -60,8 +60,8 @@ constexpr char kUsage[] =
     "  --repeats N    campaigns per arm, alternating (default 2; --quick 1)\n"
     "  --rungs N      search.settle_rungs of the settle arms (default 8; --quick 6)\n"
     "  --fine-steps L search.settle_fine_steps, one settle arm per comma-separated value\n"
-    "                 (1..8; default 4: the contract's default; \"1,4\" compares the search\n"
-    "                 space's own steps with quarters of them)\n"
+    "                 (1..8; default 1,4: the search space's own steps (the contract's\n"
+    "                 default) against quarters of them; --quick 4)\n"
     "  --json-out P   JSON report (default bench/out/budget_use.json)\n"
     "  --keep         keep the cluster's folder (logs, data) under the temp dir\n"
     "  --quick        smoke mode: quick.textproto, built-in engine, a parent trained for two\n"
@@ -73,7 +73,7 @@ struct Flags {
   std::string json_out = "bench/out/budget_use.json";
   int repeats = 0;  // 0: the mode's default
   int rungs = 0;
-  std::vector<int> fine_steps = {4};
+  std::vector<int> fine_steps;  // empty: the mode's default
   bool quick = false;
 };
 
@@ -219,6 +219,11 @@ bool ParseFlags(int argc, char** argv, Flags& f) {
   if (f.quick) f.engine = "tailor-builtin";
   if (f.repeats <= 0) f.repeats = f.quick ? 1 : 2;
   if (f.rungs <= 0) f.rungs = f.quick ? 6 : 8;
+  // The smoke mode runs the fine ladders (the contract's default does not); a full run
+  // compares them with the search space's steps.
+  if (f.fine_steps.empty()) {
+    f.fine_steps = f.quick ? std::vector<int>{4} : std::vector<int>{1, 4};
+  }
   if (f.rungs > 16) {
     std::fprintf(stderr, "--rungs: at most 16 (search.settle_rungs), got %d\n", f.rungs);
     return false;

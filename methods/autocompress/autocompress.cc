@@ -121,9 +121,10 @@ void SetSearchDefaults(v1::SearchParams* s) {
   // 2%: the rungs near a budget are judged on the median of 9 serves (close calls,
   // profiler-agent/request_latency.h), whose noise is 1/sqrt(3) of the 3 that 3% was set for.
   if (!s->has_settle_margin()) s->set_settle_margin(0.02);
-  // A quarter of the search space's step: 16 of an MLP's 256 units on the quickstart's
-  // parent, ~1% of its request, under the serves' spread that the margin absorbs.
-  if (!s->has_settle_fine_steps()) s->set_settle_fine_steps(4);
+  // The search space's own steps until a quiet host shows finer ones pay: on 2026-12-07 the
+  // serves of one architecture spread 10-16 ms here, and three bench runs with quarter steps
+  // could not tell them from the whole steps (docs/benchmarks.md, "Fine steps").
+  if (!s->has_settle_fine_steps()) s->set_settle_fine_steps(1);
 }
 
 bool Settles(const v1::DeploymentContract& c) { return c.search().settle_rungs() > 0; }
