@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
@@ -115,7 +115,8 @@ int LeastOver(const std::vector<costmodel::Prediction>& fitted, size_t own, cons
   double least = HUGE_VAL;
   for (size_t i = 0; i < own; ++i) {
     const double e = Excess(fitted[i], b);
-    if (e <= least * (1 + 1e-9)) {
+    // Unmeasured rungs never win (with none measured, the smallest stays).
+    if (std::isfinite(e) && e <= least * (1 + 1e-9)) {
       best = static_cast<int>(i);
       least = std::min(least, e);
     }
@@ -192,7 +193,8 @@ std::vector<int> RungsToRefine(const std::vector<bool>& served,
   if (cap <= 0) return out;
   const int k = std::min(cap, span - 1);
   for (int j = 1; j <= k; ++j) {
-    const int rung = below + static_cast<int>(std::lround(static_cast<double>(span) * j / (k + 1)));
+    const int rung =
+        below + static_cast<int>(std::lround(static_cast<double>(span) * j / (k + 1)));
     if (rung > below && rung < above && (out.empty() || rung > out.back())) out.push_back(rung);
   }
   return out;

@@ -206,6 +206,12 @@ TEST(SettleTest, NoRungFitsTakesTheWidestOfTheRungsLeastOver) {
   choice.measured.latency_ms = 11.6;
   d = ChooseRung({bottom, choice, above, top}, b, 0.02);
   EXPECT_EQ(d.chosen, 0);
+  // A budgeted resource measured on no rung: none is least over, the smallest stays.
+  for (MeasuredRung* r : {&bottom, &choice, &above, &top}) r->measured.memory_mib = 0;
+  d = ChooseRung({bottom, choice, above, top}, b, 0.02);
+  EXPECT_EQ(d.chosen, 0);
+  EXPECT_NE(d.reason.find("took the smallest, below the search's choice"), std::string::npos)
+      << d.reason;
 }
 
 // The throughput floor is raised by the margin; throughput falls along the ladder.
