@@ -532,6 +532,26 @@ TEST(SlowHostTest, MeasureInRoundsServesTheRoundsAgainAfterAPause) {
               StatusIs(absl::StatusCode::kCancelled, HasSubstr("slow host")));
 }
 
+// Serves each candidate at its predicted latency, recording which were served per round.
+ServeRoundFn ServedAsPredicted(const Candidates& c, std::vector<std::vector<size_t>>& calls) {
+  return [&c, &calls](const std::vector<size_t>& which, const std::string&)
+             -> absl::StatusOr<std::vector<v1::ModelCosts>> {
+    calls.push_back(which);
+    std::vector<v1::ModelCosts> out;
+    for (size_t i : which) out.push_back(Serve(c.predicted_ms[i]));
+    return out;
+  };
+}
+
+// 22 ms, 8 settle rungs, a 2% margin.
+v1::DeploymentContract SettleContract() {
+  v1::DeploymentContract contract;
+  contract.mutable_budget()->set_latency_ms_max(22);
+  contract.mutable_search()->set_settle_rungs(8);
+  contract.mutable_search()->set_settle_margin(0.02);
+  return contract;
+}
+
 // The measure job's two passes over a ladder of 7 rungs (1 ms apart from 17 ms) and a branch
 // of 3: the first serves rungs 0, 3, 6 and the branch's ends; the budget (22 less 2%) falls
 // between rungs 3 (20 ms) and 6 (23), so the second serves 4 and 5 only, each three rounds;
@@ -546,17 +566,8 @@ TEST(MeasureJobTest, TheSecondPassServesTheRungsTheBudgetFallsBetween) {
     c.on_demand.push_back(!(i == 0 || i == 3 || i == 6 || i == 7 || i == 9));
   }
   std::vector<std::vector<size_t>> calls;
-  ServeRoundFn serve_round = [&](const std::vector<size_t>& which, const std::string&)
-      -> absl::StatusOr<std::vector<v1::ModelCosts>> {
-    calls.push_back(which);
-    std::vector<v1::ModelCosts> out;
-    for (size_t i : which) out.push_back(Serve(c.predicted_ms[i]));
-    return out;
-  };
-  v1::DeploymentContract contract;
-  contract.mutable_budget()->set_latency_ms_max(22);
-  contract.mutable_search()->set_settle_rungs(8);
-  contract.mutable_search()->set_settle_margin(0.02);
+  const ServeRoundFn serve_round = ServedAsPredicted(c, calls);
+  const v1::DeploymentContract contract = SettleContract();
   absl::StatusOr<v1::MeasureResult> r =
       MeasureCandidates(c, contract, {0, 0.10}, SlowHostCheckOf({{}, 0.10, 2}, 0.13),
                         serve_round);
@@ -599,17 +610,8 @@ TEST(MeasureJobTest, FurtherPassesNarrowTheGapToNeighbouringRungs) {
     c.on_demand.push_back(!(i == 0 || i == 12 || i == 24));
   }
   std::vector<std::vector<size_t>> calls;
-  ServeRoundFn serve_round = [&](const std::vector<size_t>& which, const std::string&)
-      -> absl::StatusOr<std::vector<v1::ModelCosts>> {
-    calls.push_back(which);
-    std::vector<v1::ModelCosts> out;
-    for (size_t i : which) out.push_back(Serve(c.predicted_ms[i]));
-    return out;
-  };
-  v1::DeploymentContract contract;
-  contract.mutable_budget()->set_latency_ms_max(22);
-  contract.mutable_search()->set_settle_rungs(8);
-  contract.mutable_search()->set_settle_margin(0.02);
+  const ServeRoundFn serve_round = ServedAsPredicted(c, calls);
+  const v1::DeploymentContract contract = SettleContract();
   absl::StatusOr<v1::MeasureResult> r =
       MeasureCandidates(c, contract, {0, 0.10}, {}, serve_round);
   ASSERT_TRUE(r.ok()) << r.status();
