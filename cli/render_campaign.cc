@@ -207,6 +207,11 @@ std::string RenderRelativeBudgets(const v1::CampaignReport& r) {
                     " (the parent served in the target engine, cost table ", b.cost_table_id());
     if (!b.parent_statistic().empty()) absl::StrAppend(&out, ": ", b.parent_statistic());
     absl::StrAppend(&out, ")\n");
+    if (b.has_verify_budget()) {
+      absl::StrAppend(&out, "  verified against the parent served alongside the student: ",
+                      FormatNumber(b.factor()), " x ", FormatNumber(b.verify_parent()), " = ",
+                      FormatNumber(b.verify_budget()), "\n");
+    }
   }
   return out;
 }

@@ -5,29 +5,26 @@
 // memory_vs_parent_max): "at most 70% of the parent's latency on this target". The profile
 // job measures the parent's architecture in the target engine (ProfileResult.parent_measured,
 // stored with the cost table); from then on every job of the campaign is handed the contract
-// with the absolute budgets filled in (factor x the parent's figure), so no job, engine or
-// report needs to know a budget was relative. Resolved in the coordinator, from the stored
-// measurement, so a retried or resumed job is held to the same figure.
+// with the absolute budgets filled in (factor x the parent's figure) beside the factors. The
+// search and the settle hold candidates to those figures; a verify judges a timed budget
+// against the parent it serves alongside the model (JobOutput.parent_beside), since the
+// host's speed minutes after the profile is not the profile's. Resolved in the coordinator,
+// from the stored measurement, so a retried or resumed job is held to the same figure.
 
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/relative_budget.h"
 #include "tailor/v1/campaign.pb.h"
 #include "tailor/v1/contract.pb.h"
 #include "tailor/v1/job_output.pb.h"
 
 namespace tailor::coordinator {
 
-bool HasRelativeBudget(const v1::Budget& b);
-
-// `b` with each relative budget written into its absolute field: factor x the parent's figure
-// in `parent` (latency at b's latency_percentile, throughput at that latency). FAILED_PRECONDITION
-// naming the budget when `parent` lacks the figure, or measured latency over fewer requests
-// than the percentile needs (common/latency_percentile.h).
-absl::StatusOr<v1::Budget> ResolveRelativeBudgets(const v1::Budget& b,
-                                                  const v1::ModelCosts& parent);
+using ::tailor::HasRelativeBudget;
+using ::tailor::ResolveRelativeBudgets;
 
 // `contract` with its budget resolved against `profile`'s parent measurement; unchanged when
 // it has no relative budget, or `profile` is null or cannot resolve it (nothing after the

@@ -28,12 +28,26 @@ std::optional<double> CostOf(const v1::ModelCosts& costs, const std::string& res
   return std::nullopt;
 }
 
+// The verify's check of `resource` when it judged it against the parent served alongside.
+const v1::BudgetCheck* JudgedBesideParent(const v1::JobOutput* verify,
+                                          const std::string& resource) {
+  if (verify == nullptr || !verify->has_parent_beside()) return nullptr;
+  for (const v1::BudgetCheck& b : verify->budgets()) {
+    if (b.resource() == resource && b.has_parent()) return &b;
+  }
+  return nullptr;
+}
+
 // One row per budget of the contract: the chooser's prediction, the verify job's measurement
-// and whether the measurement meets the budget.
+// and whether the measurement meets the budget (a timed budget relative to the parent: the
+// one the verify resolved against the parent it served alongside).
 void AddBudgets(const v1::Campaign& campaign, const methods::Method* method,
                 const v1::JobOutput* chooser, const v1::JobOutput* verify,
                 v1::CampaignReport& report) {
   auto add_budget = [&](const std::string& resource, double budget, bool is_floor) {
+    if (const v1::BudgetCheck* beside = JudgedBesideParent(verify, resource)) {
+      budget = beside->budget();
+    }
     v1::BudgetResult* r = report.add_budgets();
     r->set_resource(resource);
     r->set_budget(budget);
@@ -162,6 +176,12 @@ v1::CampaignReport BuildReport(const v1::Campaign& stored, const std::vector<v1:
   if (campaign.has_recompress()) *report.mutable_recompress() = campaign.recompress();
   const v1::JobOutput* distill = methods::OutputOfJob(jobs, methods::jobs::kDistill);
   AddBudgets(campaign, method, chooser, verify, report);
+  for (v1::RelativeBudget& r : *report.mutable_relative_budgets()) {
+    if (const v1::BudgetCheck* beside = JudgedBesideParent(verify, r.resource())) {
+      r.set_verify_parent(beside->parent());
+      r.set_verify_budget(beside->budget());
+    }
+  }
   methods::AddVerifiedQuality(verify, distill, "student", /*with_parent=*/true, report);
   methods::AddEvalQuality(distill, "student", /*with_parent=*/true, report);
   if (chooser != nullptr) {

@@ -483,12 +483,24 @@ absl::StatusOr<v1::JobOutput> LlamaCppEngine::Verify(const v1::DeploymentContrac
                          config_.verify_serves, " llama.cpp processes")));
   const gguf::ServeBenchmarkOptions serve =
       ServeOptions(w, kVerifyWarmup, repetitions, contract.seed(), options_.sidecar);
-  TAILOR_ASSIGN_OR_RETURN(*result.mutable_measured(),
-                          MeasureServes(
-                              config_.verify_serves,
-                              [&] { return MeasureCalmly(*gguf_path, serve, w, percentile); },
-                              &contract.budget(),
-                              CloseCallsReporting(config_.close_calls, progress, 0.35)));
+  // The parent alongside: its architecture with dummy weights, as the profile served it.
+  std::string parent_gguf;
+  if (!model.parent_dir.empty()) {
+    TAILOR_ASSIGN_OR_RETURN(hf::HfCheckpoint parent, OpenHfParent(contract, model.parent_dir));
+    TAILOR_ASSIGN_OR_RETURN(ParentForProfile p, ReadParentForProfile(contract, model.parent_dir));
+    const std::string dir = work_dir + "/parent-beside";
+    TAILOR_RETURN_IF_ERROR(WriteDummyGguf(p.config, contract.seed(), parent, dir).status());
+    parent_gguf = dir + ".gguf";
+  }
+  TAILOR_ASSIGN_OR_RETURN(
+      const v1::Budget judged,
+      MeasureVerified(
+          contract, config_.verify_serves,
+          [&] { return MeasureCalmly(*gguf_path, serve, w, percentile); },
+          parent_gguf.empty()
+              ? ServeFn()
+              : ServeFn([&] { return MeasureCalmly(parent_gguf, serve, w, percentile); }),
+          CloseCallsReporting(config_.close_calls, progress, 0.35), result));
   TAILOR_RETURN_IF_ERROR(report(0.7, "evaluating the task suites (tailor's engine)"));
   TAILOR_ASSIGN_OR_RETURN(*result.mutable_quality(),
                           TaskQuality(**ours, contract.seed(), config_.verify_task_samples));
@@ -500,7 +512,7 @@ absl::StatusOr<v1::JobOutput> LlamaCppEngine::Verify(const v1::DeploymentContrac
                         gate_check.positions() - gate_check.prompts(),
                         gate_check.engine_perplexity(), *result.mutable_quality());
   }
-  JudgeBudgets(contract.budget(), result);
+  JudgeBudgets(judged, result);
   return result;
 }
 

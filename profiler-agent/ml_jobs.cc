@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "common/relative_budget.h"
 #include "common/status_macros.h"
 #include "common/job_output.h"
 #include "common/proto_json.h"
@@ -302,6 +303,17 @@ absl::StatusOr<v1::ModelCosts> MeasureBuiltin(const v1::DeploymentContract& cont
   return MeasureUntilCalm(serve, RequestCalmOptions(config.device == "cpu"));
 }
 
+// `architecture` with dummy weights drawn from the contract's seed + `index`, in the built-in
+// engine, its context long enough for the workload.
+absl::StatusOr<std::unique_ptr<engine::Engine>> DummyEngine(
+    model::HybridConfig architecture, const v1::DeploymentContract& contract,
+    const engine::EngineOptions& options, const engine::Workload& w, size_t index = 0) {
+  architecture.max_seq = std::max<int64_t>(architecture.max_seq, w.cache_positions());
+  TAILOR_ASSIGN_OR_RETURN(model::HybridLM lm,
+                          model::CreateHybridLM(architecture, contract.seed() + index));
+  return engine::Engine::Create(std::move(lm), options);
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<v1::ModelCosts>> RunMeasure(
@@ -318,11 +330,8 @@ absl::StatusOr<std::vector<v1::ModelCosts>> RunMeasure(
                               {})) {
       return absl::CancelledError("measure cancelled");
     }
-    model::HybridConfig arch = architectures[i];
-    arch.max_seq = std::max<int64_t>(arch.max_seq, w.cache_positions());
-    TAILOR_ASSIGN_OR_RETURN(model::HybridLM lm, model::CreateHybridLM(arch, contract.seed() + i));
     TAILOR_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> eng,
-                            engine::Engine::Create(std::move(lm), options));
+                            DummyEngine(architectures[i], contract, options, w, i));
     TAILOR_ASSIGN_OR_RETURN(v1::ModelCosts costs, MeasureBuiltin(contract, config, *eng));
     out.push_back(std::move(costs));
   }
@@ -331,7 +340,8 @@ absl::StatusOr<std::vector<v1::ModelCosts>> RunMeasure(
 
 absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
                                         const std::string& model_dir, const MlJobConfig& config,
-                                        const MlProgressFn& progress, const EvalSample* eval) {
+                                        const MlProgressFn& progress, const EvalSample* eval,
+                                        const std::string& parent_dir) {
   auto report = [&](double f, const std::string& message) -> absl::Status {
     if (progress && !progress(f, message, {})) return absl::CancelledError("verify cancelled");
     return absl::OkStatus();
@@ -352,11 +362,19 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
   TAILOR_RETURN_IF_ERROR(report(0.1, absl::StrCat("serving the contract's request batch (",
                                                   config.verify_serves, " serves)")));
   v1::JobOutput result;
+  // The parent alongside: its architecture with dummy weights, as the profile served it.
+  std::unique_ptr<engine::Engine> parent;
+  if (!parent_dir.empty()) {
+    TAILOR_ASSIGN_OR_RETURN(ParentForProfile p, ReadParentForProfile(contract, parent_dir));
+    TAILOR_ASSIGN_OR_RETURN(parent, DummyEngine(p.config, contract, options, w));
+  }
   TAILOR_ASSIGN_OR_RETURN(
-      *result.mutable_measured(),
-      MeasureServes(
-          config.verify_serves, [&] { return MeasureBuiltin(contract, config, eng); },
-          &contract.budget(), CloseCallsReporting(config.close_calls, progress, 0.3)));
+      const v1::Budget judged,
+      MeasureVerified(
+          contract, config.verify_serves, [&] { return MeasureBuiltin(contract, config, eng); },
+          parent == nullptr ? ServeFn()
+                            : ServeFn([&] { return MeasureBuiltin(contract, config, *parent); }),
+          CloseCallsReporting(config.close_calls, progress, 0.3), result));
 
   // Quality on the task suites, served at the contract's precision.
   TAILOR_RETURN_IF_ERROR(report(0.6, "evaluating the task suites"));
@@ -372,7 +390,7 @@ absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
                         std::exp(q.nll_sum / static_cast<double>(tokens)),
                         *result.mutable_quality());
   }
-  JudgeBudgets(contract.budget(), result);
+  JudgeBudgets(judged, result);
   v1::EngineInfo& eng_info = *result.mutable_engine();
   eng_info.set_name(engine::kEngineName);
   eng_info.set_version(engine::BuiltinEngineVersion(config.builtin_threads));
@@ -409,16 +427,50 @@ void JudgeBudgets(const v1::Budget& b, v1::JobOutput& out) {
     check->set_budget(budget);
     check->set_measured(value);
     check->set_met(floor ? value >= budget : value <= budget);
+    return check;
   };
-  if (b.has_latency_ms_max()) add("latency_ms", b.latency_ms_max(), m.latency_ms(), false);
+  // The parent's figure a budget relative to it was resolved against, when served alongside.
+  auto parent = [&](v1::BudgetCheck* check, const absl::StatusOr<double>& figure) {
+    if (out.has_parent_beside() && figure.ok()) check->set_parent(*figure);
+  };
+  if (b.has_latency_ms_max()) {
+    v1::BudgetCheck* c = add("latency_ms", b.latency_ms_max(), m.latency_ms(), false);
+    if (b.has_latency_vs_parent_max()) {
+      parent(c, ParentLatency(b.latency_percentile(), out.parent_beside()));
+    }
+  }
   if (b.has_throughput_tokens_per_s_min()) {
-    add("throughput_tokens_per_s", b.throughput_tokens_per_s_min(),
-        m.throughput_tokens_per_s(), true);
+    v1::BudgetCheck* c = add("throughput_tokens_per_s", b.throughput_tokens_per_s_min(),
+                             m.throughput_tokens_per_s(), true);
+    if (b.has_throughput_vs_parent_min()) {
+      parent(c, ParentThroughput(b.latency_percentile(), out.parent_beside()));
+    }
   }
   if (b.has_memory_mib_max()) add("memory_mib", b.memory_mib_max(), m.memory_mib(), false);
   if (b.has_weight_memory_mib_max()) {
     add("weight_memory_mib", b.weight_memory_mib_max(), m.weight_memory_mib(), false);
   }
+}
+
+absl::StatusOr<v1::Budget> MeasureVerified(const v1::DeploymentContract& contract, int serves,
+                                           const ServeFn& serve_model,
+                                           const ServeFn& serve_parent, const CloseCalls& close,
+                                           v1::JobOutput& out) {
+  if (!serve_parent) {
+    TAILOR_ASSIGN_OR_RETURN(*out.mutable_measured(),
+                            MeasureServes(serves, serve_model, &contract.budget(), close));
+    return contract.budget();
+  }
+  TAILOR_ASSIGN_OR_RETURN(
+      BesideParent beside,
+      MeasureServesBesideParent(serves, serve_model, serve_parent, contract.budget(), close));
+  *out.mutable_measured() = std::move(beside.model);
+  *out.mutable_parent_beside() = std::move(beside.parent);
+  // Memory does not move with the host: held to the profile's figure, as the search was.
+  if (contract.budget().has_memory_vs_parent_max()) {
+    beside.budget.set_memory_mib_max(contract.budget().memory_mib_max());
+  }
+  return beside.budget;
 }
 
 namespace {
@@ -437,7 +489,7 @@ class BuiltinEngine : public ServingEngine {
                                        const ModelToServe& model,
                                        const std::string& /*work_dir*/,
                                        const MlProgressFn& progress) override {
-    return RunVerify(contract, model.dir, config_, progress, model.eval);
+    return RunVerify(contract, model.dir, config_, progress, model.eval, model.parent_dir);
   }
   absl::StatusOr<costmodel::RecheckResult> Recheck(const v1::DeploymentContract& contract,
                                                    const std::string& parent_dir,
@@ -591,8 +643,12 @@ JobHandler MakeDriftCheckHandler(std::shared_ptr<ServingEngine> engine) {
     }
     if (HasSourceModel(ctx)) {
       TAILOR_ASSIGN_OR_RETURN(auto model, ModelDir(ctx));
-      TAILOR_ASSIGN_OR_RETURN(result, engine->Verify(ctx.contract(), {model.first, false},
-                                                     ctx.work_dir(), ProgressOf(ctx)));
+      ModelToServe student{model.first, false};
+      if (HasTimedRelativeBudget(ctx.contract().budget())) {
+        TAILOR_ASSIGN_OR_RETURN(student.parent_dir, ParentDir(ctx));
+      }
+      TAILOR_ASSIGN_OR_RETURN(
+          result, engine->Verify(ctx.contract(), student, ctx.work_dir(), ProgressOf(ctx)));
       bool hold = result.budgets_size() > 0 &&
                   (!result.has_equivalence() || result.equivalence().passed());
       for (const v1::BudgetCheck& b : result.budgets()) hold = hold && b.met();
@@ -694,8 +750,11 @@ JobHandler MakeVerifyHandler(MlJobConfig config, std::shared_ptr<ServingEngine> 
     // The parent's folder, fetched once (a stored parent is a download): the eval sample
     // reads its vocabulary, the main verify scores it.
     const bool scores_parent = ctx.job().key() == methods::jobs::kVerify && !is_parent;
+    // A budget on request time relative to the parent is judged against the parent served
+    // alongside (ModelToServe.parent_dir).
+    const bool beside = !is_parent && HasTimedRelativeBudget(ctx.contract().budget());
     std::string parent_dir;
-    if (ctx.contract().data().has_eval() || scores_parent) {
+    if (ctx.contract().data().has_eval() || scores_parent || beside) {
       TAILOR_ASSIGN_OR_RETURN(parent_dir, ParentDir(ctx));
     }
     EvalSample eval;
@@ -704,8 +763,9 @@ JobHandler MakeVerifyHandler(MlJobConfig config, std::shared_ptr<ServingEngine> 
     }
     TAILOR_ASSIGN_OR_RETURN(
         v1::JobOutput result,
-        engine->Verify(ctx.contract(), {model.first, is_parent, &eval}, ctx.work_dir(),
-                       ProgressOf(ctx)));
+        engine->Verify(ctx.contract(),
+                       {model.first, is_parent, &eval, beside ? parent_dir : std::string()},
+                       ctx.work_dir(), ProgressOf(ctx)));
     result.set_model_source(model.second);
     // The main verify of a campaign also scores the parent under the same engine settings,
     // so the report compares parent, student and baseline measured the same way.

@@ -124,11 +124,13 @@ absl::StatusOr<ProfileJobOutput> RunProfile(const v1::DeploymentContract& contra
                                             const MlProgressFn& progress);
 
 // The verify job in the built-in engine. `model_dir` holds config.json + model.safetensors;
-// with `eval`, the served model's perplexity on it goes into the quality.
+// with `eval`, the served model's perplexity on it goes into the quality; with `parent_dir`,
+// the parent's architecture is served alongside (ModelToServe.parent_dir).
 absl::StatusOr<v1::JobOutput> RunVerify(const v1::DeploymentContract& contract,
                                         const std::string& model_dir, const MlJobConfig& config,
                                         const MlProgressFn& progress,
-                                        const EvalSample* eval = nullptr);
+                                        const EvalSample* eval = nullptr,
+                                        const std::string& parent_dir = "");
 
 // The drift check's re-measurement in the built-in engine: each architecture served as verify
 // serves (engine::Engine::Measure, dummy weights), latency the robust per-step figure its
@@ -152,8 +154,19 @@ std::shared_ptr<ServingEngine> MakeBuiltinEngine(const MlJobConfig& config);
 // tailor's engine.
 absl::StatusOr<v1::ModelQuality> TaskQuality(engine::Engine& eng, uint64_t seed, int samples);
 
-// One BudgetCheck in `out` per budget `b` sets, judged on out.measured().
+// One BudgetCheck in `out` per budget `b` sets, judged on out.measured(); a budget relative
+// to the parent on request time names out.parent_beside()'s figure when there is one.
 void JudgeBudgets(const v1::Budget& b, v1::JobOutput& out);
+
+// A verify's serving: `serves` serves of the model (`serve_model`) judged on their median
+// (MeasureServes) into out.measured(); with `serve_parent`, alternating with serves of the
+// parent into out.parent_beside() (MeasureServesBesideParent). The budgets to judge: the
+// contract's, resolved against the parent served alongside when there is one.
+using ServeFn = std::function<absl::StatusOr<v1::ModelCosts>()>;
+absl::StatusOr<v1::Budget> MeasureVerified(const v1::DeploymentContract& contract, int serves,
+                                           const ServeFn& serve_model,
+                                           const ServeFn& serve_parent, const CloseCalls& close,
+                                           v1::JobOutput& out);
 
 // Codes that mean "this model is unusable", not "try again"; and such an error restated.
 bool IsBadModel(absl::StatusCode code);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/relative_budget.h"
 #include "common/status_macros.h"
 
 namespace tailor::profiler {
@@ -124,6 +125,15 @@ std::string GroupsNote(const CloseCalls& close) {
                       absl::FormatDuration(close.pause));
 }
 
+// Marks `median` as judged over close.extra_serves more serves after the first `first`.
+void NoteCloseCall(const CloseCalls& close, size_t first, v1::ModelCosts& median) {
+  median.set_close_call_serves(close.extra_serves);
+  absl::StrAppend(median.mutable_latency_statistic(), ", the last ", close.extra_serves,
+                  GroupsNote(close),
+                  absl::StrFormat(" because the first %d's median was within %.0f%% of a budget",
+                                  first, 100 * close.band));
+}
+
 }  // namespace
 
 absl::StatusOr<v1::ModelCosts> MeasureServes(
@@ -147,12 +157,41 @@ absl::StatusOr<v1::ModelCosts> MeasureServes(
   const size_t first = runs.size();
   TAILOR_RETURN_IF_ERROR(ServeCloseCallGroups(close, serve_more));
   TAILOR_ASSIGN_OR_RETURN(median, MedianServe(runs, "serves"));
-  median.set_close_call_serves(close.extra_serves);
-  absl::StrAppend(median.mutable_latency_statistic(), ", the last ", close.extra_serves,
-                  GroupsNote(close),
-                  absl::StrFormat(" because the first %d's median was within %.0f%% of a budget",
-                                  first, 100 * close.band));
+  NoteCloseCall(close, first, median);
   return median;
+}
+
+absl::StatusOr<BesideParent> MeasureServesBesideParent(
+    int serves, const std::function<absl::StatusOr<v1::ModelCosts>()>& serve_model,
+    const std::function<absl::StatusOr<v1::ModelCosts>()>& serve_parent,
+    const v1::Budget& budget, const CloseCalls& close) {
+  std::vector<v1::ModelCosts> model_runs, parent_runs;
+  auto serve_pairs = [&](int n) -> absl::Status {
+    for (int i = 0; i < n; ++i) {
+      TAILOR_ASSIGN_OR_RETURN(v1::ModelCosts m, serve_model());
+      model_runs.push_back(std::move(m));
+      TAILOR_ASSIGN_OR_RETURN(v1::ModelCosts p, serve_parent());
+      parent_runs.push_back(std::move(p));
+    }
+    return absl::OkStatus();
+  };
+  auto judge = [&]() -> absl::StatusOr<BesideParent> {
+    BesideParent out;
+    TAILOR_ASSIGN_OR_RETURN(out.model, MedianServe(model_runs, "serves"));
+    TAILOR_ASSIGN_OR_RETURN(out.parent,
+                            MedianServe(parent_runs, "serves of the parent, alternating"));
+    TAILOR_ASSIGN_OR_RETURN(out.budget, ResolveRelativeBudgets(budget, out.parent));
+    return out;
+  };
+  TAILOR_RETURN_IF_ERROR(serve_pairs(std::max(serves, 1)));
+  TAILOR_ASSIGN_OR_RETURN(BesideParent out, judge());
+  if (close.extra_serves <= 0 || !CloseToBudget(out.model, out.budget, close.band)) return out;
+  const size_t first = model_runs.size();
+  TAILOR_RETURN_IF_ERROR(ServeCloseCallGroups(close, serve_pairs));
+  TAILOR_ASSIGN_OR_RETURN(out, judge());
+  NoteCloseCall(close, first, out.model);
+  NoteCloseCall(close, first, out.parent);
+  return out;
 }
 
 namespace {

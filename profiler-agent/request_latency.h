@@ -79,6 +79,25 @@ absl::StatusOr<v1::ModelCosts> MeasureServes(
     int serves, const std::function<absl::StatusOr<v1::ModelCosts>()>& serve,
     const v1::Budget* budget = nullptr, const CloseCalls& close = {});
 
+// A verify's measurement of a model held to budgets relative to its parent: the model and the
+// parent's own architecture served alternately, model then parent, `serves` pairs (each serve
+// as MeasureServes serves one), each judged on its median serve, and `budget` resolved
+// against the parent's median (common/relative_budget.h). The host's speed moves by 10-30%
+// over minutes here (docs/benchmarks.md, "Fine steps for the settle"), while the contract
+// means the two served on the same host: a parent figure from the profile, minutes or
+// campaigns earlier, would judge the host instead. With close.extra_serves > 0 and the
+// model's median within close.band of the resolved budget, close.extra_serves more pairs in
+// close.groups groups close.pause apart, both medians over all of theirs.
+struct BesideParent {
+  v1::ModelCosts model;
+  v1::ModelCosts parent;
+  v1::Budget budget;  // resolved against `parent`
+};
+absl::StatusOr<BesideParent> MeasureServesBesideParent(
+    int serves, const std::function<absl::StatusOr<v1::ModelCosts>()>& serve_model,
+    const std::function<absl::StatusOr<v1::ModelCosts>()>& serve_parent,
+    const v1::Budget& budget, const CloseCalls& close = {});
+
 // A slow host, not slow candidates. A cost table validated on held-out architectures to a
 // worst latency error e prices a set of candidates; when the set's measurements lie further
 // above those prices than e (the median over the candidates of measured / predicted latency,

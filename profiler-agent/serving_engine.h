@@ -58,11 +58,15 @@ struct EvalSample {
 };
 
 // A model verify serves: tailor's model folder, or the parent's own folder (a Hugging Face
-// checkpoint or a tailor model); `eval` is null when the contract has no data.eval.
+// checkpoint or a tailor model); `eval` is null when the contract has no data.eval. With
+// `parent_dir` (the contract holds a budget on request time relative to the parent), the
+// parent's own architecture is served alongside the model and those budgets are judged
+// against it (request_latency.h MeasureServesBesideParent).
 struct ModelToServe {
   std::string dir;
   bool is_parent = false;
   const EvalSample* eval = nullptr;
+  std::string parent_dir;
 };
 
 class ServingEngine {

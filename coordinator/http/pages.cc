@@ -225,6 +225,11 @@ std::string RelativeBudgetsList(const v1::CampaignReport& r) {
     } else {
       absl::StrAppend(&h, " (resolved once the profile job has measured the parent)");
     }
+    if (b.has_verify_budget()) {
+      absl::StrAppend(&h, "; verified against the parent served alongside the student: ",
+                      Num(b.verify_parent()), " = <span data-field=\"verify_budget\">",
+                      Num(b.verify_budget()), "</span>");
+    }
     absl::StrAppend(&h, "</li>");
   }
   return h + "</ul>";

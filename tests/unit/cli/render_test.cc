@@ -512,6 +512,12 @@ TEST(RenderReportTest, RelativeBudgetsShowTheParentsFigure) {
   EXPECT_THAT(RenderReport(r, Options()),
               HasSubstr("latency_ms <= 0.7 x the parent's 13.9 = 9.73 (the parent served in "
                         "the target engine, cost table ct-1: p50 of 15 whole requests)\n"));
+  // The verify judged it against the parent served alongside the student.
+  latency->set_verify_parent(15.1);
+  latency->set_verify_budget(10.57);
+  EXPECT_THAT(RenderReport(r, Options()),
+              HasSubstr("p50 of 15 whole requests)\n  verified against the parent served "
+                        "alongside the student: 0.7 x 15.1 = 10.57\n"));
 }
 
 TEST(RenderReportTest, StudentExportsOfAnHfParent) {

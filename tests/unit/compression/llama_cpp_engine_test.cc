@@ -264,6 +264,30 @@ TEST_F(LlamaCppEngineRealTest, VerifyPassesTheGateThenMeasuresWholeRequests) {
   EXPECT_EQ(r->engine().version(), "3.21.1");
 }
 
+// Held to the parent's latency: the parent's architecture (dummy weights) served in
+// llama.cpp alternately with the model, three serves each, and the budget resolved there.
+TEST_F(LlamaCppEngineRealTest, VerifyBesideTheParentResolvesTheBudgetThere) {
+  v1::DeploymentContract c = Contract();
+  c.mutable_budget()->set_latency_vs_parent_max(1.5);
+  ModelToServe model{parent_, true};
+  model.parent_dir = parent_;
+  absl::StatusOr<v1::JobOutput> r = engine_->Verify(c, model, work_, nullptr);
+  ASSERT_THAT(r.status(), IsOk());
+  ASSERT_TRUE(r->has_parent_beside());
+  const v1::ModelCosts& p = r->parent_beside();
+  EXPECT_EQ(p.serve_latency_ms_size(), 3);
+  EXPECT_EQ(p.repetitions(), 10);
+  EXPECT_THAT(p.latency_statistic(), HasSubstr("serves of the parent, alternating"));
+  EXPECT_EQ(r->measured().serve_latency_ms_size(), 3);
+  ASSERT_EQ(r->budgets_size(), 4);
+  const v1::BudgetCheck& latency = r->budgets(2);
+  EXPECT_EQ(latency.resource(), "latency_ms");
+  EXPECT_DOUBLE_EQ(latency.parent(), p.request_p50_ms());
+  EXPECT_DOUBLE_EQ(latency.budget(), 1.5 * p.request_p50_ms());
+  EXPECT_EQ(latency.met(), r->measured().latency_ms() <= latency.budget());
+  EXPECT_DOUBLE_EQ(r->budgets(3).budget(), 1e-3);
+}
+
 // With data.eval, the gate's prompts are the eval text (sequences of at least the gate's
 // 32 tokens, cut to it), and both engines' perplexity over those tokens is recorded; the
 // served one is llama.cpp's.

@@ -306,6 +306,68 @@ TEST(CloseCallsTest, AMedianNearTheBudgetIsServedMoreTimes) {
               StatusIs(absl::StatusCode::kInternal, HasSubstr("signal 6")));
 }
 
+// A model held to a budget relative to its parent: served alternately with the parent, the
+// budget resolved against the parent's median serve there; a close call serves more pairs.
+TEST(CloseCallsTest, BesideTheParentServesAlternatelyAndJudgesAgainstItsMedian) {
+  std::vector<std::string> order;
+  const std::vector<double> model_ms = {10.0, 10.9, 10.4, 11.6, 10.2, 10.5};
+  const std::vector<double> parent_ms = {13.0, 14.0, 13.5, 15.0, 13.2, 13.4};
+  size_t m = 0, p = 0;
+  auto timed = [](double ms) {
+    v1::ModelCosts c = Serve(ms, 32000 / ms);
+    c.set_request_p50_ms(ms);
+    c.set_repetitions(10);
+    return c;
+  };
+  auto serve_model = [&]() -> absl::StatusOr<v1::ModelCosts> {
+    order.push_back("model");
+    return timed(model_ms[m++]);
+  };
+  auto serve_parent = [&]() -> absl::StatusOr<v1::ModelCosts> {
+    order.push_back("parent");
+    return timed(parent_ms[p++]);
+  };
+  v1::Budget budget;
+  budget.set_latency_vs_parent_max(0.8);
+  budget.set_latency_ms_max(9.6);  // as the profile's parent (12 ms) resolved it
+  budget.set_memory_vs_parent_max(0.9);
+  budget.set_memory_mib_max(2.0);
+  absl::StatusOr<BesideParent> b =
+      MeasureServesBesideParent(3, serve_model, serve_parent, budget, CloseCalls{2, 0.03});
+  ASSERT_TRUE(b.ok()) << b.status();
+  // The first three pairs: model 10.4 against 0.8 x 13.5 = 10.8, 3.7% under: not close.
+  EXPECT_EQ(order, (std::vector<std::string>{"model", "parent", "model", "parent", "model",
+                                             "parent"}));
+  EXPECT_EQ(b->model.latency_ms(), 10.4);
+  EXPECT_EQ(b->parent.latency_ms(), 13.5);
+  EXPECT_DOUBLE_EQ(b->budget.latency_ms_max(), 0.8 * 13.5);
+  EXPECT_DOUBLE_EQ(b->budget.memory_mib_max(), 0.9 * 2.5);
+  EXPECT_THAT(b->parent.latency_statistic(),
+              HasSubstr("the median of 3 serves of the parent, alternating (13.00, 14.00, "
+                        "13.50 ms)"));
+  // Within 5%: two more pairs, each median over five.
+  order.clear();
+  m = p = 0;
+  b = MeasureServesBesideParent(3, serve_model, serve_parent, budget, CloseCalls{2, 0.05});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(order.size(), 10u);
+  EXPECT_EQ(b->model.latency_ms(), 10.4);   // of 10.0 10.9 10.4 11.6 10.2
+  EXPECT_EQ(b->parent.latency_ms(), 13.5);  // of 13.0 14.0 13.5 15.0 13.2
+  EXPECT_EQ(b->model.close_call_serves(), 2);
+  EXPECT_EQ(b->parent.close_call_serves(), 2);
+  // A parent measured over too few requests for the percentile cannot resolve the budget.
+  m = p = 0;
+  auto few = [&]() -> absl::StatusOr<v1::ModelCosts> {
+    v1::ModelCosts c = timed(parent_ms[p++]);
+    c.set_repetitions(3);
+    return c;
+  };
+  EXPECT_THAT(MeasureServesBesideParent(3, serve_model, few, budget).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("budget.latency_vs_parent_max: the parent was measured over 3 "
+                                 "requests, too few for its p50")));
+}
+
 // The extra serves in groups, each after a pause: the host's slow minutes outlast nine serves
 // back to back, so a figure taken in one is sampled again a minute later.
 TEST(CloseCallsTest, GroupsOfExtraServesComeAPauseApart) {
@@ -643,6 +705,41 @@ TEST(MlJobsTest, VerifyServesACloseCallMoreTimes) {
   std::sort(serves.begin(), serves.end());
   EXPECT_EQ(measured.latency_ms(), serves[2]);
   EXPECT_THAT(measured.latency_statistic(), HasSubstr("the median of 5 serves ("));
+}
+
+// A real verify in the built-in engine held to 0.9 x the parent's latency: the parent's
+// architecture served alongside, three serves each; the latency budget is 0.9 x the parent's
+// median there and names it, memory stays the profile's figure.
+TEST(MlJobsTest, VerifyBesideTheParentJudgesTheTimedBudgetOnIt) {
+  const std::string student = SaveSmall("verify_student");
+  const std::string parent = SaveSmall("verify_parent");
+  v1::DeploymentContract contract = Contract();
+  contract.mutable_parent()->set_path(parent);
+  contract.mutable_budget()->set_latency_vs_parent_max(0.9);
+  contract.mutable_budget()->set_memory_vs_parent_max(0.5);
+  absl::StatusOr<v1::JobOutput> r =
+      RunVerify(contract, student, Fast(), nullptr, nullptr, parent);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->has_parent_beside());
+  const v1::ModelCosts& p = r->parent_beside();
+  EXPECT_EQ(p.serve_latency_ms_size(), 3);
+  EXPECT_EQ(r->measured().serve_latency_ms_size(), 3);
+  ASSERT_EQ(r->budgets_size(), 2);
+  const v1::BudgetCheck& latency = r->budgets(0);
+  EXPECT_EQ(latency.resource(), "latency_ms");
+  EXPECT_DOUBLE_EQ(latency.parent(), p.request_p50_ms());
+  EXPECT_DOUBLE_EQ(latency.budget(), 0.9 * p.request_p50_ms());
+  EXPECT_EQ(latency.met(), r->measured().latency_ms() <= latency.budget());
+  const v1::BudgetCheck& memory = r->budgets(1);
+  EXPECT_EQ(memory.resource(), "memory_mib");
+  EXPECT_DOUBLE_EQ(memory.budget(), 0.001);
+  EXPECT_FALSE(memory.has_parent());
+  // Without the parent's folder, the contract's figure as before.
+  r = RunVerify(contract, student, Fast(), nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->has_parent_beside());
+  EXPECT_DOUBLE_EQ(r->budgets(0).budget(), 1e6);
+  EXPECT_FALSE(r->budgets(0).has_parent());
 }
 
 TEST(MlJobsTest, VerifyRejectsInvalidModels) {

@@ -894,6 +894,7 @@ class CostTableCheckTest : public CoordinatorTest {
       } else if (a.job().key() == "search") {
         done.mutable_output()->mutable_predicted()->set_latency_ms(predicted_ms);
       } else if (a.job().key() == "verify") {
+        done.mutable_output()->MergeFrom(verify_extra_);
         done.mutable_output()->mutable_measured()->set_latency_ms(measured_ms);
         if (!disturbance.empty()) {
           done.mutable_output()->mutable_measured()->set_disturbed(true);
@@ -915,6 +916,7 @@ class CostTableCheckTest : public CoordinatorTest {
   }
 
   std::map<std::string, v1::DeploymentContract> handed_;
+  v1::JobOutput verify_extra_;  // merged into the verify job's output
 };
 
 // An agent of the built-in engine's next version that runs drift checks: an engine upgrade.
@@ -986,6 +988,42 @@ TEST_F(CostTableCheckTest, BudgetsRelativeToTheParentResolveAgainstItsMeasuremen
   EXPECT_EQ(c2.jobs(0).state(), v1::JOB_SKIPPED);
   EXPECT_EQ(handed_.count("profile"), 0u);
   EXPECT_DOUBLE_EQ(handed_.at("search").budget().latency_ms_max(), 14);
+}
+
+// A verify that served the parent alongside the student judged the latency budget against
+// that parent (0.7 x 22 ms, where the profile's parent gave 14): the report holds the student
+// to the verify's budget and lists both parents; memory stays the profile's.
+TEST_F(CostTableCheckTest, AVerifyBesideTheParentSetsTheTimedBudget) {
+  const v1::DeploymentContract contract = RelativeContract(WriteParentConfig(dir_ / "p", 64));
+  const v1::ModelCosts parent = MeasuredParent();
+  v1::ModelCosts beside = MeasuredParent();
+  beside.set_request_p50_ms(22);
+  beside.set_latency_ms(22);
+  *verify_extra_.mutable_parent_beside() = beside;
+  v1::BudgetCheck* check = verify_extra_.add_budgets();
+  check->set_resource("latency_ms");
+  check->set_budget(0.7 * 22);
+  check->set_measured(14.9);
+  check->set_met(true);
+  check->set_parent(22);
+  const v1::Campaign c = RunCampaign(contract, "r1", 14.5, 14.9, "", &parent);
+  ASSERT_EQ(c.state(), v1::CAMPAIGN_SUCCEEDED);
+  auto report = core_->GetReport(c.id());
+  ASSERT_THAT(report, IsOk());
+  ASSERT_GE(report->budgets_size(), 2);
+  EXPECT_EQ(report->budgets(0).resource(), "latency_ms");
+  EXPECT_DOUBLE_EQ(report->budgets(0).budget(), 0.7 * 22);
+  EXPECT_DOUBLE_EQ(report->budgets(0).measured(), 14.9);
+  EXPECT_TRUE(report->budgets(0).met()) << "14.9 is over the profile's 14, under 15.4";
+  EXPECT_EQ(report->budgets(1).resource(), "memory_mib");
+  EXPECT_DOUBLE_EQ(report->budgets(1).budget(), 0.9 * 3.0);
+  ASSERT_EQ(report->relative_budgets_size(), 2);
+  const v1::RelativeBudget& latency = report->relative_budgets(0);
+  EXPECT_DOUBLE_EQ(latency.parent(), 20);
+  EXPECT_DOUBLE_EQ(latency.budget(), 14);
+  EXPECT_DOUBLE_EQ(latency.verify_parent(), 22);
+  EXPECT_DOUBLE_EQ(latency.verify_budget(), 0.7 * 22);
+  EXPECT_FALSE(report->relative_budgets(1).has_verify_budget()) << "memory";
 }
 
 // A table stored before the parent was measured cannot resolve the budgets: the campaign
