@@ -1,11 +1,13 @@
 #include "profiler-agent/measure_job.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/relative_budget.h"
 #include "common/status_macros.h"
 #include "compression/autocompress/settle.h"
 #include "compression/costmodel/cost_model.h"
@@ -59,17 +61,52 @@ std::vector<size_t> RefinementOf(const Candidates& candidates, const std::vector
   return out;
 }
 
-// Rounds over the candidates `subset` (indices into all of them), through `serve_round`.
+// Rounds over the candidates `subset` (indices into all of them), through `serve_round`; with
+// `reference_ms`, the subset's last is the parent, anchoring the rest (ParentAnchor).
 absl::StatusOr<RoundsMeasured> MeasureSubset(const std::vector<size_t>& subset,
                                              const v1::Budget& budget, const CloseCalls& close,
                                              const SlowHostCheck& slow_host,
-                                             const ServeRoundFn& serve_round) {
+                                             const ServeRoundFn& serve_round,
+                                             std::optional<double> reference_ms) {
   ServeRoundFn round = [&](const std::vector<size_t>& which, const std::string& label) {
     std::vector<size_t> global;
     for (size_t k : which) global.push_back(subset[k]);
     return serve_round(global, label);
   };
-  return MeasureInRounds(subset.size(), kMeasureRounds, budget, close, round, slow_host);
+  ParentAnchor anchor;
+  if (reference_ms.has_value()) anchor = {subset.size() - 1, *reference_ms};
+  return MeasureInRounds(subset.size(), kMeasureRounds, budget, close, round, slow_host, anchor);
+}
+
+// `c`'s timed figures times `scale` (throughput over it), the statistic saying why.
+void ScaleTimed(double scale, double parent_ms, double reference_ms, v1::ModelCosts& c) {
+  auto times = [scale](double v) { return v * scale; };
+  if (c.has_latency_ms()) c.set_latency_ms(times(c.latency_ms()));
+  if (c.has_request_p50_ms()) c.set_request_p50_ms(times(c.request_p50_ms()));
+  if (c.has_request_p90_ms()) c.set_request_p90_ms(times(c.request_p90_ms()));
+  if (c.has_request_p99_ms()) c.set_request_p99_ms(times(c.request_p99_ms()));
+  if (c.has_median_request_ms()) c.set_median_request_ms(times(c.median_request_ms()));
+  if (c.has_prefill_ms()) c.set_prefill_ms(times(c.prefill_ms()));
+  if (c.has_decode_ms()) c.set_decode_ms(times(c.decode_ms()));
+  if (c.has_throughput_tokens_per_s() && scale > 0) {
+    c.set_throughput_tokens_per_s(c.throughput_tokens_per_s() / scale);
+  }
+  for (double& v : *c.mutable_serve_latency_ms()) v = times(v);
+  absl::StrAppend(c.mutable_latency_statistic(),
+                  absl::StrFormat("; x%.3f to the footing the budgets were resolved at (the "
+                                  "parent served alongside at %.2f ms, %.2f ms then)",
+                                  scale, parent_ms, reference_ms));
+}
+
+// A pass's medians with the parent served among them (the last) put on the budgets' footing;
+// the parent's own figure is removed and recorded in `r`.
+void AnchorPass(double reference_ms, RoundsMeasured& m, v1::MeasureResult& r) {
+  const ParentAnchor anchor{m.medians.size() - 1, reference_ms};
+  const double scale = AnchorScale(anchor, m.medians);
+  const double parent_ms = m.medians.back().latency_ms();
+  m.medians.pop_back();
+  for (v1::ModelCosts& c : m.medians) ScaleTimed(scale, parent_ms, reference_ms, c);
+  r.add_parent_beside_ms(parent_ms);
 }
 
 }  // namespace
@@ -111,12 +148,42 @@ SlowHostCheck SlowHostCheckOf(const SlowHostCheck& agent, double latency_error) 
   return check;
 }
 
+std::optional<double> ParentReferenceMs(const v1::DeploymentContract& contract) {
+  const v1::Budget& b = contract.budget();
+  const bool absolute_latency = b.has_latency_ms_max() && !b.has_latency_vs_parent_max();
+  const bool absolute_throughput =
+      b.has_throughput_tokens_per_s_min() && !b.has_throughput_vs_parent_min();
+  if (!HasTimedRelativeBudget(b) || absolute_latency || absolute_throughput) return {};
+  if (b.has_latency_vs_parent_max()) {
+    if (!b.has_latency_ms_max() || b.latency_vs_parent_max() <= 0) return {};
+    return b.latency_ms_max() / b.latency_vs_parent_max();
+  }
+  // Tokens per request are fixed by the workload: the parent's throughput is its latency.
+  const double tokens = static_cast<double>(contract.workload().batch_size()) *
+                        contract.workload().output_tokens();
+  if (!b.has_throughput_tokens_per_s_min() || b.throughput_tokens_per_s_min() <= 0 ||
+      tokens <= 0) {
+    return {};
+  }
+  return tokens * 1000.0 * b.throughput_vs_parent_min() / b.throughput_tokens_per_s_min();
+}
+
 absl::StatusOr<v1::MeasureResult> MeasureCandidates(const Candidates& candidates,
                                                     const v1::DeploymentContract& contract,
                                                     const CloseCalls& close,
                                                     const SlowHostCheck& slow_host,
-                                                    const ServeRoundFn& serve_round) {
+                                                    const ServeRoundFn& serve_round,
+                                                    bool parent_alongside) {
   const size_t n = candidates.architectures.size();
+  const std::optional<double> reference =
+      parent_alongside ? ParentReferenceMs(contract) : std::nullopt;
+  // With the parent alongside, it is served in every pass as candidate n, after the rest.
+  auto with_parent = [&](std::vector<size_t> subset) {
+    if (reference.has_value()) subset.push_back(n);
+    return subset;
+  };
+  v1::MeasureResult r;
+  if (reference.has_value()) r.set_parent_reference_ms(*reference);
   std::vector<size_t> first;
   for (size_t i = 0; i < n; ++i) {
     if (!candidates.on_demand[i]) first.push_back(i);
@@ -126,8 +193,11 @@ absl::StatusOr<v1::MeasureResult> MeasureCandidates(const Candidates& candidates
   }
   SlowHostCheck check = slow_host;
   for (size_t i : first) check.predicted_ms.push_back(candidates.predicted_ms[i]);
+  if (reference.has_value()) check.predicted_ms.push_back(*reference);
   TAILOR_ASSIGN_OR_RETURN(RoundsMeasured m,
-                          MeasureSubset(first, contract.budget(), close, check, serve_round));
+                          MeasureSubset(with_parent(first), contract.budget(), close, check,
+                                        serve_round, reference));
+  if (reference.has_value()) AnchorPass(*reference, m, r);
   std::vector<v1::ModelCosts> measured(n);
   std::vector<bool> served(n, false);
   for (size_t k = 0; k < first.size(); ++k) {
@@ -140,7 +210,9 @@ absl::StatusOr<v1::MeasureResult> MeasureCandidates(const Candidates& candidates
     const std::vector<size_t> refine = RefinementOf(candidates, served, measured, contract);
     if (refine.empty()) break;
     TAILOR_ASSIGN_OR_RETURN(RoundsMeasured more,
-                            MeasureSubset(refine, contract.budget(), close, {}, serve_round));
+                            MeasureSubset(with_parent(refine), contract.budget(), close, {},
+                                          serve_round, reference));
+    if (reference.has_value()) AnchorPass(*reference, more, r);
     for (size_t k = 0; k < refine.size(); ++k) {
       measured[refine[k]] = std::move(more.medians[k]);
       served[refine[k]] = true;
@@ -148,7 +220,6 @@ absl::StatusOr<v1::MeasureResult> MeasureCandidates(const Candidates& candidates
     close_calls += more.close_calls;
     refined += static_cast<int>(refine.size());
   }
-  v1::MeasureResult r;
   for (size_t i = 0; i < n; ++i) {
     *r.add_measured() = std::move(measured[i]);
     r.add_served(served[i]);
@@ -195,6 +266,15 @@ std::string MeasureSummary(const v1::MeasureResult& r, const std::string& source
   if (close_calls > 0) {
     absl::StrAppend(&out, ", ", close_calls, " of them ", r.close_call_rounds(),
                     " times more (close calls)");
+  }
+  if (r.parent_beside_ms_size() > 0) {
+    absl::StrAppend(&out, "; timed against the parent served alongside (",
+                    absl::StrJoin(r.parent_beside_ms(), ", ",
+                                  [](std::string* s, double ms) {
+                                    absl::StrAppend(s, absl::StrFormat("%.2f", ms));
+                                  }),
+                    absl::StrFormat(" ms; the budgets resolved at %.2f ms)",
+                                    r.parent_reference_ms()));
   }
   return out;
 }

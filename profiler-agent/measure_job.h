@@ -10,6 +10,7 @@
 // RungsToRefine), since only they can use more of the budget, until those two are
 // neighbours or kMaxRefinePasses have run.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,8 +53,18 @@ absl::StatusOr<Candidates> CandidatesOf(const JobContext& ctx);
 // no check (remeasures 0) when the table's error is unknown (<= 0) or the agent checks none.
 SlowHostCheck SlowHostCheckOf(const SlowHostCheck& agent, double latency_error);
 
+// The parent's latency at the contract's percentile that its timed budgets were resolved
+// against, when they are all relative to the parent (Budget.*_vs_parent, resolved by the
+// coordinator); none when a timed budget is absolute or there is none.
+std::optional<double> ParentReferenceMs(const v1::DeploymentContract& contract);
+
 // Both passes: `serve_round(which, label)` serves the candidates `which` (indices into all of
 // them) once each; `slow_host` applies to the first pass (its predicted_ms are filled here).
+// With `parent_alongside` and a ParentReferenceMs, index n (one past the candidates) names
+// the parent's architecture, served in every pass after the candidates: the host's speed
+// moves by 10-30% over the minutes between passes here, so each pass's figures are put on
+// the footing the budgets were resolved at by the parent served among them (x reference /
+// the parent's median; MeasureResult.parent_beside_ms), and passes minutes apart compare.
 // The result has one `measured` per candidate (empty where unserved), `served`, `refined`,
 // `rounds`, the close-call fields and the first pass's slow-host figures; not the engine or
 // the seconds.
@@ -61,7 +72,8 @@ absl::StatusOr<v1::MeasureResult> MeasureCandidates(const Candidates& candidates
                                                     const v1::DeploymentContract& contract,
                                                     const CloseCalls& close,
                                                     const SlowHostCheck& slow_host,
-                                                    const ServeRoundFn& serve_round);
+                                                    const ServeRoundFn& serve_round,
+                                                    bool parent_alongside = false);
 
 // The job's final progress line: how many of the candidates of `source` were served, in which
 // pass, a slow host's passes, and the close calls.

@@ -677,6 +677,13 @@ JobHandler MakeMeasureHandler(MlJobConfig config, std::shared_ptr<ServingEngine>
     TAILOR_ASSIGN_OR_RETURN(const Candidates candidates, CandidatesOf(ctx));
     TAILOR_ASSIGN_OR_RETURN(std::string parent_dir, ParentDir(ctx));
     const MlProgressFn progress = ProgressOf(ctx);
+    // Budgets on request time relative to the parent: the parent is served in every pass
+    // (MeasureCandidates), as the candidate one past the last.
+    std::optional<model::HybridConfig> parent;
+    if (ParentReferenceMs(ctx.contract()).has_value()) {
+      TAILOR_ASSIGN_OR_RETURN(ParentForProfile p, ReadParentForProfile(ctx.contract(), parent_dir));
+      parent = std::move(p.config);
+    }
     // Progress by rounds, as many as there could be (close-call rounds serve fewer).
     const int planned = kMeasureRounds * (2 + std::max(config.slow_host.remeasures, 0)) +
                         std::max(config.close_calls.extra_serves, 0);
@@ -690,7 +697,10 @@ JobHandler MakeMeasureHandler(MlJobConfig config, std::shared_ptr<ServingEngine>
     ServeRoundFn serve_round = [&](const std::vector<size_t>& which, const std::string& label)
         -> absl::StatusOr<std::vector<v1::ModelCosts>> {
       std::vector<model::HybridConfig> served;
-      for (size_t i : which) served.push_back(candidates.architectures[i]);
+      for (size_t i : which) {
+        served.push_back(i < candidates.architectures.size() ? candidates.architectures[i]
+                                                             : parent.value());
+      }
       const double from = static_cast<double>(served_rounds++) / planned;
       auto in_round = [&](double f, const std::string& message,
                           const std::map<std::string, double>& metrics) {
@@ -710,7 +720,8 @@ JobHandler MakeMeasureHandler(MlJobConfig config, std::shared_ptr<ServingEngine>
     }
     TAILOR_ASSIGN_OR_RETURN(
         v1::MeasureResult r,
-        MeasureCandidates(candidates, ctx.contract(), close, slow_host, serve_round));
+        MeasureCandidates(candidates, ctx.contract(), close, slow_host, serve_round,
+                          parent.has_value()));
     const EngineIdentity id = engine->identity();
     v1::EngineInfo& info = *r.mutable_engine();
     info.set_name(id.name);

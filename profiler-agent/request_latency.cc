@@ -219,10 +219,29 @@ bool ChecksSlowHost(const SlowHostCheck& c, size_t candidates) {
 
 }  // namespace
 
+double AnchorScale(const ParentAnchor& anchor, const std::vector<v1::ModelCosts>& medians) {
+  if (!anchor.index.has_value() || *anchor.index >= medians.size() || anchor.reference_ms <= 0) {
+    return 1;
+  }
+  const double now = medians[*anchor.index].latency_ms();
+  return now > 0 ? anchor.reference_ms / now : 1;
+}
+
+v1::Budget BudgetAtScale(const v1::Budget& budget, double scale) {
+  v1::Budget out = budget;
+  if (scale <= 0) return out;
+  if (out.has_latency_ms_max()) out.set_latency_ms_max(out.latency_ms_max() / scale);
+  if (out.has_throughput_tokens_per_s_min()) {
+    out.set_throughput_tokens_per_s_min(out.throughput_tokens_per_s_min() * scale);
+  }
+  return out;
+}
+
 absl::StatusOr<RoundsMeasured> MeasureInRounds(size_t candidates, int rounds,
                                                const v1::Budget& budget, const CloseCalls& close,
                                                const ServeRoundFn& serve_round,
-                                               const SlowHostCheck& slow_host) {
+                                               const SlowHostCheck& slow_host,
+                                               const ParentAnchor& anchor) {
   using Serves = std::vector<std::vector<v1::ModelCosts>>;
   // Rounds first + 1 .. first + n of `total` of the candidates `which`, into `into`.
   auto serve = [&](const std::vector<size_t>& which, int first, int n, int total,
@@ -276,8 +295,10 @@ absl::StatusOr<RoundsMeasured> MeasureInRounds(size_t candidates, int rounds,
     }
   }
   std::vector<size_t> near;
+  const v1::Budget judged = BudgetAtScale(budget, AnchorScale(anchor, out.medians));
   for (size_t i = 0; i < candidates; ++i) {
-    if (close.extra_serves > 0 && CloseToBudget(out.medians[i], budget, close.band)) {
+    if (close.extra_serves > 0 && anchor.index != i &&
+        CloseToBudget(out.medians[i], judged, close.band)) {
       near.push_back(i);
     }
   }

@@ -6,6 +6,7 @@
 // without interference (docs/contract.md, "budget"). Per-piece figures stay as diagnostics.
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -125,8 +126,23 @@ struct SlowHostCheck {
 // `which` (indices) once each, in that order. Per candidate, the median of its serves in the
 // kept attempt and the close-call rounds (MedianServe), with close_call_serves set where it
 // had more.
+//
+// With `anchor`, one of the candidates is the parent, the timed budgets being relative to it:
+// a candidate is close to a budget scaled as the parent measured in these rounds against the
+// figure the budgets were resolved at (AnchorScale), and the parent is never a close call.
 using ServeRoundFn = std::function<absl::StatusOr<std::vector<v1::ModelCosts>>(
     const std::vector<size_t>& which, const std::string& label)>;
+struct ParentAnchor {
+  std::optional<size_t> index;  // none: no anchor
+  double reference_ms = 0;      // the parent's latency the budgets were resolved against
+};
+// reference_ms over the anchor's median latency in `medians`: the factor that puts a timed
+// figure served beside it on the footing the budgets were resolved at (< 1 when the host is
+// slower now). 1 without an anchor or a usable figure.
+double AnchorScale(const ParentAnchor& anchor, const std::vector<v1::ModelCosts>& medians);
+// `budget`'s timed limits as they stand against figures served at `scale` (latency over it,
+// throughput times it): what a raw median is compared with.
+v1::Budget BudgetAtScale(const v1::Budget& budget, double scale);
 struct RoundsMeasured {
   std::vector<v1::ModelCosts> medians;
   int close_calls = 0;  // candidates served the extra rounds
@@ -138,7 +154,8 @@ struct RoundsMeasured {
 absl::StatusOr<RoundsMeasured> MeasureInRounds(size_t candidates, int rounds,
                                                const v1::Budget& budget, const CloseCalls& close,
                                                const ServeRoundFn& serve_round,
-                                               const SlowHostCheck& slow_host = {});
+                                               const SlowHostCheck& slow_host = {},
+                                               const ParentAnchor& anchor = {});
 
 // The interference check of a figure taken over many requests (a verify's percentile, a
 // profiled model's median): sustained interference only, the interquartile spread over 25%,

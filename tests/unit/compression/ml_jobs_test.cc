@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -687,6 +688,88 @@ TEST(MeasureJobTest, FurtherPassesNarrowTheGapToNeighbouringRungs) {
   EXPECT_EQ(MeasureSummary(*r, "search"),
             "8 of the 25 candidates of search measured, 5 of them in 2 further passes where "
             "the budgets fell between two");
+}
+
+// The same ladder held to 0.88 x the parent's latency (resolved at 25 ms: 22 ms), on a host
+// x1.2 slow in the first pass, x1.0 in the second and x1.1 in the third: the parent served
+// last in every pass puts each pass back on the 25 ms footing, so the passes serve what a
+// steady host would have and every figure is the rung's own. Without it the slow first pass
+// puts every rung but the first over the budget, and the next pass looks between 0 and 12.
+TEST(MeasureJobTest, TheParentServedInEveryPassAnchorsIt) {
+  Candidates c;
+  c.source = "search";
+  for (int i = 0; i < 25; ++i) {
+    c.architectures.emplace_back();
+    c.predicted_ms.push_back(17 + 0.25 * i);
+    c.ladder.push_back(0);
+    c.on_demand.push_back(!(i == 0 || i == 12 || i == 24));
+  }
+  std::vector<std::vector<size_t>> calls;
+  const std::vector<double> speed = {1.2, 1.0, 1.1};
+  const ServeRoundFn serve_round = [&](const std::vector<size_t>& which, const std::string&)
+      -> absl::StatusOr<std::vector<v1::ModelCosts>> {
+    const double host = speed[std::min<size_t>(calls.size() / 3, 2)];
+    calls.push_back(which);
+    std::vector<v1::ModelCosts> out;
+    for (size_t i : which) {
+      v1::ModelCosts m = Serve(host * (i < 25 ? c.predicted_ms[i] : 25.0), 1000 / host);
+      m.add_serve_latency_ms(m.latency_ms());
+      out.push_back(std::move(m));
+    }
+    return out;
+  };
+  v1::DeploymentContract contract = SettleContract();
+  contract.mutable_budget()->set_latency_vs_parent_max(0.88);
+  ASSERT_EQ(ParentReferenceMs(contract), std::optional<double>(25));
+  absl::StatusOr<v1::MeasureResult> r =
+      MeasureCandidates(c, contract, {0, 0.10}, {}, serve_round, /*parent_alongside=*/true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(calls.size(), 9u);
+  EXPECT_EQ(calls[0], (std::vector<size_t>{0, 12, 24, 25}));
+  EXPECT_EQ(calls[3], (std::vector<size_t>{14, 17, 19, 22, 25}));
+  EXPECT_EQ(calls[6], (std::vector<size_t>{18, 25}));
+  ASSERT_EQ(r->measured_size(), 25);
+  EXPECT_NEAR(r->measured(12).latency_ms(), 20, 1e-9);
+  EXPECT_NEAR(r->measured(18).latency_ms(), 21.5, 1e-9);
+  EXPECT_NEAR(r->measured(18).serve_latency_ms(0), 21.5, 1e-9);
+  EXPECT_NEAR(r->measured(18).throughput_tokens_per_s(), 1000, 1e-9);
+  EXPECT_THAT(r->measured(12).latency_statistic(),
+              HasSubstr("; x0.833 to the footing the budgets were resolved at (the parent "
+                        "served alongside at 30.00 ms, 25.00 ms then)"));
+  EXPECT_THAT(r->parent_beside_ms(),
+              ::testing::ElementsAre(::testing::DoubleNear(30, 1e-9),
+                                     ::testing::DoubleNear(25, 1e-9),
+                                     ::testing::DoubleNear(27.5, 1e-9)));
+  EXPECT_EQ(MeasureSummary(*r, "search"),
+            "8 of the 25 candidates of search measured, 5 of them in 2 further passes where "
+            "the budgets fell between two; timed against the parent served alongside (30.00, "
+            "25.00, 27.50 ms; the budgets resolved at 25.00 ms)");
+
+  calls.clear();
+  r = MeasureCandidates(c, contract, {0, 0.10}, {}, serve_round);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(calls[3], (std::vector<size_t>{2, 5, 7, 10}));
+  EXPECT_EQ(r->parent_beside_ms_size(), 0);
+}
+
+// Which contracts measure beside the parent: every timed budget relative to it.
+TEST(MeasureJobTest, ParentReferenceNeedsEveryTimedBudgetRelative) {
+  v1::DeploymentContract c;
+  c.mutable_workload()->set_batch_size(2);
+  c.mutable_workload()->set_output_tokens(16);
+  c.mutable_budget()->set_latency_ms_max(22);
+  EXPECT_EQ(ParentReferenceMs(c), std::nullopt);  // absolute
+  c.mutable_budget()->set_memory_vs_parent_max(0.9);
+  EXPECT_EQ(ParentReferenceMs(c), std::nullopt);  // memory does not move with the host
+  c.mutable_budget()->set_throughput_vs_parent_min(1.25);
+  c.mutable_budget()->set_throughput_tokens_per_s_min(2000);
+  EXPECT_EQ(ParentReferenceMs(c), std::nullopt);  // latency still absolute
+  c.mutable_budget()->clear_latency_ms_max();
+  // 32 tokens a request at 2000 / 1.25 = 1600 tokens/s: 20 ms.
+  EXPECT_EQ(ParentReferenceMs(c), std::optional<double>(20));
+  c.mutable_budget()->set_latency_vs_parent_max(0.5);
+  c.mutable_budget()->set_latency_ms_max(9);
+  EXPECT_EQ(ParentReferenceMs(c), std::optional<double>(18));
 }
 
 // A real verify in the built-in engine with every median "close" (an unbounded band): the
