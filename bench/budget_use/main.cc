@@ -113,6 +113,8 @@ json CampaignRow(const json& campaign, bool settled) {
                 {"predicted", Num(chooser["predicted"], resource)},
                 {"share_of_budget", share},
                 {"met", b.value("met", false)}};
+    // A budget relative to the parent: the parent served alongside in verify.
+    if (b.contains("parent")) out["parent_alongside"] = Num(b, "parent");
     row["budgets"].push_back(out);
     binding = std::max(binding, share);
     all_met = all_met && out["met"].get<bool>();
@@ -140,6 +142,8 @@ json CampaignRow(const json& campaign, bool settled) {
     row["measure_refined"] = Num(measure, "refined");
     // Each pass over the rungs' measured / predicted latency (more than one: a slow host).
     row["measure_host_scales"] = measure.value("host_scales", json::array());
+    // Timed budgets relative to the parent: its median latency in each pass.
+    row["measure_parent_alongside_ms"] = measure.value("parent_beside_ms", json::array());
   }
   return row;
 }
