@@ -248,10 +248,16 @@ std::string RenderTableCheck(const v1::CampaignReport& r) {
                             "trusted at, so the campaign's choice rests on a rough table",
                             100 * c.validated_mape(), 100 * costmodel::kTrustedLatencyMape)
           : "";
+  const std::string footing =
+      c.has_host_scale()
+          ? absl::StrFormat(" (on the table's footing: the parent served alongside the verify "
+                            "ran x%.3f as fast as when the table was profiled)",
+                            c.host_scale())
+          : "";
   return absl::StrFormat(
-      "cost table %s: predicted within %.1f%% of the measurement, inside its validated error "
-      "(worst %.1f%%)%s\n",
-      c.cost_table_id(), 100 * c.error(),
+      "cost table %s: predicted within %.1f%% of the measurement%s, inside its validated "
+      "error (worst %.1f%%)%s\n",
+      c.cost_table_id(), 100 * c.error(), footing,
       100 * std::max(c.validated_max_error(), c.validated_mape()), wide);
 }
 

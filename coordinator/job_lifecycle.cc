@@ -674,7 +674,9 @@ void Coordinator::CheckCostTableLocked(UnitOfWork& uow, const v1::Job& verify) {
     return;
   }
   std::optional<v1::CostTableCheck> check =
-      JudgeCostTable(*table, chooser->predicted(), verify.output().measured(), campaign.id());
+      JudgeCostTable(*table, chooser->predicted(), verify.output().measured(), campaign.id(),
+                     verify.output().has_parent_beside() ? &verify.output().parent_beside()
+                                                         : nullptr);
   if (!check.has_value()) return;
   *uow.Campaign(campaign.id()).mutable_cost_table_check() = *check;
   if (!check->suspect()) return;

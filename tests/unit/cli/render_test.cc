@@ -425,6 +425,15 @@ TEST(RenderReportTest, CostTableCheckHeldOrSuspect) {
                         "validated error (worst 66.9%); its held-out latency MAPE 24.7% is over "
                         "the 5% a table is trusted at, so the campaign's choice rests on a rough "
                         "table\n"));
+  // Judged on the table's footing by the parent served alongside.
+  c.set_validated_mape(0.014);
+  c.set_validated_max_error(0.031);
+  c.set_host_scale(0.912);
+  EXPECT_THAT(RenderReport(r, Options()),
+              HasSubstr("cost table ct-1: predicted within 20.2% of the measurement (on the "
+                        "table's footing: the parent served alongside the verify ran x0.912 as "
+                        "fast as when the table was profiled), inside its validated error"));
+  c.clear_host_scale();
   c.set_error(0.018);
   c.set_validated_mape(0.014);
   c.set_validated_max_error(0.031);
