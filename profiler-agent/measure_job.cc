@@ -193,7 +193,12 @@ absl::StatusOr<v1::MeasureResult> MeasureCandidates(const Candidates& candidates
   }
   SlowHostCheck check = slow_host;
   for (size_t i : first) check.predicted_ms.push_back(candidates.predicted_ms[i]);
-  if (reference.has_value()) check.predicted_ms.push_back(*reference);
+  if (reference.has_value()) {
+    check.predicted_ms.push_back(*reference);
+    // The parent alongside already puts a slow pass on the budgets' footing: serving it
+    // again after a pause would buy nothing (the scale is still recorded).
+    check.remeasures = 0;
+  }
   TAILOR_ASSIGN_OR_RETURN(RoundsMeasured m,
                           MeasureSubset(with_parent(first), contract.budget(), close, check,
                                         serve_round, reference));

@@ -64,7 +64,8 @@ std::optional<double> ParentReferenceMs(const v1::DeploymentContract& contract);
 // the parent's architecture, served in every pass after the candidates: the host's speed
 // moves by 10-30% over the minutes between passes here, so each pass's figures are put on
 // the footing the budgets were resolved at by the parent served among them (x reference /
-// the parent's median; MeasureResult.parent_beside_ms), and passes minutes apart compare.
+// the parent's median; MeasureResult.parent_beside_ms), and passes minutes apart compare;
+// `slow_host` then records its scale without serving again.
 // The result has one `measured` per candidate (empty where unserved), `served`, `refined`,
 // `rounds`, the close-call fields and the first pass's slow-host figures; not the engine or
 // the seconds.

@@ -722,9 +722,14 @@ TEST(MeasureJobTest, TheParentServedInEveryPassAnchorsIt) {
   contract.mutable_budget()->set_latency_vs_parent_max(0.88);
   ASSERT_EQ(ParentReferenceMs(contract), std::optional<double>(25));
   absl::StatusOr<v1::MeasureResult> r =
-      MeasureCandidates(c, contract, {0, 0.10}, {}, serve_round, /*parent_alongside=*/true);
+      MeasureCandidates(c, contract, {0, 0.10}, SlowHostCheckOf({{}, 0.10, 2}, 0.13),
+                        serve_round, /*parent_alongside=*/true);
   ASSERT_TRUE(r.ok()) << r.status();
+  // x1.2 is over the slow-host bound (13%), but the parent puts the pass right: not served
+  // again, the scale recorded.
   ASSERT_EQ(calls.size(), 9u);
+  ASSERT_EQ(r->host_scales_size(), 1);
+  EXPECT_NEAR(r->host_scales(0), 1.2, 1e-9);
   EXPECT_EQ(calls[0], (std::vector<size_t>{0, 12, 24, 25}));
   EXPECT_EQ(calls[3], (std::vector<size_t>{14, 17, 19, 22, 25}));
   EXPECT_EQ(calls[6], (std::vector<size_t>{18, 25}));
