@@ -41,8 +41,8 @@ std::string Autocompress(const std::string& parent, const std::string& version,
       "target { device_kind: \"cpu\" engine: \"llama.cpp\" engine_version: \"", version,
       "\" precision: FP32 }\n",
       "workload { batch_size: 1 input_tokens: 16 output_tokens: 8 cached_prefix_tokens: 0 }\n",
-      "budget { latency_ms_max: 5000 memory_vs_parent_max: 1 latency_percentile: ", percentile,
-      " }\n",
+      "budget { latency_ms_max: 5000 memory_vs_parent_max: 1 throughput_vs_parent_min: 0.01 "
+      "latency_percentile: ", percentile, " }\n",
       "ranking { calibration_samples: 8 }\n",
       "search { steps: 2 sampled_architectures: 4 batch_sequences: 4 sequence_length: 32 "
       "settle_rungs: 3 }\n",
@@ -193,8 +193,22 @@ TEST_P(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
   EXPECT_THAT(parent_measured.value("latency_statistic", ""), ::testing::StartsWith(statistic));
   const double parent_mib = parent_measured.value("memory_mib", 0.0);
   EXPECT_GT(parent_mib, 0.0);
-  ASSERT_EQ(report["relative_budgets"].size(), 1u) << report.dump(2);
-  const nlohmann::json relative = report["relative_budgets"][0];
+  ASSERT_EQ(report["relative_budgets"].size(), 2u) << report.dump(2);
+  // Throughput relative to the parent (a floor of 1% of it, met by any student): verify served
+  // the parent alongside the student, three serves each, and judged the floor on it.
+  const nlohmann::json beside = verify["parent_beside"];
+  ASSERT_EQ(beside["serve_latency_ms"].size(), 3u) << beside.dump(2);
+  EXPECT_THAT(beside.value("latency_statistic", ""),
+              HasSubstr("serves of the parent, alternating ("));
+  const nlohmann::json floor = report["relative_budgets"][0];
+  EXPECT_EQ(floor["resource"], "throughput_tokens_per_s");
+  const double parent_tps = floor.value("verify_parent", 0.0);
+  EXPECT_GT(parent_tps, 0.0) << floor.dump();
+  EXPECT_NEAR(floor.value("verify_budget", 0.0), 0.01 * parent_tps, 1e-9 * parent_tps);
+  const nlohmann::json throughput = BudgetRow(report, "throughput_tokens_per_s");
+  EXPECT_EQ(throughput.value("budget", 0.0), floor.value("verify_budget", -1.0));
+  EXPECT_TRUE(throughput.value("met", false)) << throughput.dump();
+  const nlohmann::json relative = report["relative_budgets"][1];
   EXPECT_EQ(relative["resource"], "memory_mib");
   EXPECT_TRUE(relative.value("resolved", false)) << relative.dump();
   EXPECT_EQ(relative.value("budget", 0.0), parent_mib);
@@ -209,6 +223,8 @@ TEST_P(LlamaCppEngineE2E, AutocompressIsProfiledAndVerifiedInLlamaCpp) {
   EXPECT_THAT(text.out, HasSubstr("equivalence gate passed over 512 positions"));
   EXPECT_THAT(text.out, HasSubstr("measured settle: "));
   EXPECT_THAT(text.out, HasSubstr("memory_mib <= 1 x the parent's "));
+  EXPECT_THAT(text.out,
+              HasSubstr("verified against the parent served alongside the student: 0.01 x "));
   std::printf("%s\n", text.out.c_str());
 }
 
