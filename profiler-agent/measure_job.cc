@@ -109,6 +109,14 @@ void AnchorPass(double reference_ms, RoundsMeasured& m, v1::MeasureResult& r) {
   r.add_parent_beside_ms(parent_ms);
 }
 
+// `values` each as `format` shows one, joined by ", ".
+std::string Figures(const google::protobuf::RepeatedField<double>& values,
+                    const absl::FormatSpec<double>& format) {
+  return absl::StrJoin(values, ", ", [&format](std::string* s, double v) {
+    absl::StrAppend(s, absl::StrFormat(format, v));
+  });
+}
+
 }  // namespace
 
 absl::StatusOr<Candidates> CandidatesOf(const JobContext& ctx) {
@@ -261,10 +269,7 @@ std::string MeasureSummary(const v1::MeasureResult& r, const std::string& source
   }
   if (r.host_scales_size() > 1) {
     absl::StrAppend(&out, "; served again on a slow host (measured / predicted ",
-                    absl::StrJoin(r.host_scales(), ", ",
-                                  [](std::string* s, double scale) {
-                                    absl::StrAppend(s, absl::StrFormat("x%.3f", scale));
-                                  }),
+                    Figures(r.host_scales(), "x%.3f"),
                     absl::StrFormat(" against a bound of x%.3f; kept pass %d)",
                                     1 + r.slow_host_bound(), r.kept_attempt() + 1));
   }
@@ -274,10 +279,7 @@ std::string MeasureSummary(const v1::MeasureResult& r, const std::string& source
   }
   if (r.parent_beside_ms_size() > 0) {
     absl::StrAppend(&out, "; timed against the parent served alongside (",
-                    absl::StrJoin(r.parent_beside_ms(), ", ",
-                                  [](std::string* s, double ms) {
-                                    absl::StrAppend(s, absl::StrFormat("%.2f", ms));
-                                  }),
+                    Figures(r.parent_beside_ms(), "%.2f"),
                     absl::StrFormat(" ms; the budgets resolved at %.2f ms)",
                                     r.parent_reference_ms()));
   }

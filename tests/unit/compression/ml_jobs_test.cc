@@ -659,11 +659,8 @@ TEST(MeasureJobTest, TheSecondPassServesTheRungsTheBudgetFallsBetween) {
   EXPECT_DOUBLE_EQ(SlowHostCheckOf({{}, 0.10, 2}, 0.05).bound, 0.10);
 }
 
-// A ladder in fine steps: 25 rungs 0.25 ms apart from 17 ms, the first pass serving 0, 12
-// and 24 (17, 20, 23 ms). Each further pass splits what the last left between the largest
-// rung within 22 ms less 2% (21.56) and the next one over: 14, 17, 19, 22 (20.5, 21.25,
-// 21.75, 22.5 ms), then 18 (21.5), the neighbour of 19; then nothing is left between.
-TEST(MeasureJobTest, FurtherPassesNarrowTheGapToNeighbouringRungs) {
+// One ladder of 25 rungs 0.25 ms apart from 17 ms, rungs 0, 12 and 24 in the first pass.
+Candidates FineLadder() {
   Candidates c;
   c.source = "search";
   for (int i = 0; i < 25; ++i) {
@@ -672,6 +669,15 @@ TEST(MeasureJobTest, FurtherPassesNarrowTheGapToNeighbouringRungs) {
     c.ladder.push_back(0);
     c.on_demand.push_back(!(i == 0 || i == 12 || i == 24));
   }
+  return c;
+}
+
+// A ladder in fine steps: 25 rungs 0.25 ms apart from 17 ms, the first pass serving 0, 12
+// and 24 (17, 20, 23 ms). Each further pass splits what the last left between the largest
+// rung within 22 ms less 2% (21.56) and the next one over: 14, 17, 19, 22 (20.5, 21.25,
+// 21.75, 22.5 ms), then 18 (21.5), the neighbour of 19; then nothing is left between.
+TEST(MeasureJobTest, FurtherPassesNarrowTheGapToNeighbouringRungs) {
+  const Candidates c = FineLadder();
   std::vector<std::vector<size_t>> calls;
   const ServeRoundFn serve_round = ServedAsPredicted(c, calls);
   const v1::DeploymentContract contract = SettleContract();
@@ -696,14 +702,7 @@ TEST(MeasureJobTest, FurtherPassesNarrowTheGapToNeighbouringRungs) {
 // steady host would have and every figure is the rung's own. Without it the slow first pass
 // puts every rung but the first over the budget, and the next pass looks between 0 and 12.
 TEST(MeasureJobTest, TheParentServedInEveryPassAnchorsIt) {
-  Candidates c;
-  c.source = "search";
-  for (int i = 0; i < 25; ++i) {
-    c.architectures.emplace_back();
-    c.predicted_ms.push_back(17 + 0.25 * i);
-    c.ladder.push_back(0);
-    c.on_demand.push_back(!(i == 0 || i == 12 || i == 24));
-  }
+  const Candidates c = FineLadder();
   std::vector<std::vector<size_t>> calls;
   const std::vector<double> speed = {1.2, 1.0, 1.1};
   const ServeRoundFn serve_round = [&](const std::vector<size_t>& which, const std::string&)
