@@ -29,6 +29,7 @@ struct Flags {
   std::string engine = engine::kEngineName;
   std::string engine_version;  // default: the built-in engine's, or what llama.cpp reports
   int engine_threads = 1;
+  std::string llama_serve_harness = "native";
   std::string work_dir = "tailor-agent-work";
   std::string log_level = "info";
   std::string token;
@@ -73,6 +74,12 @@ void DeclareFlags(CLI::App& app, Flags& flags) {
                  "threads serving each request (tailor-builtin: LibTorch intra-op threads, "
                  "part of its version)")
       ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  app.add_option("--llama-serve-harness", flags.llama_serve_harness,
+                 "llama.cpp: what times a request: native (a C++ loop around the package's "
+                 "libllama, tailor-llama-serve) or node (node-llama-cpp's generation loop, "
+                 "~0.45 ms of JavaScript per token; docs/costmodel.md)")
+      ->check(CLI::IsMember({"native", "node"}))
       ->capture_default_str();
   app.add_option("--work-dir", flags.work_dir, "scratch directory for jobs")->capture_default_str();
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, off")
@@ -177,6 +184,7 @@ HandlerOptions HandlerOptionsOf(const Flags& flags, const ServingEngineChoice& e
   HandlerOptions handler_options;
   handler_options.engine_build = engine.build;
   handler_options.engine_threads = flags.engine_threads;
+  handler_options.serve_harness = *gguf::ParseServeHarness(flags.llama_serve_harness);
   handler_options.ml_jobs = true;
   handler_options.profile_rounds = flags.profile_rounds;
   handler_options.profile_validation_architectures = flags.profile_validation;
@@ -263,7 +271,8 @@ int AgentMain(int argc, char** argv, const std::function<void(AgentRuntime&)>& r
     flags.engine_version = engine::BuiltinEngineVersion(flags.engine_threads);
   }
   absl::StatusOr<ServingEngineChoice> engine = ResolveServingEngine(
-      flags.engine, flags.engine_version, device->device, flags.engine_threads);
+      flags.engine, flags.engine_version, device->device, flags.engine_threads,
+      *gguf::ParseServeHarness(flags.llama_serve_harness));
   if (!engine.ok()) {
     if (engine.status().code() == absl::StatusCode::kInvalidArgument) {
       return Usage(std::string(engine.status().message()));

@@ -53,6 +53,7 @@ std::shared_ptr<ServingEngine> ServingEngineOf(const AgentRuntime& runtime,
   if (!options.ml_jobs || info.engine() != kLlamaCppEngineName) return nullptr;
   LlamaCppEngineOptions o;
   o.sidecar.threads = options.engine_threads;
+  o.serve_harness = options.serve_harness;
   EngineIdentity id{info.engine(), info.engine_version(), options.engine_build,
                     options.engine_threads};
   return MakeLlamaCppEngine(ml, o, id);
@@ -63,8 +64,8 @@ std::shared_ptr<ServingEngine> ServingEngineOf(const AgentRuntime& runtime,
 
 absl::StatusOr<ServingEngineChoice> ResolveServingEngine(const std::string& name,
                                                          const std::string& version,
-                                                         const std::string& device,
-                                                         int threads) {
+                                                         const std::string& device, int threads,
+                                                         gguf::ServeHarness harness) {
   if (name != "llama.cpp") return ServingEngineChoice{name, version, ""};
 #ifdef TAILOR_AGENT_WITH_TORCH
   if (device != "cpu") {
@@ -79,8 +80,12 @@ absl::StatusOr<ServingEngineChoice> ResolveServingEngine(const std::string& name
     return absl::InvalidArgumentError(absl::StrCat(
         "--engine-version ", version, ": the installed node-llama-cpp is ", id->version));
   }
-  return ServingEngineChoice{id->name, id->version, id->build};
+  const std::string timed_by = harness == gguf::ServeHarness::kNative
+                                 ? "; requests timed natively (tailor-llama-serve)"
+                                 : "; requests timed through node-llama-cpp";
+  return ServingEngineChoice{id->name, id->version, absl::StrCat(id->build, timed_by)};
 #else
+  (void)harness;
   (void)version;
   (void)device;
   (void)threads;

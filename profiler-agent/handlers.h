@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/agent_runtime.h"
+#include "compression/gguf/llama_cpp_serve.h"
 #include "profiler-agent/device.h"
 #include "tailor/v1/job_output.pb.h"
 
@@ -35,6 +36,8 @@ struct HandlerOptions {
   // request with (llama.cpp).
   std::string engine_build;
   int engine_threads = 1;
+  // llama.cpp: what times its requests (--llama-serve-harness).
+  gguf::ServeHarness serve_harness = gguf::ServeHarness::kNative;
 };
 
 // The serving engine an agent registers, from --engine / --engine-version: the built-in
@@ -46,10 +49,10 @@ struct ServingEngineChoice {
   std::string version;
   std::string build;
 };
-absl::StatusOr<ServingEngineChoice> ResolveServingEngine(const std::string& name,
-                                                         const std::string& version,
-                                                         const std::string& device,
-                                                         int threads);
+// The build says which harness times llama.cpp's requests (`harness`).
+absl::StatusOr<ServingEngineChoice> ResolveServingEngine(
+    const std::string& name, const std::string& version, const std::string& device,
+    int threads, gguf::ServeHarness harness = gguf::ServeHarness::kNative);
 
 // A way to verify a kind of model the shared `verify` job does not serve itself (an
 // entropy-coded package): the method that produces such models registers it, so verify

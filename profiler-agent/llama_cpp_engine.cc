@@ -122,8 +122,10 @@ size_t ArgMax(const std::vector<T>& v) {
 // fresh sidecar by 30-100% whatever the model (docs/benchmarks.md, "llama.cpp"); a deployed
 // server is long past them.
 gguf::ServeBenchmarkOptions ServeOptions(const engine::Workload& w, int warmup, int repetitions,
-                                         uint64_t seed, const gguf::SidecarOptions& sidecar) {
+                                         uint64_t seed, const LlamaCppEngineOptions& engine) {
+  const gguf::SidecarOptions& sidecar = engine.sidecar;
   gguf::ServeBenchmarkOptions o;
+  o.harness = engine.serve_harness;
   o.batch_size = w.batch_size;
   o.input_tokens = w.input_tokens;
   o.output_tokens = w.output_tokens;
@@ -352,7 +354,7 @@ absl::StatusOr<ProfileJobOutput> LlamaCppEngine::Profile(const v1::DeploymentCon
   const int repetitions =
       config_.profile_rounds > 0 ? config_.profile_rounds : kProfileRepetitions;
   const gguf::ServeBenchmarkOptions serve_options =
-      ServeOptions(o.workload, kProfileWarmup, repetitions, contract.seed(), options_.sidecar);
+      ServeOptions(o.workload, kProfileWarmup, repetitions, contract.seed(), options_);
   const std::string scratch = absl::StrCat(work_dir, "/profile-models");
   std::filesystem::create_directories(scratch);
   const costmodel::ServeModelFn serve = LlamaCppServeModelFn(parent, scratch, serve_options);
@@ -381,7 +383,7 @@ absl::StatusOr<costmodel::RecheckResult> LlamaCppEngine::Recheck(
   std::filesystem::create_directories(scratch);
   const costmodel::ServeModelFn serve = LlamaCppServeModelFn(
       parent, scratch, ServeOptions(w, kProfileWarmup, repetitions, contract.seed(),
-                                    options_.sidecar));
+                                    options_));
   // As the whole-model profiler measured its held-out architectures: the median request, and
   // memory as llama.cpp allocated it.
   const costmodel::CalmServingOptions calm_options = ProfileCalmOptions();
@@ -415,7 +417,7 @@ absl::StatusOr<std::vector<v1::ModelCosts>> LlamaCppEngine::Measure(
   const v1::LatencyPercentile percentile = contract.budget().latency_percentile();
   const gguf::ServeBenchmarkOptions serve =
       ServeOptions(w, kVerifyWarmup, RepetitionsFor(percentile, config_.verify_repetitions),
-                   contract.seed(), options_.sidecar);
+                   contract.seed(), options_);
   std::filesystem::create_directories(work_dir);
   std::vector<v1::ModelCosts> out;
   for (size_t i = 0; i < architectures.size(); ++i) {
@@ -482,7 +484,7 @@ absl::StatusOr<v1::JobOutput> LlamaCppEngine::Verify(const v1::DeploymentContrac
       0.35, absl::StrCat("serving the contract's request batch ", repetitions, " times in ",
                          config_.verify_serves, " llama.cpp processes")));
   const gguf::ServeBenchmarkOptions serve =
-      ServeOptions(w, kVerifyWarmup, repetitions, contract.seed(), options_.sidecar);
+      ServeOptions(w, kVerifyWarmup, repetitions, contract.seed(), options_);
   // The parent alongside: its architecture with dummy weights, as the profile served it.
   std::string parent_gguf;
   if (!model.parent_dir.empty()) {

@@ -40,6 +40,9 @@ inline constexpr char kLlamaCppEngineName[] = "llama.cpp";
 
 struct LlamaCppEngineOptions {
   gguf::SidecarOptions sidecar;  // node, timeouts; `threads` serves every request
+  // What times a request (gguf::RunServeBenchmark): the native loop around libllama, or
+  // node-llama-cpp's own generation loop (docs/costmodel.md, "The serving harness").
+  gguf::ServeHarness serve_harness = gguf::ServeHarness::kNative;
   // The gate's prompts: deterministic ids over the vocabulary, every position compared.
   int equivalence_prompts = 16;
   int equivalence_length = 32;

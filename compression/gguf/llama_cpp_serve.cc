@@ -1,6 +1,7 @@
 #include "compression/gguf/llama_cpp_serve.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -79,14 +80,52 @@ std::vector<std::string> ScriptFlags(const std::string& gguf_path, const ServeBe
           "--kv-type",     o.kv_type};
 }
 
+std::string EnvOr(const char* name, std::string fallback) {
+  const char* env = std::getenv(name);
+  return env != nullptr && *env != '\0' ? std::string(env) : fallback;
+}
+
 }  // namespace
 
-std::string DefaultServeBenchmarkScript() {
-  if (const char* env = std::getenv("TAILOR_LLAMA_SERVE_BENCHMARK");
-      env != nullptr && *env != '\0') {
-    return env;
+std::string ServeHarnessName(ServeHarness h) {
+  return h == ServeHarness::kNative ? "native" : "node";
+}
+
+absl::StatusOr<ServeHarness> ParseServeHarness(const std::string& name) {
+  if (name == "native") return ServeHarness::kNative;
+  if (name == "node") return ServeHarness::kNode;
+  return absl::InvalidArgumentError(
+      absl::StrCat("serve harness: \"", name, "\" is not native or node"));
+}
+
+std::string DefaultNativeServeProgram() {
+  return EnvOr("TAILOR_LLAMA_SERVE", absl::StrCat(TAILOR_BIN_DIR, "/tailor-llama-serve"));
+}
+
+std::string DefaultLlamaLibDir() {
+  return EnvOr("TAILOR_LLAMA_LIB_DIR",
+               absl::StrCat(TAILOR_SOURCE_DIR, "/tools/llama-sidecar/node_modules/",
+                            "@node-llama-cpp/linux-x64/bins/linux-x64"));
+}
+
+std::string ServeHarnessMissing(const ServeBenchmarkOptions& options) {
+  if (options.harness == ServeHarness::kNode) {
+    const std::string& script = options.sidecar.script;
+    return LlamaCppSidecarMissing(script.empty() ? DefaultServeBenchmarkScript() : script);
   }
-  return absl::StrCat(TAILOR_SOURCE_DIR, "/tools/llama-sidecar/serve_benchmark.mjs");
+  const std::string program =
+      options.native_program.empty() ? DefaultNativeServeProgram() : options.native_program;
+  const std::string lib_dir = options.lib_dir.empty() ? DefaultLlamaLibDir() : options.lib_dir;
+  if (access(program.c_str(), X_OK) != 0) return absl::StrCat("no ", program, " (build it)");
+  if (access((lib_dir + "/_nlcBuildMetadata.json").c_str(), R_OK) != 0) {
+    return absl::StrCat("no prebuilt llama.cpp in ", lib_dir, " (run deploy/install-deps.sh)");
+  }
+  return "";
+}
+
+std::string DefaultServeBenchmarkScript() {
+  return EnvOr("TAILOR_LLAMA_SERVE_BENCHMARK",
+               absl::StrCat(TAILOR_SOURCE_DIR, "/tools/llama-sidecar/serve_benchmark.mjs"));
 }
 
 absl::StatusOr<LlamaCppServeMeasurement> ParseServeBenchmarkOutput(const std::string& json) {
@@ -112,6 +151,15 @@ absl::StatusOr<LlamaCppServeMeasurement> ParseServeBenchmarkOutput(const std::st
     if (!s.ok()) return s;
   }
   m.threads = static_cast<int>(threads);
+  if (j.contains("harness")) {
+    std::string harness;
+    if (absl::Status s = GetString(j, "harness", harness); !s.ok()) return s;
+    absl::StatusOr<ServeHarness> h = ParseServeHarness(harness);
+    if (!h.ok()) {
+      return absl::InternalError(absl::StrCat("serve benchmark: ", h.status().message()));
+    }
+    m.harness = *h;
+  }
   const size_t n = m.request_ms.size();
   if (m.prefill_ms.size() != n || m.decode_ms.size() != n || m.cpu_ms.size() != n) {
     return absl::InternalError(
@@ -128,18 +176,31 @@ absl::StatusOr<LlamaCppServeMeasurement> RunServeBenchmark(const std::string& gg
     return absl::NotFoundError(absl::StrCat("serve benchmark: no GGUF at ", gguf_path));
   }
   const SidecarOptions& sidecar = options.sidecar;
-  const std::string script =
-      sidecar.script.empty() ? DefaultServeBenchmarkScript() : sidecar.script;
   // Each sequence of each request gets what a further prompt of a batch gets in
   // RunNextTokenLogprobsBatch: a request is batch_size prompts evaluated together.
   const int64_t requests = options.warmup + options.repetitions;
   const absl::Duration timeout =
       sidecar.timeout + sidecar.timeout_per_extra_prompt * (requests * options.batch_size);
-  absl::StatusOr<std::string> out =
-      RunSidecarScript(script, ScriptFlags(gguf_path, options), "", timeout, sidecar);
+  absl::StatusOr<std::string> out;
+  if (options.harness == ServeHarness::kNative) {
+    std::vector<std::string> argv = {
+        options.native_program.empty() ? DefaultNativeServeProgram() : options.native_program,
+        "--lib-dir", options.lib_dir.empty() ? DefaultLlamaLibDir() : options.lib_dir};
+    for (std::string& flag : ScriptFlags(gguf_path, options)) argv.push_back(std::move(flag));
+    out = RunEngineProcess(argv, "", timeout);
+  } else {
+    const std::string script =
+        sidecar.script.empty() ? DefaultServeBenchmarkScript() : sidecar.script;
+    out = RunSidecarScript(script, ScriptFlags(gguf_path, options), "", timeout, sidecar);
+  }
   if (!out.ok()) return out.status();
   absl::StatusOr<LlamaCppServeMeasurement> m = ParseServeBenchmarkOutput(*out);
   if (!m.ok()) return m.status();
+  if (m->harness != options.harness) {
+    return absl::InternalError(absl::StrCat("serve benchmark: asked the ",
+                                            ServeHarnessName(options.harness), " harness, the ",
+                                            ServeHarnessName(m->harness), " one answered"));
+  }
   if (m->request_ms.size() != static_cast<size_t>(options.repetitions)) {
     return absl::InternalError(absl::StrCat("serve benchmark: ", m->request_ms.size(),
                                             " samples for ", options.repetitions, " repetitions"));

@@ -1,10 +1,15 @@
 #ifndef TAILOR_COMPRESSION_GGUF_LLAMA_CPP_SERVE_H_
 #define TAILOR_COMPRESSION_GGUF_LLAMA_CPP_SERVE_H_
 
-// The serving cost of a GGUF in llama.cpp: runs tools/llama-sidecar/serve_benchmark.mjs (a
-// child process, for the reasons in llama_cpp_sidecar.h) under a workload and returns the
-// per-request times and the memory llama.cpp reports. The script's header comment defines
-// every figure; the memory ones, found on node-llama-cpp 3.21.1:
+// The serving cost of a GGUF in llama.cpp: runs a serving harness as a child process (for the
+// reasons in llama_cpp_sidecar.h) under a workload and returns the per-request times and the
+// memory llama.cpp reports. Two harnesses time the same requests on the same prebuilt
+// llama.cpp (node-llama-cpp 3.21.1's): the native one (tailor-llama-serve,
+// llama_serve_main.cc: a C++ loop around libllama; the default) and the node one
+// (tools/llama-sidecar/serve_benchmark.mjs: node-llama-cpp's own generation loop, which adds
+// ~0.45 ms of JavaScript per generated token; docs/costmodel.md, "The serving harness").
+// serve_benchmark.mjs's header comment defines every figure; the memory ones, found on
+// node-llama-cpp 3.21.1:
 //   weights_bytes = the sum of the GGUF tensors' data sizes (llama_model_size);
 //   kv_cache_cells = batch_size x pad256(pad256(batch_size x (prefix + input + output)) /
 //     batch_size): node-llama-cpp pads the context to 256 cells, llama.cpp gives each
@@ -25,7 +30,14 @@
 
 namespace tailor::gguf {
 
+enum class ServeHarness { kNative, kNode };
+
+// "native" / "node"; ParseServeHarness: INVALID_ARGUMENT naming the value otherwise.
+std::string ServeHarnessName(ServeHarness h);
+absl::StatusOr<ServeHarness> ParseServeHarness(const std::string& name);
+
 struct ServeBenchmarkOptions {
+  ServeHarness harness = ServeHarness::kNative;
   int64_t batch_size = 1;            // sequences served at once (one decode batch)
   int64_t input_tokens = 1;          // per sequence, prefilled in the timed request
   int64_t output_tokens = 1;         // per sequence, generated greedily, never stopped early
@@ -35,8 +47,14 @@ struct ServeBenchmarkOptions {
   int repetitions = 5;          // recorded requests
   uint64_t seed = 1;            // of the prompt token ids
   std::string kv_type = "f16";  // "f16" (llama.cpp's serving default) or "f32"
+  // The native harness: the program (empty: $TAILOR_LLAMA_SERVE, else tailor-llama-serve of
+  // the build tree) and the prebuilt libraries it loads (empty: $TAILOR_LLAMA_LIB_DIR, else
+  // the pinned package's bins/linux-x64 under tools/llama-sidecar/node_modules).
+  std::string native_program;
+  std::string lib_dir;
   // node, the timeouts and the script: empty script means $TAILOR_LLAMA_SERVE_BENCHMARK,
   // else tools/llama-sidecar/serve_benchmark.mjs of the source tree. `threads` is not used.
+  // The native harness uses the timeouts only.
   // The run may take sidecar.timeout (the load) plus sidecar.timeout_per_extra_prompt for
   // each sequence of each request: batch_size x (warmup + repetitions) allowances.
   SidecarOptions sidecar;
@@ -67,10 +85,19 @@ struct LlamaCppServeMeasurement {
   std::string node_llama_cpp_version;
   std::string llama_cpp_release;
   int threads = 0;
+  ServeHarness harness = ServeHarness::kNode;  // "harness" in the output; node without it
 };
 
 // The script path ServeBenchmarkOptions{}.sidecar.script resolves to.
 std::string DefaultServeBenchmarkScript();
+// What ServeBenchmarkOptions{}.native_program and .lib_dir resolve to.
+std::string DefaultNativeServeProgram();
+std::string DefaultLlamaLibDir();
+
+// Why `options`' harness cannot run here, or "" when it can (tests and benches skip naming
+// it): the node script's prerequisites (LlamaCppSidecarMissing), or the native program and
+// the libraries it loads.
+std::string ServeHarnessMissing(const ServeBenchmarkOptions& options);
 
 // INVALID_ARGUMENT naming the field for a bad option (batch_size, input_tokens,
 // output_tokens >= 1, cached_prefix_tokens, warmup >= 0, threads, repetitions >= 1, kv_type

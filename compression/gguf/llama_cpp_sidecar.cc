@@ -227,6 +227,16 @@ absl::StatusOr<std::string> RunSidecarScript(const std::string& script_path,
   }
   std::vector<std::string> argv = {options.node, script_path};
   argv.insert(argv.end(), args.begin(), args.end());
+  return RunEngineProcess(argv, stdin_text, timeout);
+}
+
+absl::StatusOr<std::string> RunEngineProcess(const std::vector<std::string>& argv,
+                                             const std::string& stdin_text,
+                                             absl::Duration timeout) {
+  if (argv.empty()) return absl::InvalidArgumentError("llama.cpp sidecar: no program to run");
+  if (argv[0].find('/') != std::string::npos && !FileExists(argv[0])) {
+    return absl::NotFoundError(absl::StrCat("llama.cpp sidecar: no program at ", argv[0]));
+  }
   absl::StatusOr<ChildResult> r = RunChild(argv, stdin_text, timeout);
   if (!r.ok()) return r.status();
   if (r->timed_out || !WIFEXITED(r->wait_status) || WEXITSTATUS(r->wait_status) != 0) {

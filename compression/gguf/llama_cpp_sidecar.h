@@ -67,6 +67,13 @@ absl::StatusOr<std::vector<NextTokenLogprobs>> RunNextTokenLogprobsBatch(
     const std::string& gguf_path, const std::vector<std::vector<int32_t>>& prompts,
     const std::vector<int64_t>& positions, const SidecarOptions& options = {});
 
+// `argv` (argv[0] a path, or a name resolved through PATH) as a child process, its stdout
+// returned; what RunSidecarScript runs node with, and how the native serving harness
+// (tailor-llama-serve) is run. NotFound when argv[0] is missing; otherwise its errors.
+absl::StatusOr<std::string> RunEngineProcess(const std::vector<std::string>& argv,
+                                             const std::string& stdin_text,
+                                             absl::Duration timeout);
+
 // The child-process runner under the functions above, for other scripts of
 // tools/llama-sidecar: `options.node` runs `script_path` with `args` after it and `stdin_text`
 // on its stdin (empty: /dev/null); returns its stdout. `options.script` and the timeouts of

@@ -5,6 +5,7 @@
 // llama.cpp reports, against exact formulas).
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,6 +39,7 @@ namespace {
 
 using ::tailor::testing::IsOk;
 using ::tailor::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -657,10 +659,15 @@ TEST(LlamaCppSidecarBatchTest, NoStateCarriesOverBetweenPrompts) {
 int64_t Pad256(int64_t n) { return (n + 255) / 256 * 256; }
 
 // On the Llama test export, B=2, I=8, O=4, P=4: the samples, and llama.cpp's memory figures
-// against the exact formulas they follow (llama_cpp_serve.h), for both KV cache types.
+// against the exact formulas they follow (llama_cpp_serve.h), for both KV cache types and
+// both harnesses: the native loop creates the context node-llama-cpp creates and generates
+// the same greedy tokens (the same end-of-generation count), so every memory figure is the
+// node script's (the cache's to the log's two decimals).
 TEST(LlamaCppServeTest, MeasuresRequestsAndTheMemoryLlamaCppReports) {
   const std::string missing = testing::LlamaCppSidecarMissing();
   if (!missing.empty()) GTEST_SKIP() << "llama.cpp sidecar unavailable: " << missing;
+  const std::string no_native = ServeHarnessMissing({});
+  ASSERT_EQ(no_native, "") << "the native harness is built with the tests";
   const Exported e = Export("LlamaForCausalLM");
   absl::StatusOr<GgufFile> file = GgufFile::Read(e.gguf);
   ASSERT_THAT(file.status(), IsOk());
@@ -679,55 +686,74 @@ TEST(LlamaCppServeTest, MeasuresRequestsAndTheMemoryLlamaCppReports) {
   o.warmup = 1;
   o.repetitions = 3;
   for (const auto& [kv_type, kv_bytes] : {std::pair<std::string, int64_t>{"f16", 2}, {"f32", 4}}) {
-    SCOPED_TRACE(kv_type);
     o.kv_type = kv_type;
-    const absl::Time start = absl::Now();
-    absl::StatusOr<LlamaCppServeMeasurement> m = RunServeBenchmark(e.gguf, o);
-    const absl::Duration wall = absl::Now() - start;
-    ASSERT_THAT(m.status(), IsOk());
-    ASSERT_EQ(m->request_ms.size(), 3u);
-    ASSERT_EQ(m->prefill_ms.size(), 3u);
-    ASSERT_EQ(m->decode_ms.size(), 3u);
-    ASSERT_EQ(m->cpu_ms.size(), 3u);
-    for (size_t i = 0; i < 3; ++i) {
-      EXPECT_GT(m->request_ms[i], 0);
-      EXPECT_GT(m->prefill_ms[i], 0);
-      EXPECT_GT(m->decode_ms[i], 0);
-      EXPECT_GT(m->cpu_ms[i], 0);
-      EXPECT_LE(m->prefill_ms[i] + m->decode_ms[i], m->request_ms[i] * 1.01);
+    std::vector<LlamaCppServeMeasurement> both;
+    for (ServeHarness harness : {ServeHarness::kNode, ServeHarness::kNative}) {
+      SCOPED_TRACE(kv_type + " KV, " + ServeHarnessName(harness) + " harness");
+      o.harness = harness;
+      const absl::Time start = absl::Now();
+      absl::StatusOr<LlamaCppServeMeasurement> m = RunServeBenchmark(e.gguf, o);
+      const absl::Duration wall = absl::Now() - start;
+      ASSERT_THAT(m.status(), IsOk());
+      EXPECT_EQ(m->harness, harness);
+      ASSERT_EQ(m->request_ms.size(), 3u);
+      ASSERT_EQ(m->prefill_ms.size(), 3u);
+      ASSERT_EQ(m->decode_ms.size(), 3u);
+      ASSERT_EQ(m->cpu_ms.size(), 3u);
+      for (size_t i = 0; i < 3; ++i) {
+        EXPECT_GT(m->request_ms[i], 0);
+        EXPECT_GT(m->prefill_ms[i], 0);
+        EXPECT_GT(m->decode_ms[i], 0);
+        EXPECT_GE(m->cpu_ms[i], 0);
+        EXPECT_LE(m->prefill_ms[i] + m->decode_ms[i], m->request_ms[i] * 1.01);
+      }
+      // llama_model_size: ggml_nbytes summed over the file's tensors, i.e. their data sizes
+      // without the GGUF alignment padding between them.
+      EXPECT_EQ(m->weights_bytes, tensor_bytes);
+      // node-llama-cpp pads B x (P + I + O) = 32 cells to 256; llama.cpp splits them into one
+      // stream per sequence (no unified cache) and pads each to 256 again: 2 x 256.
+      const int64_t per_sequence = Pad256(Pad256(2 * 16) / 2);
+      EXPECT_EQ(m->kv_cache_cells, 2 * per_sequence);
+      EXPECT_EQ(m->kv_cache_cells, 512);
+      // The allocated cache, plus the compute buffers that the log rounds to 0.01 MiB (the
+      // native harness reads the cache from the log too: one more rounding).
+      const int64_t kv_cache = layers * 2 * kv_width * m->kv_cache_cells * kv_bytes;
+      EXPECT_NEAR(static_cast<double>(m->context_buffer_bytes - kv_cache),
+                  static_cast<double>(m->compute_buffer_bytes), 5243);
+      EXPECT_GT(m->compute_buffer_bytes, 0);
+      // The serialized state after the last request: "llama" (4 + 5 bytes), the stream count,
+      // then per sequence its cell count, u = P + I + O - 1 cells of (pos, n_seq_id, seq_id),
+      // v_trans and n_layer, per layer a 12-byte K and V header, and the K and V rows.
+      const int64_t u = 4 + 8 + 4 - 1;
+      EXPECT_EQ(m->state_bytes, 4 + 5 + 4 + 2 * (4 + 12 * u + 8 + 2 * layers * 12 +
+                                                 2 * layers * u * kv_width * kv_bytes));
+      EXPECT_GT(m->rss_before_load_bytes, 0);
+      EXPECT_GE(m->rss_peak_bytes, m->rss_before_load_bytes);
+      EXPECT_EQ(m->threads, 1);
+      EXPECT_EQ(m->node_llama_cpp_version, "3.21.1");
+      EXPECT_FALSE(m->llama_cpp_release.empty());
+      std::printf("serve benchmark (%s KV, %s): child process %.0f ms; request_ms %.3f %.3f "
+                  "%.3f; weights %lld B, state %lld B, compute %lld B, context %lld B, KV "
+                  "cells %lld\n",
+                  kv_type.c_str(), ServeHarnessName(harness).c_str(),
+                  absl::ToDoubleMilliseconds(wall), m->request_ms[0], m->request_ms[1],
+                  m->request_ms[2], static_cast<long long>(m->weights_bytes),
+                  static_cast<long long>(m->state_bytes),
+                  static_cast<long long>(m->compute_buffer_bytes),
+                  static_cast<long long>(m->context_buffer_bytes),
+                  static_cast<long long>(m->kv_cache_cells));
+      both.push_back(*std::move(m));
     }
-    // llama_model_size: ggml_nbytes summed over the file's tensors, i.e. their data sizes
-    // without the GGUF alignment padding between them.
-    EXPECT_EQ(m->weights_bytes, tensor_bytes);
-    // node-llama-cpp pads B x (P + I + O) = 32 cells to 256; llama.cpp splits them into one
-    // stream per sequence (no unified cache) and pads each to 256 again: 2 x 256.
-    const int64_t per_sequence = Pad256(Pad256(2 * 16) / 2);
-    EXPECT_EQ(m->kv_cache_cells, 2 * per_sequence);
-    EXPECT_EQ(m->kv_cache_cells, 512);
-    // The allocated cache, plus the compute buffers that the log rounds to 0.01 MiB.
-    const int64_t kv_cache = layers * 2 * kv_width * m->kv_cache_cells * kv_bytes;
-    EXPECT_NEAR(static_cast<double>(m->context_buffer_bytes - kv_cache),
-                static_cast<double>(m->compute_buffer_bytes), 5243);
-    EXPECT_GT(m->compute_buffer_bytes, 0);
-    // The serialized state after the last request: "llama" (4 + 5 bytes), the stream count,
-    // then per sequence its cell count, u = P + I + O - 1 cells of (pos, n_seq_id, seq_id),
-    // v_trans and n_layer, per layer a 12-byte K and V header, and the K and V rows.
-    const int64_t u = 4 + 8 + 4 - 1;
-    EXPECT_EQ(m->state_bytes, 4 + 5 + 4 + 2 * (4 + 12 * u + 8 + 2 * layers * 12 +
-                                               2 * layers * u * kv_width * kv_bytes));
-    EXPECT_GT(m->rss_before_load_bytes, 0);
-    EXPECT_GE(m->rss_peak_bytes, m->rss_before_load_bytes);
-    EXPECT_EQ(m->threads, 1);
-    EXPECT_EQ(m->node_llama_cpp_version, "3.21.1");
-    EXPECT_FALSE(m->llama_cpp_release.empty());
-    std::printf("serve benchmark (%s KV): child process %.0f ms; request_ms %.3f %.3f %.3f; "
-                "weights %lld B, state %lld B, compute %lld B, context %lld B, KV cells %lld\n",
-                kv_type.c_str(), absl::ToDoubleMilliseconds(wall), m->request_ms[0],
-                m->request_ms[1], m->request_ms[2], static_cast<long long>(m->weights_bytes),
-                static_cast<long long>(m->state_bytes),
-                static_cast<long long>(m->compute_buffer_bytes),
-                static_cast<long long>(m->context_buffer_bytes),
-                static_cast<long long>(m->kv_cache_cells));
+    ASSERT_EQ(both.size(), 2u);
+    const LlamaCppServeMeasurement& node = both[0];
+    const LlamaCppServeMeasurement& native = both[1];
+    EXPECT_EQ(native.eog_tokens, node.eog_tokens);  // the same greedy tokens
+    EXPECT_EQ(native.weights_bytes, node.weights_bytes);
+    EXPECT_EQ(native.state_bytes, node.state_bytes);
+    EXPECT_EQ(native.compute_buffer_bytes, node.compute_buffer_bytes);
+    EXPECT_EQ(native.kv_cache_cells, node.kv_cache_cells);
+    EXPECT_NEAR(native.context_buffer_bytes, node.context_buffer_bytes, 5243);
+    EXPECT_EQ(native.llama_cpp_release, node.llama_cpp_release);
   }
 }
 
@@ -778,21 +804,26 @@ TEST(LlamaCppServeTest, BadOptionsAndAMissingModelAreErrorsNamingThem) {
               StatusIs(absl::StatusCode::kNotFound, HasSubstr(missing)));
 }
 
+// Writes `text` to `path` (a stand-in model, script or program of the serve tests).
+void WriteText(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << path;
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+}
+
 // The flags the script gets, and a sample count that does not match the repetitions. A
 // stand-in script: needs node only.
 TEST(LlamaCppServeTest, FlagsReachTheScriptAndTheSampleCountIsChecked) {
   if (std::system("command -v node >/dev/null 2>&1") != 0) GTEST_SKIP() << "node is not on PATH";
   const std::string dir = NewDir();
   const std::string gguf = dir + "/model.gguf";
-  FILE* f = std::fopen(gguf.c_str(), "wb");
-  std::fputs("unused", f);
-  std::fclose(f);
+  WriteText(gguf, "unused");
   const std::string argv_script = dir + "/argv.mjs";
-  f = std::fopen(argv_script.c_str(), "wb");
-  std::fputs("process.stderr.write(process.argv.slice(3).join(' ') + '\\n'); process.exit(1);\n",
-             f);
-  std::fclose(f);
+  WriteText(argv_script,
+            "process.stderr.write(process.argv.slice(3).join(' ') + '\\n'); process.exit(1);\n");
   ServeBenchmarkOptions o;
+  o.harness = ServeHarness::kNode;
   o.batch_size = 2;
   o.seed = 18446744073709551615ull;
   o.kv_type = "f32";
@@ -803,18 +834,90 @@ TEST(LlamaCppServeTest, FlagsReachTheScriptAndTheSampleCountIsChecked) {
                                  "--warmup 1 --repetitions 5 --seed 18446744073709551615 "
                                  "--kv-type f32")));
   const std::string two_samples = dir + "/two.mjs";
-  f = std::fopen(two_samples.c_str(), "wb");
-  std::fprintf(f, "process.stdout.write(%s);\n",
+  WriteText(two_samples, absl::StrCat("process.stdout.write(",
                "JSON.stringify({request_ms: [1, 2], prefill_ms: [1, 1], decode_ms: [0, 1], "
                "cpu_ms: [1, 2], eog_tokens: 0, weights_bytes: 1, state_bytes: 1, "
                "compute_buffer_bytes: 1, context_buffer_bytes: 1, kv_cache_cells: 256, "
                "rss_before_load_bytes: 1, "
-               "rss_peak_bytes: 1, threads: 1, node_llama_cpp: 'x', llama_cpp: 'y'})");
-  std::fclose(f);
+               "rss_peak_bytes: 1, threads: 1, node_llama_cpp: 'x', llama_cpp: 'y'})", ");\n"));
   o.sidecar.script = two_samples;
   o.repetitions = 3;
   EXPECT_THAT(RunServeBenchmark(gguf, o).status(),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("2 samples for 3 repetitions")));
+}
+
+// A node script answering as the native harness: the measurement is refused, since its
+// figures would be labelled with the wrong harness.
+TEST(LlamaCppServeTest, AnAnswerFromTheOtherHarnessIsRefused) {
+  if (std::system("command -v node >/dev/null 2>&1") != 0) GTEST_SKIP() << "node is not on PATH";
+  const std::string dir = NewDir();
+  const std::string gguf = dir + "/model.gguf";
+  WriteText(gguf, "unused");
+  const std::string script = dir + "/native.mjs";
+  WriteText(script, absl::StrCat("process.stdout.write(",
+               "JSON.stringify({request_ms: [1], prefill_ms: [1], decode_ms: [0], cpu_ms: [1], "
+               "eog_tokens: 0, weights_bytes: 1, state_bytes: 1, compute_buffer_bytes: 1, "
+               "context_buffer_bytes: 1, kv_cache_cells: 256, rss_before_load_bytes: 1, "
+               "rss_peak_bytes: 1, threads: 1, node_llama_cpp: 'x', llama_cpp: 'y', "
+               "harness: 'native'})", ");\n"));
+  ServeBenchmarkOptions o;
+  o.harness = ServeHarness::kNode;
+  o.sidecar.script = script;
+  o.repetitions = 1;
+  EXPECT_THAT(RunServeBenchmark(gguf, o).status(),
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("asked the node harness, the native one answered")));
+}
+
+// The native harness gets the library folder first, then the node script's flags.
+TEST(LlamaCppServeTest, TheNativeHarnessGetsTheLibrariesAndTheFlags) {
+  const std::string dir = NewDir();
+  const std::string gguf = dir + "/model.gguf";
+  WriteText(gguf, "unused");
+  const std::string program = dir + "/argv.sh";
+  WriteText(program, "#!/bin/sh\necho \"$@\" >&2\nexit 1\n");
+  ASSERT_EQ(chmod(program.c_str(), 0755), 0);
+  ServeBenchmarkOptions o;
+  o.native_program = program;
+  o.lib_dir = "/opt/llama/bins";
+  o.input_tokens = 128;
+  o.output_tokens = 32;
+  EXPECT_THAT(RunServeBenchmark(gguf, o).status(),
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("--lib-dir /opt/llama/bins --model " + gguf +
+                                 " --batch-size 1 --input 128 --output 32 --prefix 0 "
+                                 "--threads 1 --warmup 1 --repetitions 5 --seed 1 "
+                                 "--kv-type f16")));
+  o.native_program = dir + "/missing";
+  EXPECT_THAT(RunServeBenchmark(gguf, o).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr(dir + "/missing")));
+  EXPECT_THAT(ServeHarnessMissing(o), HasSubstr("no " + dir + "/missing"));
+  EXPECT_THAT(ParseServeHarness("python").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\"python\"")));
+}
+
+// The harness declares the pinned release's structs: it refuses libraries of another package
+// version (whose structs may differ) and says which, instead of misreading them.
+TEST(LlamaCppServeTest, TheNativeHarnessRefusesAnotherPackageVersion) {
+  ServeBenchmarkOptions o;
+  if (access(DefaultNativeServeProgram().c_str(), X_OK) != 0) {
+    GTEST_SKIP() << "no " << DefaultNativeServeProgram();
+  }
+  const std::string root = NewDir();
+  const std::string lib_dir = root + "/bins/linux-x64";
+  ASSERT_EQ(std::system(("mkdir -p " + lib_dir).c_str()), 0);
+  WriteText(root + "/package.json",
+            R"({"name": "@node-llama-cpp/linux-x64", "version": "3.22.0"})");
+  const std::string gguf = root + "/model.gguf";
+  WriteText(gguf, "unused");
+  o.lib_dir = lib_dir;
+  EXPECT_THAT(RunServeBenchmark(gguf, o).status(),
+              StatusIs(absl::StatusCode::kInternal,
+                       AllOf(HasSubstr("@node-llama-cpp/linux-x64 3.22.0"),
+                             HasSubstr("declares the C API of 3.21.1"))));
+  o.lib_dir = root + "/nowhere";
+  EXPECT_THAT(RunServeBenchmark(gguf, o).status(),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("package.json")));
 }
 
 constexpr char kServeOutput[] =
