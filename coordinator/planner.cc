@@ -39,6 +39,10 @@ std::string FingerprintOfDefaulted(const DeploymentContract& c) {
       absl::StrCat("cached_prefix_tokens=", w.cached_prefix_tokens()),
       absl::StrCat("layer_family_version=", kLayerFamilyVersion),
   };
+  // llama.cpp's requests are timed by tailor's native loop since 2026-12-07 (docs/costmodel.md,
+  // "The serving harness"); tables timed through node-llama-cpp's loop before it predict
+  // other milliseconds and must not be found for a new campaign.
+  if (t.engine() == "llama.cpp") lines.push_back("request_timing=native-loop");
   return Sha256::Hex(absl::StrJoin(lines, "\n"));
 }
 

@@ -368,6 +368,16 @@ TEST(TargetFingerprintTest, IsStableHexAndPinned) {
   EXPECT_EQ(fp, "f3d4bee90b7d81f1e17cdeeebdeb838c325f2195ece6bd4596266de20e9d1f70");
 }
 
+// llama.cpp tables timed through node-llama-cpp's generation loop (before the native harness)
+// keep their old fingerprint, so a new campaign profiles again instead of reusing them.
+TEST(TargetFingerprintTest, LlamaCppTablesOfTheNativeHarnessArePinned) {
+  const DeploymentContract c = Parse(
+      kAutocompress, R"pb(target { engine: "llama.cpp" engine_version: "3.21.1" })pb");
+  // Without the timing line: 4a6d170b433d47291e5ec349fae968385cfb19ea0d61499cd4dfa1057e88254c.
+  EXPECT_EQ(TargetFingerprint(c),
+            "895c47869e46e7ad6dd0ab336852305efee957d9ed75a011567aa6fdd52e9943");
+}
+
 TEST(TargetFingerprintTest, DefaultsDoNotChangeIt) {
   DeploymentContract explicit_defaults = Parse(kAutocompress);
   DeploymentContract implicit = explicit_defaults;
