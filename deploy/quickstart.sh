@@ -35,7 +35,7 @@ ENGINE=$(sed -n 's/.*engine: *"\([^"]*\)".*/\1/p' "$CONTRACT" | head -n1)
 ENGINE=${ENGINE:-tailor-builtin}
 deploy/configure.sh "$BUILD_DIR"
 cmake --build "$BUILD_DIR" -j"$(nproc)" --target tailor-coordinator tailor tailor-profiler-agent \
-  tailor-worker tailor-train-parent
+  tailor-llama-serve tailor-worker tailor-train-parent
 BIN=$ROOT/$BUILD_DIR/bin
 
 # The contracts name the parent by a path relative to the repository root; every process

@@ -76,6 +76,12 @@ absl::StatusOr<ServingEngineChoice> ResolveServingEngine(const std::string& name
   sidecar.threads = threads;
   absl::StatusOr<EngineIdentity> id = DetectLlamaCpp(sidecar);
   if (!id.ok()) return id.status();
+  gguf::ServeBenchmarkOptions serve;
+  serve.harness = harness;
+  if (const std::string missing = gguf::ServeHarnessMissing(serve); !missing.empty()) {
+    return absl::NotFoundError(absl::StrCat("the ", gguf::ServeHarnessName(harness),
+                                            " serving harness cannot run: ", missing));
+  }
   if (!version.empty() && version != id->version) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--engine-version ", version, ": the installed node-llama-cpp is ", id->version));

@@ -11,17 +11,12 @@
 #include "common/status_macros.h"
 #include "compression/autocompress/settle.h"
 #include "compression/costmodel/cost_model.h"
+#include "methods/autocompress/contract_budgets.h"
 
 namespace tailor::profiler {
 namespace {
 
-autocompress::Budgets BudgetsOf(const v1::Budget& b) {
-  autocompress::Budgets out;
-  if (b.has_latency_ms_max()) out.latency_ms = b.latency_ms_max();
-  if (b.has_memory_mib_max()) out.memory_mib = b.memory_mib_max();
-  if (b.has_throughput_tokens_per_s_min()) out.throughput = b.throughput_tokens_per_s_min();
-  return out;
-}
+using methods::ContractBudgets;
 
 costmodel::Prediction FiguresOf(const v1::ModelCosts& m) {
   costmodel::Prediction p;
@@ -52,7 +47,7 @@ std::vector<size_t> RefinementOf(const Candidates& candidates, const std::vector
     std::vector<costmodel::Prediction> figures;
     for (size_t i = begin; i < end; ++i) figures.push_back(FiguresOf(measured[i]));
     for (int k : autocompress::RungsToRefine(ladder_served, figures,
-                                             BudgetsOf(contract.budget()),
+                                             ContractBudgets(contract.budget()),
                                              contract.search().settle_margin(), cap)) {
       out.push_back(begin + k);
     }

@@ -47,6 +47,7 @@
 #include "worker/worker_context.h"
 #include "methods/api/job_kinds.h"
 #include "methods/autocompress/autocompress_results.pb.h"
+#include "methods/autocompress/contract_budgets.h"
 #include "methods/autocompress/job_kinds.h"
 
 namespace tailor::worker {
@@ -202,15 +203,7 @@ absl::StatusOr<ExportShape> ExportShapeFor(WorkerContext& ctx) {
   return out;
 }
 
-// The contract's budgets, as the contract sets them (PlanBudgets tightens them for the search;
-// the settle judges against them as they are).
-autocompress::Budgets ContractBudgets(const v1::Budget& b) {
-  autocompress::Budgets out;
-  if (b.has_latency_ms_max()) out.latency_ms = b.latency_ms_max();
-  if (b.has_memory_mib_max()) out.memory_mib = b.memory_mib_max();
-  if (b.has_throughput_tokens_per_s_min()) out.throughput = b.throughput_tokens_per_s_min();
-  return out;
-}
+using methods::ContractBudgets;
 
 v1::ModelCosts CostsOf(const costmodel::Prediction& p) {
   v1::ModelCosts c;

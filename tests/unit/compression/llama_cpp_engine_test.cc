@@ -4,6 +4,7 @@
 // package is missing). No timing assertions.
 
 #include "profiler-agent/llama_cpp_engine.h"
+#include "profiler-agent/handlers.h"
 #include "profiler-agent/request_latency.h"
 
 #include <algorithm>
@@ -217,6 +218,27 @@ TEST_F(LlamaCppEngineRealTest, IdentityIsWhatNodeLlamaCppReports) {
   EXPECT_EQ(identity_.name, "llama.cpp");
   EXPECT_EQ(identity_.version, "3.21.1");
   EXPECT_THAT(identity_.build, HasSubstr("llama.cpp "));
+}
+
+// What the agent registers: the build names the harness that times requests, and an agent
+// whose native harness cannot run is refused at start-up, naming what is missing, instead of
+// failing every profile and verify later.
+TEST_F(LlamaCppEngineRealTest, TheAgentRegistersTheHarnessAndRefusesAMissingOne) {
+  absl::StatusOr<ServingEngineChoice> native = ResolveServingEngine("llama.cpp", "", "cpu", 1);
+  ASSERT_THAT(native.status(), IsOk());
+  EXPECT_EQ(native->version, "3.21.1");
+  EXPECT_THAT(native->build, HasSubstr("; requests timed natively (tailor-llama-serve)"));
+  absl::StatusOr<ServingEngineChoice> node =
+      ResolveServingEngine("llama.cpp", "", "cpu", 1, gguf::ServeHarness::kNode);
+  ASSERT_THAT(node.status(), IsOk());
+  EXPECT_THAT(node->build, HasSubstr("; requests timed through node-llama-cpp"));
+  const std::string missing = work_ + "/no-such-harness";
+  ASSERT_EQ(setenv("TAILOR_LLAMA_SERVE", missing.c_str(), 1), 0);
+  absl::StatusOr<ServingEngineChoice> refused = ResolveServingEngine("llama.cpp", "", "cpu", 1);
+  unsetenv("TAILOR_LLAMA_SERVE");
+  EXPECT_THAT(refused.status(),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("the native serving harness cannot run: no " + missing)));
 }
 
 TEST_F(LlamaCppEngineRealTest, VerifyPassesTheGateThenMeasuresWholeRequests) {
