@@ -160,6 +160,10 @@ absl::StatusOr<LlamaCppServeMeasurement> ParseServeBenchmarkOutput(const std::st
     }
     m.harness = *h;
   }
+  if (j.contains("cache_bytes_exact")) {
+    if (!j["cache_bytes_exact"].is_boolean()) return Missing("cache_bytes_exact");
+    m.cache_bytes_exact = j["cache_bytes_exact"].get<bool>();
+  }
   const size_t n = m.request_ms.size();
   if (m.prefill_ms.size() != n || m.decode_ms.size() != n || m.cpu_ms.size() != n) {
     return absl::InternalError(

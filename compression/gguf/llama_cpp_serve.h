@@ -77,8 +77,11 @@ struct LlamaCppServeMeasurement {
   int64_t state_bytes = 0;
   // From llama.cpp's "CPU compute buffer size = X MiB" log lines: +-5243 bytes per line.
   int64_t compute_buffer_bytes = 0;
-  // Exact: the allocated KV cache plus the compute buffers (llama_context's memory breakdown).
+  // The allocated KV cache plus the compute buffers (llama_context's memory breakdown). Exact
+  // through node and natively; natively in a sanitizer build the cache's part comes from the
+  // log too (+-5243 bytes per buffer): `cache_bytes_exact` false.
   int64_t context_buffer_bytes = 0;
+  bool cache_bytes_exact = true;
   int64_t kv_cache_cells = 0;  // over all sequences
   int64_t rss_before_load_bytes = 0;
   int64_t rss_peak_bytes = 0;  // VmHWM at the end of the run

@@ -752,7 +752,11 @@ TEST(LlamaCppServeTest, MeasuresRequestsAndTheMemoryLlamaCppReports) {
     EXPECT_EQ(native.state_bytes, node.state_bytes);
     EXPECT_EQ(native.compute_buffer_bytes, node.compute_buffer_bytes);
     EXPECT_EQ(native.kv_cache_cells, node.kv_cache_cells);
-    EXPECT_NEAR(native.context_buffer_bytes, node.context_buffer_bytes, 5243);
+    // Natively the cache is exact too, but in a sanitizer build (its runtime owns the
+    // allocator) it comes from the log: one more rounding.
+    EXPECT_TRUE(node.cache_bytes_exact);
+    EXPECT_NEAR(native.context_buffer_bytes, node.context_buffer_bytes,
+                native.cache_bytes_exact ? 5243 : 2 * 5243);
     EXPECT_EQ(native.llama_cpp_release, node.llama_cpp_release);
   }
 }
