@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "compression/engine/workload.h"
 #include "methods/api/job_kinds.h"
 #include "methods/registry.h"
@@ -78,10 +79,7 @@ absl::StatusOr<ServingEngineChoice> ResolveServingEngine(const std::string& name
   if (!id.ok()) return id.status();
   gguf::ServeBenchmarkOptions serve;
   serve.harness = harness;
-  if (const std::string missing = gguf::ServeHarnessMissing(serve); !missing.empty()) {
-    return absl::NotFoundError(absl::StrCat("the ", gguf::ServeHarnessName(harness),
-                                            " serving harness cannot run: ", missing));
-  }
+  TAILOR_RETURN_IF_ERROR(gguf::CheckServeHarness(serve));
   if (!version.empty() && version != id->version) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--engine-version ", version, ": the installed node-llama-cpp is ", id->version));

@@ -123,6 +123,25 @@ std::string ServeHarnessMissing(const ServeBenchmarkOptions& options) {
   return "";
 }
 
+absl::Status CheckServeHarness(const ServeBenchmarkOptions& options) {
+  if (const std::string missing = ServeHarnessMissing(options); !missing.empty()) {
+    return absl::NotFoundError(absl::StrCat("the ", ServeHarnessName(options.harness),
+                                            " serving harness cannot run: ", missing));
+  }
+  if (options.harness == ServeHarness::kNode) return absl::OkStatus();
+  const std::vector<std::string> argv = {
+      options.native_program.empty() ? DefaultNativeServeProgram() : options.native_program,
+      "--check", "--lib-dir", options.lib_dir.empty() ? DefaultLlamaLibDir() : options.lib_dir};
+  absl::StatusOr<std::string> out = RunEngineProcess(argv, "", options.sidecar.timeout);
+  if (!out.ok()) return out.status();
+  const Json j = Json::parse(*out, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || j.value("harness", "") != "native") {
+    return absl::InternalError(
+        absl::StrCat("serve harness check: unexpected output: ", out->substr(0, 200)));
+  }
+  return absl::OkStatus();
+}
+
 std::string DefaultServeBenchmarkScript() {
   return EnvOr("TAILOR_LLAMA_SERVE_BENCHMARK",
                absl::StrCat(TAILOR_SOURCE_DIR, "/tools/llama-sidecar/serve_benchmark.mjs"));

@@ -102,6 +102,12 @@ std::string DefaultLlamaLibDir();
 // the libraries it loads.
 std::string ServeHarnessMissing(const ServeBenchmarkOptions& options);
 
+// What the agent checks at start-up: NotFound as ServeHarnessMissing says; for the native
+// harness, the program loads the libraries (`tailor-llama-serve --check`), so a package
+// version it does not declare is an error naming both versions (Internal, the child's
+// message) before any job is taken.
+absl::Status CheckServeHarness(const ServeBenchmarkOptions& options);
+
 // INVALID_ARGUMENT naming the field for a bad option (batch_size, input_tokens,
 // output_tokens >= 1, cached_prefix_tokens, warmup >= 0, threads, repetitions >= 1, kv_type
 // f16 or f32); NotFound naming `gguf_path` when it does not exist; otherwise the errors of

@@ -6,13 +6,17 @@
 //
 //   tailor-llama-serve --lib-dir DIR --model M.gguf --batch-size B --input I --output O
 //       [--prefix P] [--threads T] [--warmup W] [--repetitions R] [--seed S] [--kv-type f16|f32]
+//   tailor-llama-serve --check --lib-dir DIR
+//       loads the libraries only and prints {"harness", "node_llama_cpp", "llama_cpp"}: what
+//       the agent runs at start-up, so a package this program does not declare is refused
+//       there rather than at the first serve.
 //
 // Why a native loop (docs/costmodel.md, "The serving harness"): node-llama-cpp generates
 // through a JavaScript async iterator, one hop between node's event loop and a worker thread
-// per token; on the quickstart's student that loop cost ~0.45 ms per token against the
-// engine's ~0.04 ms, so a request timed through it (18-20 ms, spread +-30%) measured node far
-// more than llama.cpp (3.9 ms, spread 3%). A server around llama.cpp (llama-server) runs
-// this loop natively too.
+// per token; on the quickstart's parent shape that loop added 0.12-0.16 ms per generated token
+// to the engine's 0.089 (bench_serve_harness), so a request timed through it measured 11-12
+// ms where llama.cpp took 6.7, and one serve's student / parent ratio moved by an sd of 7-10%
+// against 2-3%. A server around llama.cpp (llama-server) runs this loop natively too.
 //
 // The context is created as node-llama-cpp 3.21.1 creates it (so the memory figures and the
 // cost model's KV sizing stay those of docs/costmodel.md): n_ctx = B x (P + I + O) padded to
@@ -321,7 +325,20 @@ int64_t Pad256(int64_t v) { return (v + 255) / 256 * 256; }
 
 }  // namespace
 
+// --check --lib-dir DIR: the libraries load and are the declared release.
+int Check(int argc, char** argv) {
+  if (argc != 4 || std::string(argv[2]) != "--lib-dir") Fail("usage: --check --lib-dir DIR");
+  absl::StatusOr<ll::Loaded> loaded = ll::LoadLibllama(argv[3]);
+  if (!loaded.ok()) Fail(std::string(loaded.status().message()));
+  const nlohmann::json out = {{"harness", "native"},
+                              {"node_llama_cpp", loaded->package_version},
+                              {"llama_cpp", loaded->release}};
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--check") return Check(argc, argv);
   const Args a = ParseArgs(argc, argv);
   absl::StatusOr<ll::Loaded> loaded = ll::LoadLibllama(a.lib_dir);
   if (!loaded.ok()) Fail(std::string(loaded.status().message()));

@@ -919,6 +919,13 @@ TEST(LlamaCppServeTest, TheNativeHarnessRefusesAnotherPackageVersion) {
               StatusIs(absl::StatusCode::kInternal,
                        AllOf(HasSubstr("@node-llama-cpp/linux-x64 3.22.0"),
                              HasSubstr("declares the C API of 3.21.1"))));
+  // The agent's start-up check says the same before any job (the folder holds the build
+  // metadata the check looks for first).
+  WriteText(lib_dir + "/_nlcBuildMetadata.json",
+            R"({"buildOptions": {"llamaCpp": {"release": "v0.5.0"}}})");
+  EXPECT_THAT(CheckServeHarness(o),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("3.22.0")));
+  if (ServeHarnessMissing({}).empty()) EXPECT_THAT(CheckServeHarness({}), IsOk());
   o.lib_dir = root + "/nowhere";
   EXPECT_THAT(RunServeBenchmark(gguf, o).status(),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("package.json")));
