@@ -129,7 +129,9 @@ struct SlowHostCheck {
 //
 // With `anchor`, one of the candidates is the parent, the timed budgets being relative to it:
 // a candidate is close to a budget scaled as the parent measured in these rounds against the
-// figure the budgets were resolved at (AnchorScale), and the parent is never a close call.
+// figure the budgets were resolved at (AnchorScale), and the parent is never a close call but
+// is served in the close-call rounds too, after the close calls, its median over all of its
+// serves: the anchor spans the minutes the close calls span.
 using ServeRoundFn = std::function<absl::StatusOr<std::vector<v1::ModelCosts>>(
     const std::vector<size_t>& which, const std::string& label)>;
 struct ParentAnchor {

@@ -454,6 +454,43 @@ TEST(CloseCallsTest, CloseToBudgetReadsLatencyAndThroughputNotMemory) {
 
 // The measure job's rounds: all candidates interleaved three times, then only the one near
 // the budget six times more; each judged on the median of its own serves.
+// With the parent anchoring the pass, it is served in the close-call rounds as well (last,
+// never a close call itself), so its median, by which every timed figure of the pass is
+// scaled, spans the minutes the close calls span: here the host slows by 10% after the first
+// three rounds, and the anchor's median moves with the close call's instead of staying at
+// the fast minute.
+TEST(CloseCallsTest, TheAnchorIsServedInTheCloseCallRoundsToo) {
+  const double base[] = {30, 8, 10};  // a rung far over, a close call, the parent
+  std::vector<std::vector<size_t>> calls;
+  ServeRoundFn serve_round = [&](const std::vector<size_t>& which, const std::string&)
+      -> absl::StatusOr<std::vector<v1::ModelCosts>> {
+    const double host = calls.size() < 3 ? 1.0 : 1.1;
+    calls.push_back(which);
+    std::vector<v1::ModelCosts> out;
+    for (size_t i : which) out.push_back(Serve(base[i] * host));
+    return out;
+  };
+  v1::Budget budget;  // 0.8 x the parent's 10 ms
+  budget.set_latency_ms_max(8);
+  budget.set_latency_vs_parent_max(0.8);
+  absl::StatusOr<RoundsMeasured> r =
+      MeasureInRounds(3, 3, budget, {6, 0.10}, serve_round, {}, ParentAnchor{2, 10.0});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(calls.size(), 9u);
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(calls[k], (std::vector<size_t>{0, 1, 2})) << k;
+  for (int k = 3; k < 9; ++k) EXPECT_EQ(calls[k], (std::vector<size_t>{1, 2})) << k;
+  EXPECT_EQ(r->close_calls, 1);
+  EXPECT_EQ(r->medians[1].serve_latency_ms_size(), 9);
+  EXPECT_EQ(r->medians[1].close_call_serves(), 6);
+  EXPECT_EQ(r->medians[2].serve_latency_ms_size(), 9);
+  EXPECT_EQ(r->medians[2].close_call_serves(), 0);
+  // Both medians from the slow minutes (6 of 9 serves): the close call's ratio to the parent
+  // is its own 0.8, where an anchor of its 3 fast serves alone made it 0.88.
+  EXPECT_DOUBLE_EQ(r->medians[1].latency_ms(), 8 * 1.1);
+  EXPECT_DOUBLE_EQ(r->medians[2].latency_ms(), 10 * 1.1);
+  EXPECT_DOUBLE_EQ(AnchorScale(ParentAnchor{2, 10.0}, r->medians), 1 / 1.1);
+}
+
 TEST(CloseCallsTest, MeasureInRoundsServesOnlyTheCloseCandidatesAgain) {
   const double base[] = {30, 21, 10};
   std::vector<std::string> labels;
