@@ -925,7 +925,9 @@ TEST(LlamaCppServeTest, TheNativeHarnessRefusesAnotherPackageVersion) {
             R"({"buildOptions": {"llamaCpp": {"release": "v0.5.0"}}})");
   EXPECT_THAT(CheckServeHarness(o),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("3.22.0")));
-  if (ServeHarnessMissing({}).empty()) EXPECT_THAT(CheckServeHarness({}), IsOk());
+  if (ServeHarnessMissing({}).empty()) {
+    EXPECT_THAT(CheckServeHarness({}), IsOk());
+  }
   o.lib_dir = root + "/nowhere";
   EXPECT_THAT(RunServeBenchmark(gguf, o).status(),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("package.json")));
